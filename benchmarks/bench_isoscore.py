@@ -59,8 +59,8 @@ def main() -> None:
         shrink = (a @ a.T / (2 * args.dim)).to(device)
         for n in args.sizes:
             points = (torch.randn(n, args.dim, generator=gen) * torch.linspace(3, 0.1, args.dim)).to(device)
-            ours = _time(lambda x: isoscore_star(x, shrink, args.zeta), points, args.repeats)
-            released = _time(lambda x: released_formula(x, shrink, args.zeta), points, args.repeats)
+            ours = _time(lambda x, s=shrink: isoscore_star(x, s, args.zeta), points, args.repeats)
+            released = _time(lambda x, s=shrink: released_formula(x, s, args.zeta), points, args.repeats)
             print(f"{device:>6} {n:>7} {ours:>16.4f} {released:>17.4f} {released / ours:>8.2f}x")
 
 
