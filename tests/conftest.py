@@ -16,3 +16,23 @@ def released_isoscore_star(points: torch.Tensor, shrinkage_cov: torch.Tensor | N
     normalised = pcs * math.sqrt(d) / torch.linalg.vector_norm(pcs)
     defect = torch.linalg.vector_norm(normalised - 1) / math.sqrt(2 * (d - math.sqrt(d)))
     return ((d - defect**2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))
+
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+GLUE_TINY = SHARED / "glue-tiny"
+GLUE = SHARED / "glue"
+
+
+@pytest.fixture(scope="session")
+def glue_tiny() -> Path:
+    if not GLUE_TINY.is_dir():
+        pytest.fail(f"shared test data not found at {GLUE_TINY}: clone the project beside ../shared")
+    return GLUE_TINY

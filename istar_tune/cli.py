@@ -1,0 +1,145 @@
+"""``istar-tune``: a thin command line over the library.
+
+Each command maps to one library function. Errors print one line and exit with code 2 (``--debug`` shows the
+traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import logging
+import sys
+import textwrap
+from dataclasses import fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
+from istar_tune.errors import IstarTuneError
+
+ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
+NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each dataclass field (the configuration reference is generated from these)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs = {}
+    for node, following in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) and \
+                isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
+    group = parser.add_argument_group(title)
+    docs = field_docs(cls)
+    for f in fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            if f.name in NEGATED_FLAGS:
+                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const",
+                                   const=False, default=None, help=docs.get(f.name, "") + " (on by default)")
+            else:
+                group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
+                                   help=docs.get(f.name, ""))
+            continue
+        group.add_argument(flag, *ALIASES.get(f.name, []), dest=f.name, default=None, metavar="VALUE",
+                           help=f"{docs.get(f.name, '')} (default: {f.default})")
+
+
+def _collect(args: argparse.Namespace, config_file: str | None) -> dict[str, Any]:
+    values = dict(load_yaml(config_file)) if config_file else {}
+    for cls in (Hyperparameters, RunSettings):
+        for f in fields(cls):
+            given = getattr(args, f.name, None)
+            if given is not None:
+                values[f.name] = given
+    return values
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from istar_tune.train import METRICS_FILE, train
+
+    hparams, settings = split_config(_collect(args, args.config), source=args.config or "command line")
+    reporter = _PrintReporter()
+    result = train(hparams, settings, reporter)
+    best = result.best
+    summary = ", ".join(f"{k} {_fmt(best[k])}" for k in _headline_keys(best))
+    print(f"best epoch {result.best_epoch}: {summary}")
+    if settings.output_dir:
+        print(f"wrote {Path(settings.output_dir) / METRICS_FILE}")
+    if result.extra.get("isolayer"):
+        print("isolayer: " + json.dumps(result.extra["isolayer"], default=float))
+    return 0
+
+
+class _PrintReporter:
+    wants_checkpoint = False
+
+    def __call__(self, record: dict[str, Any], checkpoint_dir) -> None:
+        print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {_fmt(record[k])}" for k in _headline_keys(record)),
+              flush=True)
+
+
+HEADLINE = ("accuracy", "mcc", "pearson", "f1", "exact_match", "eval_isoscore_star", "eval_isoscore", "train_loss",
+            "penalty", "epoch_time_s")
+
+
+def _headline_keys(record: dict[str, Any]) -> list[str]:
+    return [k for k in HEADLINE if k in record]
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+# ------------------------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="istar-tune",
+        description="Hyperparameter search for fine-tuning transformer encoders with isotropy regularisers.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser("train", help="fine-tune one configuration (no Ray)",
+                                description="Fine-tune one configuration and write metrics.json, config.yaml "
+                                            "and the best checkpoint into --output-dir.")
+    train.add_argument("--config", metavar="FILE.yaml", help="YAML of hyperparameters and settings (flags win)")
+    _add_config_flags(train, Hyperparameters, "hyperparameters")
+    _add_config_flags(train, RunSettings, "run settings")
+    train.set_defaults(handler=cmd_train)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.handler(args)
+    except IstarTuneError as err:
+        if args.debug:
+            raise
+        print(f"istar-tune: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("istar-tune: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Typed, validated configuration of one training run.
+
+:class:`Hyperparameters` are what a search samples; :class:`RunSettings` are how a run is executed (data, output,
+precision, ...). Both are frozen dataclasses built from plain dicts (YAML, CLI flags, a Ray trial's config) by
+:func:`from_dict`, which rejects unknown keys and wrong types and reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from istar_tune.errors import ConfigError
+from istar_tune.losses import METHODS
+from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task
+
+DEFAULT_LAMBDA = {"base": 0.0, "cosreg": 1.0, "istar": -1.0, "isolayer": 0.0}
+"""λ used when a config gives none: CosReg's 1 (Gao et al.), I-STAR's most frequent optimum −1 (paper, Table 2)."""
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """What a search samples: one point of a search space."""
+
+    model: str = "minilm"
+    """Short name (bert, albert, distilbert, minilm, tiny-bert), Hugging Face hub id or local path."""
+    task: str = "sst2"
+    """One of sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad."""
+    method: str = "base"
+    """base, cosreg, istar or isolayer."""
+    learning_rate: float = 3e-5
+    """Peak AdamW learning rate of the linear schedule."""
+    batch_size: int = 32
+    """Examples per forward pass (the effective batch is ``batch_size × grad_accum``)."""
+    epochs: int = 3
+    """Training epochs (IsoLayer: epochs of its first, Base-like stage)."""
+    lam: float | None = None
+    """Penalty weight λ (I-STAR: λ < 0 decreases isotropy); ``None`` uses the method's default."""
+    zeta: float = 0.2
+    """I-STAR shrinkage ζ ∈ [0, 1]: Σ_ζ = (1 − ζ)·Σ_X + ζ·Σ_S."""
+    seed: int = 42
+    """Seed of model initialisation, dropout and data order."""
+    grad_accum: int = 2
+    """Gradient accumulation steps (the paper uses 2)."""
+    warmup_ratio: float = 0.1
+    """Share of optimizer steps spent warming the learning rate up linearly from 0."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not applied to biases and LayerNorm weights)."""
+    layer: int | None = None
+    """I-STAR on one hidden layer (1-based, negative from the last) instead of the union of all layers."""
+    include_padding: bool = False
+    """Feed padding positions into the I-STAR/CosReg point cloud, as the released code does."""
+    alpha: float = 0.5
+    """IsoLayer: weight of the task loss in α·L1 + (1 − α)·L2."""
+    isolayer_learning_rate: float = 1e-3
+    """IsoLayer: learning rate of the inserted d × d layer in stage 2."""
+    isolayer_epochs: int = 1
+    """IsoLayer: epochs of stage 2."""
+
+    @property
+    def penalty_weight(self) -> float:
+        return DEFAULT_LAMBDA[self.method] if self.lam is None else float(self.lam)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run is executed; never searched."""
+
+    data_dir: str | None = None
+    """Folder in the GLUE layout; ``None`` uses $GLUE_DIR, then the Hugging Face hub."""
+    output_dir: str | None = None
+    """Where metrics.json, config.yaml and the best checkpoint go (``None``: keep nothing on disk)."""
+    max_train_samples: int | None = None
+    """Use only the first N training examples."""
+    max_eval_samples: int | None = None
+    """Use only the first N validation examples."""
+    max_length: int = 128
+    """Maximum tokens per input (longer inputs are truncated; SQuAD contexts are split into windows)."""
+    eval_batch_size: int = 64
+    """Examples per forward pass in evaluation and in the Σ_S pass."""
+    shrinkage_tokens: int = 250_000
+    """Token budget of the Σ_S estimate, refreshed at the start of every epoch."""
+    eval_zeta: float = 0.2
+    """ζ of the reported eval IsoScore* (the paper's Figure 3 uses 0.2)."""
+    precision: str = "auto"
+    """auto (bf16 on CUDA when supported, else fp16 with a scaler; fp32 on CPU), fp32, fp16 or bf16."""
+    device: str = "auto"
+    """auto (CUDA when available), cpu, cuda or cuda:N."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0 disables)."""
+    init_checkpoint: str | None = None
+    """IsoLayer: start stage 2 from this fine-tuned checkpoint folder instead of training stage 1."""
+    save_checkpoint: bool = True
+    """Keep the best epoch's model and tokenizer in ``output_dir/best-checkpoint``."""
+    progress: bool = True
+    """Show progress bars."""
+
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
+    """Coerce ``value`` to ``hint`` (int, float, bool, str, X | None); return (value, problem or None)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            return None, None
+        return _type_problem(name, args[0], value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value, None
+        return value, f"{name} must be true or false, got {value!r}"
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        if isinstance(value, float) and value.is_integer():
+            return int(value), None
+        if isinstance(value, str):
+            try:
+                return int(value), None
+            except ValueError:
+                pass
+        return value, f"{name} must be an integer, got {value!r}"
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value), None
+        if isinstance(value, str):
+            try:
+                return float(value), None
+            except ValueError:
+                pass
+        return value, f"{name} must be a number, got {value!r}"
+    if hint is str:
+        if isinstance(value, (str, Path)):
+            return str(value), None
+        return value, f"{name} must be a string, got {value!r}"
+    return value, None
+
+
+T = typing.TypeVar("T")
+
+
+def from_dict(cls: type[T], values: dict[str, Any], *, source: str = "config") -> T:
+    """Build ``cls`` from ``values``: unknown keys, wrong types and bad ranges are all reported together."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    problems = [f"{source}: unknown key {key!r} (known keys: {', '.join(sorted(known))})"
+                for key in values if key not in known]
+    kwargs = {}
+    for key, value in values.items():
+        if key in known:
+            coerced, problem = _type_problem(key, hints[key], value)
+            if problem:
+                problems.append(f"{source}: {problem}")
+            else:
+                kwargs[key] = coerced
+    if not problems:
+        instance = cls(**kwargs)
+        problems = [f"{source}: {p}" for p in _range_problems(instance)]
+        if not problems:
+            return instance
+    raise ConfigError(problems)
+
+
+def _range_problems(obj: Any) -> list[str]:
+    problems: list[str] = []
+
+    def positive(name: str, value, strict: bool = True):
+        if value is not None and (value <= 0 if strict else value < 0):
+            problems.append(f"{name} must be {'positive' if strict else 'non-negative'}, got {value}")
+
+    if isinstance(obj, Hyperparameters):
+        try:
+            task = get_task(obj.task)
+        except ConfigError:
+            problems.append(f"task {obj.task!r} is unknown: choose one of {', '.join(TASKS)}")
+        else:
+            if obj.method == "isolayer" and task.problem_type == EXTRACTIVE_QA:
+                problems.append(f"method isolayer applies to sentence-level tasks; {task.display_name} is "
+                                "extractive QA")
+        if obj.method not in METHODS:
+            problems.append(f"method {obj.method!r} is unknown: choose one of {', '.join(METHODS)}")
+        if not obj.model:
+            problems.append("model must not be empty")
+        for name in ("learning_rate", "batch_size", "epochs", "grad_accum", "isolayer_learning_rate",
+                     "isolayer_epochs"):
+            positive(name, getattr(obj, name))
+        positive("weight_decay", obj.weight_decay, strict=False)
+        if obj.lam is not None and not math.isfinite(obj.lam):
+            problems.append(f"lam must be a finite number, got {obj.lam}")
+        for name in ("zeta", "alpha"):
+            value = getattr(obj, name)
+            if not 0.0 <= value <= 1.0:
+                problems.append(f"{name} must lie in [0, 1], got {value}")
+        if not 0.0 <= obj.warmup_ratio < 1.0:
+            problems.append(f"warmup_ratio must lie in [0, 1), got {obj.warmup_ratio}")
+        if obj.layer == 0:
+            problems.append("layer is 1-based (1 = first transformer layer, -1 = last), got 0")
+    elif isinstance(obj, RunSettings):
+        for name in ("max_train_samples", "max_eval_samples", "max_length", "eval_batch_size", "shrinkage_tokens"):
+            positive(name, getattr(obj, name))
+        positive("max_grad_norm", obj.max_grad_norm, strict=False)
+        if not 0.0 <= obj.eval_zeta <= 1.0:
+            problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
+        if obj.precision not in PRECISIONS:
+            problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
+        if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
+            problems.append(f"shrinkage_tokens must be at least 2, got {obj.shrinkage_tokens}")
+    return problems
+
+
+def validate(obj: Any, *, source: str = "config") -> None:
+    """Raise :class:`ConfigError` listing every range problem of a built config object."""
+    problems = _range_problems(obj)
+    if problems:
+        raise ConfigError([f"{source}: {p}" for p in problems])
+
+
+HYPERPARAMETER_KEYS = frozenset(f.name for f in fields(Hyperparameters))
+SETTING_KEYS = frozenset(f.name for f in fields(RunSettings))
+
+
+def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyperparameters, RunSettings]:
+    """Split one flat dict (a train YAML, CLI flags) into validated hyperparameters and run settings."""
+    problems: list[str] = []
+    unknown = [k for k in values if k not in HYPERPARAMETER_KEYS | SETTING_KEYS]
+    problems += [f"{source}: unknown key {k!r} (known keys: {', '.join(sorted(HYPERPARAMETER_KEYS | SETTING_KEYS))})"
+                 for k in unknown]
+    built: list[Any] = []
+    for cls, keys in ((Hyperparameters, HYPERPARAMETER_KEYS), (RunSettings, SETTING_KEYS)):
+        try:
+            built.append(from_dict(cls, {k: v for k, v in values.items() if k in keys}, source=source))
+        except ConfigError as err:
+            problems += err.problems
+    if problems:
+        raise ConfigError(problems)
+    return built[0], built[1]
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``; a clear error for a missing file or a file that is not a mapping."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)

@@ -1,0 +1,101 @@
+"""Task metrics: accuracy, Matthews correlation, Pearson, and SQuAD v1.1 F1 / exact match.
+
+SQuAD scoring follows the official v1.1 evaluation script: answers are normalised (lower case, punctuation and
+the articles a/an/the removed, whitespace collapsed), each prediction is scored against every gold answer and
+the maximum is kept; both are reported in percent, as the official script does. The other metrics are
+fractions in [0, 1] (Pearson and MCC in [−1, 1]).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from collections.abc import Sequence
+
+import numpy as np
+
+from istar_tune.tasks import CLASSIFICATION, EXTRACTIVE_QA, REGRESSION, Task
+
+
+def accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    return float((predictions == labels).mean())
+
+
+def matthews_corrcoef(predictions: Sequence[int], labels: Sequence[int]) -> float:
+    """Matthews correlation for any number of classes (Gorodkin's R_K); 0 when it is undefined."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    classes = np.union1d(predictions, labels)
+    index = {c: i for i, c in enumerate(classes)}
+    confusion = np.zeros((len(classes), len(classes)), dtype=np.float64)
+    for p, t in zip(predictions, labels):
+        confusion[index[t], index[p]] += 1
+    t_sum, p_sum = confusion.sum(axis=1), confusion.sum(axis=0)
+    n, correct = confusion.sum(), np.trace(confusion)
+    cov_ytyp = correct * n - t_sum @ p_sum
+    cov_ypyp = n * n - p_sum @ p_sum
+    cov_ytyt = n * n - t_sum @ t_sum
+    denom = np.sqrt(cov_ytyt * cov_ypyp)
+    return float(cov_ytyp / denom) if denom > 0 else 0.0
+
+
+def pearson(predictions: Sequence[float], labels: Sequence[float]) -> float:
+    predictions, labels = np.asarray(predictions, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if predictions.std() == 0 or labels.std() == 0:
+        return 0.0
+    return float(np.corrcoef(predictions, labels)[0, 1])
+
+
+def normalize_answer(text: str) -> str:
+    """The official SQuAD v1.1 answer normalisation."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def _token_f1(prediction: str, truth: str) -> float:
+    pred_tokens, truth_tokens = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    common = collections.Counter(pred_tokens) & collections.Counter(truth_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred_tokens), overlap / len(truth_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_scores(predictions: dict[str, str], references: dict[str, Sequence[str]]) -> dict[str, float]:
+    """Official SQuAD v1.1 ``exact_match`` and ``f1`` (percent) of ``predictions`` (id → text) against
+    ``references`` (id → gold answer texts). A question without a prediction scores 0, as in the official script."""
+    if not references:
+        return {"exact_match": 0.0, "f1": 0.0}
+    exact = f1 = 0.0
+    for qid, truths in references.items():
+        prediction = predictions.get(qid, "")
+        exact += max(float(normalize_answer(prediction) == normalize_answer(t)) for t in truths)
+        f1 += max(_token_f1(prediction, t) for t in truths)
+    return {"exact_match": 100.0 * exact / len(references), "f1": 100.0 * f1 / len(references)}
+
+
+def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """The task's metric from model outputs (logits (n, num_labels), or (n, 1) scores for regression)."""
+    if task.problem_type == REGRESSION:
+        return {task.metric: pearson(logits.reshape(-1), labels)}
+    if task.problem_type != CLASSIFICATION:
+        raise ValueError(f"classification_metrics does not apply to {task.problem_type} task {task.name}")
+    predictions = logits.argmax(axis=-1)
+    if task.metric == "mcc":
+        return {"mcc": matthews_corrcoef(predictions, labels), "accuracy": accuracy(predictions, labels)}
+    return {task.metric: accuracy(predictions, labels)}
+
+
+__all__ = [
+    "accuracy",
+    "matthews_corrcoef",
+    "pearson",
+    "normalize_answer",
+    "squad_scores",
+    "classification_metrics",
+    "EXTRACTIVE_QA",
+]

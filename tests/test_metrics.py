@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr
+
+from istar_tune.metrics import accuracy, matthews_corrcoef, normalize_answer, pearson, squad_scores
+
+
+def test_accuracy_and_binary_mcc_against_hand_computed_values():
+    labels = [1, 1, 1, 0, 0, 0, 1, 0]
+    preds = [1, 1, 0, 0, 0, 1, 1, 0]
+    assert accuracy(preds, labels) == 0.75
+    tp, tn, fp, fn = 3, 3, 1, 1
+    expected = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    assert matthews_corrcoef(preds, labels) == pytest.approx(expected)
+    assert matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0  # constant prediction: undefined → 0
+
+
+def test_pearson_matches_scipy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=50)
+    y = x + rng.normal(size=50)
+    assert pearson(x, y) == pytest.approx(pearsonr(x, y).statistic)
+
+
+def test_squad_scoring_follows_the_official_rules():
+    assert normalize_answer("The  Denver Broncos!") == "denver broncos"
+    refs = {"q1": ["Denver Broncos", "the Broncos"], "q2": ["Santa Clara, California"], "q3": ["1990"]}
+    preds = {"q1": "broncos", "q2": "Santa Clara"}  # q3 unanswered scores 0
+    scores = squad_scores(preds, refs)
+    assert scores["exact_match"] == pytest.approx(100 / 3)  # "broncos" == normalised "the Broncos"
+    f1_q2 = 2 * (1.0 * (2 / 3)) / (1.0 + 2 / 3)
+    assert scores["f1"] == pytest.approx(100 * (1.0 + f1_q2 + 0.0) / 3)

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.tasks import TASKS, get_task
+from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE, train
+
+
+def _settings(glue_tiny, **overrides) -> RunSettings:
+    values = {"data_dir": str(glue_tiny), "max_length": 48, "progress": False, "shrinkage_tokens": 2000}
+    values.update(overrides)
+    return RunSettings(**values)
+
+
+def _hparams(**overrides) -> Hyperparameters:
+    values = {"model": "tiny-bert", "task": "sst2", "method": "istar", "lam": -1.0, "zeta": 0.2, "epochs": 1,
+              "batch_size": 16, "learning_rate": 1e-3}
+    values.update(overrides)
+    return Hyperparameters(**values)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_trains_one_epoch_and_reports_its_metric(name, glue_tiny):
+    task = get_task(name)
+    result = train(_hparams(task=name), _settings(glue_tiny))
+    record = result.final
+    for metric in task.metrics:
+        assert math.isfinite(record[metric])
+    lower = -1.0 if task.metric in ("mcc", "pearson") else 0.0
+    upper = 100.0 if task.metric == "f1" else 1.0
+    assert lower <= record[task.metric] <= upper
+    assert 0.0 <= record["eval_isoscore_star"] <= 1.0 and 0.0 <= record["eval_isoscore"] <= 1.0
+    assert record["penalty"] < 0  # λ = −1: the penalty −(1 − IsoScore*) is negative
+    assert record["train_loss"] == pytest.approx(record["task_loss"] + record["penalty"], rel=1e-4)
+
+
+def test_same_seed_gives_the_same_metrics_and_lambda_zero_equals_base(glue_tiny):
+    first = train(_hparams(epochs=2), _settings(glue_tiny)).epochs
+    second = train(_hparams(epochs=2), _settings(glue_tiny)).epochs
+    drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in first] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in second]
+    base = train(_hparams(method="base", lam=None), _settings(glue_tiny)).final
+    zero = train(_hparams(lam=0.0), _settings(glue_tiny)).final
+    assert zero["train_loss"] == base["train_loss"] and zero["accuracy"] == base["accuracy"]
+    assert zero["penalty"] == 0.0
+
+
+def test_outputs_written_and_best_checkpoint_loads(glue_tiny, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    out = tmp_path / "run"
+    result = train(_hparams(epochs=2, method="cosreg", lam=None), _settings(glue_tiny, output_dir=str(out)))
+    metrics = json.loads((out / METRICS_FILE).read_text())
+    assert metrics["status"] == "finished" and metrics["metric"] == "accuracy"
+    assert [r["epoch"] for r in metrics["epochs"]] == [1, 2]
+    assert metrics["best"]["accuracy"] == max(r["accuracy"] for r in metrics["epochs"])
+    assert metrics["best_epoch"] == result.best_epoch
+    assert "hyperparameters" in (out / CONFIG_FILE).read_text()
+    model = AutoModelForSequenceClassification.from_pretrained(out / BEST_CHECKPOINT)
+    assert model.config.hidden_size == 32
+
+
+class _Recorder:
+    wants_checkpoint = True
+
+    def __init__(self, stop_after: int | None = None, keep_dir=None):
+        self.records, self.stop_after, self.keep_dir = [], stop_after, keep_dir
+
+    def __call__(self, record, checkpoint_dir):
+        import shutil
+
+        self.records.append(record)
+        assert (checkpoint_dir / "trainer_state.pt").is_file()
+        if self.keep_dir is not None:
+            shutil.rmtree(self.keep_dir, ignore_errors=True)
+            shutil.copytree(checkpoint_dir, self.keep_dir)
+        if self.stop_after is not None and record["epoch"] == self.stop_after:
+            raise KeyboardInterrupt  # the trial dies after reporting this epoch
+
+
+def test_resumed_run_continues_from_its_last_epoch_and_matches_an_uninterrupted_run(glue_tiny, tmp_path):
+    drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
+    uninterrupted = train(_hparams(epochs=3), _settings(glue_tiny), _Recorder()).epochs
+    state = tmp_path / "state"
+    with pytest.raises(KeyboardInterrupt):
+        train(_hparams(epochs=3), _settings(glue_tiny), _Recorder(stop_after=1, keep_dir=state))
+    resumed = _Recorder()
+    result = train(_hparams(epochs=3), _settings(glue_tiny), resumed, resume_from=state)
+    assert [r["epoch"] for r in resumed.records] == [2, 3]  # epoch 1 is not trained again
+    assert [{k: v for k, v in r.items() if k not in drop} for r in result.epochs] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted]
