@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 import textwrap
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,34 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+def _names(values: list[str] | None) -> list[str] | None:
+    """``--models a,b c`` → [a, b, c]."""
+    if not values:
+        return None
+    return [name for value in values for name in value.split(",") if name]
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from istar_tune.search import dry_run_report, exit_code, plan, run_search
+    from istar_tune.search_space import load_search_space
+
+    space = load_search_space(args.space).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
+    if args.name:
+        space = replace(space, name=args.name)
+    if args.dry_run:
+        tracking_uri = args.tracking_uri
+        if tracking_uri is None and space.stage == "seeds":
+            from istar_tune.tracking import default_tracking_uri
+
+            tracking_uri = default_tracking_uri(args.storage_path)
+        print(dry_run_report(space, plan(space, tracking_uri)))
+        return 0
+    summary = run_search(space, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
+                         address=args.address, resume=args.resume, data_dir=args.data_dir)
+    print(summary.report())
+    return exit_code(summary)
+
+
 # ------------------------------------------------------------------------------------------------- parser
 
 
@@ -121,6 +149,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train, Hyperparameters, "hyperparameters")
     _add_config_flags(train, RunSettings, "run settings")
     train.set_defaults(handler=cmd_train)
+
+    search = commands.add_parser("search", help="run a search space on Ray Tune, tracked in MLflow",
+                                 description="Run every trial of a search space on a Ray cluster (or a local Ray "
+                                             "instance) and record them in MLflow.")
+    search.add_argument("space", metavar="SPACE.yaml", help="search space file, e.g. search_spaces/smoke.yaml")
+    search.add_argument("--models", nargs="+", metavar="NAME", help="replace the space's models (comma or space "
+                                                                    "separated)")
+    search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks")
+    search.add_argument("--methods", nargs="+", metavar="NAME", help="replace the space's methods")
+    search.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the space's data_dir)")
+    search.add_argument("--storage-path", default="istar-runs",
+                        help="Ray results: a local folder, or a shared path/URI on multi-node clusters "
+                             "(default: %(default)s)")
+    search.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///STORAGE/mlflow.db; use an "
+                                               "http:// server on clusters)")
+    search.add_argument("--name", help="search name: MLflow experiment and results folder (default: the space's)")
+    search.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local instance)")
+    search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
+                                                              "are kept, their MLflow runs reused")
+    search.add_argument("--dry-run", action="store_true", help="print the trials per model × task × method and "
+                                                               "the resources; run nothing")
+    search.set_defaults(handler=cmd_search)
     return parser
 
 

@@ -111,12 +111,14 @@ def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
             return None, None
         return _type_problem(name, args[0], value)
     if hint is bool:
         if isinstance(value, bool):
             return value, None
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true", None
         return value, f"{name} must be true or false, got {value!r}"
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):

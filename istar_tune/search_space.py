@@ -1,0 +1,344 @@
+"""Search spaces: YAML files that name models, tasks, methods, hyperparameter domains, the search algorithm, the
+scheduler and the resources of each trial. Validated on load: every problem is reported at once, with the file
+and the key.
+
+A domain is a constant (``batch_size: 32``) or a mapping with one key:
+
+* ``grid: [v1, v2, ...]`` — every value (grid search);
+* ``choice: [v1, v2, ...]`` — one value sampled per trial;
+* ``loguniform: [low, high]`` / ``uniform: [low, high]`` — a float range;
+* ``randint: [low, high]`` — an integer in [low, high] (both included).
+
+Searches run per (model, task, method) group: each group is one Ray Tune experiment, so a searcher or scheduler
+only ever compares trials of one task's metric.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
+from istar_tune.errors import ConfigError
+from istar_tune.losses import METHODS
+from istar_tune.models import MODELS
+from istar_tune.tasks import get_task
+
+DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
+ALGORITHMS = ("grid", "optuna")
+SCHEDULERS = ("none", "asha")
+STAGES = ("search", "seeds")
+SEARCHED_KEYS = frozenset(Hyperparameters.__dataclass_fields__) - {"model", "task", "method"}
+
+
+@dataclass(frozen=True)
+class Domain:
+    kind: str
+    """``constant`` or one of :data:`DOMAIN_KINDS`."""
+    values: tuple
+
+    @property
+    def size(self) -> int:
+        """Number of grid points this domain contributes (1 for everything but ``grid``)."""
+        return len(self.values) if self.kind == "grid" else 1
+
+    def describe(self) -> str:
+        if self.kind == "constant":
+            return repr(self.values[0])
+        return f"{self.kind}{list(self.values)}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One (model, task, method) of a search and the domains of its trials."""
+
+    model: str
+    task: str
+    method: str
+    domains: dict[str, Domain]
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.task}/{self.method}"
+
+    @property
+    def slug(self) -> str:
+        """File-system-safe name, used for the group's Ray experiment folder."""
+        raw = f"{self.model}-{self.task}-{self.method}"
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    path: str
+    """The YAML file this space was read from (recorded with every trial)."""
+    name: str
+    """Search name: the MLflow experiment and the Ray results folder."""
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    methods: tuple[str, ...]
+    hyperparameters: dict[str, Domain] = field(default_factory=dict)
+    """Domains shared by every method."""
+    method_hyperparameters: dict[str, dict[str, Domain]] = field(default_factory=dict)
+    """Per-method domains, added to (and overriding) the shared ones."""
+    algorithm: str = "grid"
+    num_samples: int = 1
+    """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per group."""
+    seed: int | None = None
+    """Seed of the searcher's sampling."""
+    scheduler: str = "none"
+    grace_period: int = 1
+    reduction_factor: float = 3.0
+    cpu: float = 1.0
+    gpu: float = 0.0
+    concurrency: int | None = None
+    """Trials running at once per group (``None``: as many as the resources allow)."""
+    max_failures: int = 1
+    """Retries of a failed trial (it continues from its last epoch's checkpoint)."""
+    checkpoints_to_keep: int = 2
+    """Checkpoints kept per trial: the best by the task metric, and always the latest (for retries)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Run settings for every trial (data options, precision, ...)."""
+    stage: str = "search"
+    """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds``."""
+    seeds: tuple[int, ...] = ()
+    best_of: tuple[str, ...] = ()
+
+    def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
+        """The same space for other models, tasks or methods (e.g. from ``--models``)."""
+        problems = []
+        if tasks:
+            for task in tasks:
+                try:
+                    get_task(task)
+                except ConfigError as err:
+                    problems.append(f"--tasks: {err}")
+        if methods:
+            problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
+                         for m in methods if m not in METHODS]
+        if problems:
+            raise ConfigError(problems)
+        return replace(self, models=tuple(models or self.models), tasks=tuple(tasks or self.tasks),
+                       methods=tuple(methods or self.methods))
+
+    def groups(self) -> list[Group]:
+        out = []
+        for model, task, method in itertools.product(self.models, self.tasks, self.methods):
+            domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
+            out.append(Group(model=model, task=get_task(task).name, method=method, domains=domains))
+        return out
+
+    def trials_in(self, group: Group) -> int:
+        if self.stage == "seeds":
+            return len(self.seeds)
+        if self.algorithm == "optuna":
+            return self.num_samples
+        return math.prod(d.size for d in group.domains.values()) * self.num_samples
+
+    def run_settings(self, **overrides) -> RunSettings:
+        values = {**self.settings, **{k: v for k, v in overrides.items() if v is not None}}
+        return from_dict(RunSettings, values, source=f"{self.path}: settings")
+
+
+# -------------------------------------------------------------------------------------------------- loading
+
+_TOP_KEYS = {"name", "models", "tasks", "methods", "hyperparameters", "method_hyperparameters", "search",
+             "scheduler", "resources", "concurrency", "max_failures", "checkpoints_to_keep", "settings", "stage",
+             "seeds", "best_of"}
+_SEARCH_KEYS = {"algorithm", "num_samples", "seed"}
+_SCHEDULER_KEYS = {"type", "grace_period", "reduction_factor"}
+_RESOURCE_KEYS = {"cpu", "gpu"}
+
+
+def load_search_space(path: str | Path) -> SearchSpace:
+    """Read and validate a search-space YAML; raises one :class:`ConfigError` listing every problem."""
+    path = Path(path)
+    raw = load_yaml(path)
+    problems: list[str] = []
+
+    def problem(key: str, text: str) -> None:
+        problems.append(f"{path}: {key}: {text}")
+
+    for key in raw:
+        if key not in _TOP_KEYS:
+            problem(key, f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+
+    stage = raw.get("stage", "search")
+    if stage not in STAGES:
+        problem("stage", f"must be one of {', '.join(STAGES)}, got {stage!r}")
+
+    name = raw.get("name", path.stem.replace("_", "-"))
+    if not isinstance(name, str) or not name.strip():
+        problem("name", f"must be a non-empty string, got {name!r}")
+
+    def names(key: str, default=None) -> tuple[str, ...]:
+        value = raw.get(key, default)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            problem(key, f"must be a non-empty list of names, got {value!r}")
+            return ()
+        return tuple(value)
+
+    models = names("models", list(MODELS)[:3])
+    tasks = names("tasks")
+    for task in tasks:
+        try:
+            get_task(task)
+        except ConfigError as err:
+            problem("tasks", str(err))
+    methods = names("methods")
+    for method in methods:
+        if method not in METHODS:
+            problem("methods", f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+
+    search = _mapping(raw, "search", _SEARCH_KEYS, problem)
+    algorithm = search.get("algorithm", "grid")
+    if algorithm not in ALGORITHMS:
+        problem("search.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    num_samples = _integer(search, "num_samples", 1, 1, problem, "search.")
+    seed = search.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        problem("search.seed", f"must be an integer, got {seed!r}")
+
+    hyperparameters = _domains(raw.get("hyperparameters", {}), "hyperparameters", algorithm, problem)
+    method_hyperparameters: dict[str, dict[str, Domain]] = {}
+    per_method = raw.get("method_hyperparameters", {}) or {}
+    if not isinstance(per_method, dict):
+        problem("method_hyperparameters", f"must map method names to domains, got {type(per_method).__name__}")
+        per_method = {}
+    for method, domains in per_method.items():
+        if method not in METHODS:
+            problem(f"method_hyperparameters.{method}", f"unknown method: choose one of {', '.join(METHODS)}")
+        method_hyperparameters[method] = _domains(domains, f"method_hyperparameters.{method}", algorithm, problem)
+
+    scheduler = _mapping(raw, "scheduler", _SCHEDULER_KEYS, problem)
+    scheduler_type = scheduler.get("type", "none")
+    if scheduler_type not in SCHEDULERS:
+        problem("scheduler.type", f"must be one of {', '.join(SCHEDULERS)}, got {scheduler_type!r}")
+    grace_period = _integer(scheduler, "grace_period", 1, 1, problem, "scheduler.")
+    reduction_factor = scheduler.get("reduction_factor", 3)
+    if not _is_number(reduction_factor) or reduction_factor <= 1:
+        problem("scheduler.reduction_factor", f"must be a number greater than 1, got {reduction_factor!r}")
+
+    resources = _mapping(raw, "resources", _RESOURCE_KEYS, problem)
+    cpu, gpu = resources.get("cpu", 1), resources.get("gpu", 0)
+    if not _is_number(cpu) or cpu <= 0:
+        problem("resources.cpu", f"must be a positive number, got {cpu!r}")
+    if not _is_number(gpu) or gpu < 0:
+        problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
+    concurrency = raw.get("concurrency")
+    if concurrency is not None:
+        concurrency = _integer(raw, "concurrency", None, 1, problem)
+    max_failures = _integer(raw, "max_failures", 1, 0, problem)
+    checkpoints_to_keep = _integer(raw, "checkpoints_to_keep", 2, 1, problem)
+
+    settings = raw.get("settings", {}) or {}
+    if not isinstance(settings, dict):
+        problem("settings", f"must be a mapping of run settings, got {type(settings).__name__}")
+        settings = {}
+    else:
+        try:
+            from_dict(RunSettings, settings, source="settings")
+        except ConfigError as err:
+            problems.extend(f"{path}: {p}" for p in err.problems)
+
+    seeds: tuple[int, ...] = ()
+    best_of: tuple[str, ...] = ()
+    if stage == "seeds":
+        raw_seeds = raw.get("seeds")
+        if not isinstance(raw_seeds, list) or not raw_seeds or \
+                not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds):
+            problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
+        else:
+            seeds = tuple(raw_seeds)
+        best_of = names("best_of")
+    elif not hyperparameters and not method_hyperparameters:
+        problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
+
+    if problems:
+        raise ConfigError(problems)
+    return SearchSpace(
+        path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
+        methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
+        algorithm=algorithm, num_samples=num_samples, seed=seed, scheduler=scheduler_type,
+        grace_period=grace_period, reduction_factor=float(reduction_factor), cpu=float(cpu), gpu=float(gpu),
+        concurrency=concurrency, max_failures=max_failures, checkpoints_to_keep=checkpoints_to_keep,
+        settings=dict(settings), stage=stage, seeds=seeds, best_of=best_of)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _mapping(raw: dict, key: str, allowed: set[str], problem) -> dict:
+    value = raw.get(key, {}) or {}
+    if not isinstance(value, dict):
+        problem(key, f"must be a mapping, got {type(value).__name__}")
+        return {}
+    for sub in value:
+        if sub not in allowed:
+            problem(f"{key}.{sub}", f"unknown key (known: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _integer(raw: dict, key: str, default, minimum: int, problem, prefix: str = ""):
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        problem(prefix + key, f"must be an integer >= {minimum}, got {value!r}")
+        return default
+    return value
+
+
+def _check_value(key: str, value, where: str, problem) -> None:
+    try:
+        from_dict(Hyperparameters, {key: value}, source=where)
+    except ConfigError as err:
+        for text in err.problems:
+            problem(where, text.split(": ", 1)[-1])
+
+
+def _domains(raw, where: str, algorithm: str, problem) -> dict[str, Domain]:
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        problem(where, f"must map hyperparameter names to domains, got {type(raw).__name__}")
+        return {}
+    domains = {}
+    for key, spec in raw.items():
+        at = f"{where}.{key}"
+        if key not in SEARCHED_KEYS:
+            problem(at, f"unknown hyperparameter (searchable: {', '.join(sorted(SEARCHED_KEYS))}); "
+                        "models, tasks and methods are listed at the top level")
+            continue
+        if not isinstance(spec, dict):
+            _check_value(key, spec, at, problem)
+            domains[key] = Domain("constant", (spec,))
+            continue
+        if len(spec) != 1 or next(iter(spec)) not in DOMAIN_KINDS:
+            problem(at, f"a domain is a value or a mapping with one of {', '.join(DOMAIN_KINDS)}, got {spec!r}")
+            continue
+        kind, values = next(iter(spec.items()))
+        if not isinstance(values, list) or not values:
+            problem(at, f"{kind} needs a non-empty list, got {values!r}")
+            continue
+        if kind == "grid" and algorithm == "optuna":
+            problem(at, "grid values need search.algorithm: grid; with optuna use choice, uniform or loguniform")
+            continue
+        if kind in ("loguniform", "uniform", "randint"):
+            if len(values) != 2 or not all(_is_number(v) for v in values) or not values[0] < values[1]:
+                problem(at, f"{kind} needs [low, high] with low < high, got {values!r}")
+                continue
+            if kind == "loguniform" and values[0] <= 0:
+                problem(at, f"loguniform needs low > 0, got {values[0]}")
+                continue
+            if kind == "randint" and not all(isinstance(v, int) for v in values):
+                problem(at, f"randint needs integer bounds, got {values!r}")
+                continue
+        for value in values:
+            _check_value(key, value, at, problem)
+        domains[key] = Domain(kind, tuple(values))
+    return domains

@@ -1,0 +1,161 @@
+"""A killed and resumed search, and a real `ray job submit` to a head on 127.0.0.1 logging to an MLflow server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _env(glue_tiny) -> dict[str, str]:
+    return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            "GLUE_DIR": str(glue_tiny), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+RESUME_SPACE = """\
+name: resume
+models: [tiny-bert]
+tasks: [sst2]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: 3
+  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3]}
+concurrency: 1
+settings: {max_length: 32, shrinkage_tokens: 1000}
+"""
+
+
+def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_runs(glue_tiny, tmp_path):
+    space = tmp_path / "resume.yaml"
+    space.write_text(RESUME_SPACE)
+    storage = tmp_path / "runs"
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=_env(glue_tiny), start_new_session=True)
+    finished_before_kill = []
+    deadline = time.monotonic() + 240
+    for line in driver.stdout:
+        if line.startswith("[") and " done " in line:
+            finished_before_kill.append(line.split("trial ")[1].split()[0])
+        if len(finished_before_kill) == 2 or time.monotonic() > deadline:
+            break
+    time.sleep(3)  # trial 3 is running; the finished trials are in the experiment snapshot
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and its local Ray instance die at once
+    driver.wait()
+    assert len(finished_before_kill) == 2
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(glue_tiny),
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "4 trials, 4 finished, 0 stopped early, 0 failed" in resumed.stdout
+    for trial_id in finished_before_kill:
+        assert f"trial {trial_id} epoch" not in resumed.stdout  # finished trials are not run again
+
+    # Ray recorded each finished trial's three epochs once.
+    results = list((storage / "resume").glob("*/trainable_*/result.json"))
+    assert len(results) == 4
+    for result in results:
+        trial_id = json.loads(result.read_text().splitlines()[0])["trial_id"]
+        if trial_id in finished_before_kill:
+            assert len(result.read_text().splitlines()) == 3
+
+    uri = tracking.default_tracking_uri(storage)
+    runs = tracking.trial_runs(uri, "resume")
+    assert len(runs) == 4 and len({r.trial_id for r in runs}) == 4  # exactly one child run per trial
+    client = tracking.client(uri)
+    for run in runs:
+        assert run.status == "finished"
+        assert sorted(m.step for m in client.get_metric_history(run.run_id, "accuracy")) == [1, 2, 3]
+    experiment = client.get_experiment_by_name("resume").experiment_id
+    assert len(tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "search"})) == 1
+
+
+def _wait_for(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {seconds} s")
+
+
+def _mlflow(base: str, path: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def ray_head_and_mlflow_server(glue_tiny, tmp_path):
+    env = _env(glue_tiny)
+    ray_port, dashboard_port, mlflow_port = _free_port(), _free_port(), _free_port()
+    mlflow_server = subprocess.Popen(
+        [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+         "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port),
+         "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    started = subprocess.run(
+        [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(ray_port),
+         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--include-dashboard", "true",
+         "--num-cpus", "2", "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        _wait_for(f"http://127.0.0.1:{mlflow_port}/health")
+        yield f"http://127.0.0.1:{dashboard_port}", f"http://127.0.0.1:{mlflow_port}", env
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, env=env, timeout=120)
+        os.killpg(mlflow_server.pid, signal.SIGTERM)
+        mlflow_server.wait(timeout=30)
+
+
+def test_ray_job_submit_runs_the_smoke_search_and_logs_to_an_mlflow_server(ray_head_and_mlflow_server, glue_tiny,
+                                                                             tmp_path):
+    job_address, mlflow_uri, env = ray_head_and_mlflow_server
+    env = {**env, "RAY_ADDRESS": job_address, "MLFLOW_TRACKING_URI": mlflow_uri,
+           "STORAGE_PATH": str(tmp_path / "ray-results")}
+    submitted = subprocess.run(
+        [str(ROOT / "jobs" / "submit.sh"), "search_spaces/smoke.yaml", "--tasks", "rte", "--data-dir",
+         str(glue_tiny)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=420)
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    jobs = json.loads(urllib.request.urlopen(f"{job_address}/api/jobs/", timeout=30).read())
+    assert [job["status"] for job in jobs] == ["SUCCEEDED"]
+
+    experiment = _mlflow(mlflow_uri, "/api/2.0/mlflow/experiments/get-by-name?experiment_name=smoke")
+    experiment_id = experiment["experiment"]["experiment_id"]
+    runs = _mlflow(mlflow_uri, "/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id],
+                                                               "max_results": 100})["runs"]
+    tags = [{t["key"]: t["value"] for t in run["data"]["tags"]} for run in runs]
+    parents = [run for run, tag in zip(runs, tags) if tag.get(tracking.TAG_ROLE) == "search"]
+    children = [(run, tag) for run, tag in zip(runs, tags) if tag.get(tracking.TAG_ROLE) == "trial"]
+    assert len(parents) == 1 and len(children) == 4  # 2 methods x 2 learning rates on RTE
+    assert len({tag[tracking.TAG_TRIAL_ID] for _, tag in children}) == 4
+    for run, tag in children:
+        assert tag[tracking.TAG_PARENT] == parents[0]["info"]["run_id"]
+        assert run["info"]["status"] == "FINISHED"
+        history = _mlflow(mlflow_uri, "/api/2.0/mlflow/metrics/get-history?run_id="
+                          f"{run['info']['run_id']}&metric_key=accuracy")["metrics"]
+        assert sorted(m["step"] for m in history) == [1, 2]

@@ -1,0 +1,93 @@
+"""Searches on a real two-node Ray cluster on 127.0.0.1, tracked in a real MLflow store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.cli import main
+from istar_tune.search import run_search
+from istar_tune.search_space import load_search_space
+
+pytestmark = pytest.mark.slow
+SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster(glue_tiny):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "disabled")
+    patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every node on 127.0.0.1
+    patch.setenv("GLUE_DIR", str(glue_tiny))
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+    patch.undo()
+
+
+def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster, tmp_path):
+    import ray
+
+    space = load_search_space(SMOKE).narrow(tasks=["rte"])
+    summary = run_search(space, storage_path=tmp_path, address=two_node_cluster.address, write=lambda _: None)
+    assert not summary.failed
+    assert [len(g.trials) for g in summary.groups] == [2, 2]
+    assert all(t.status == "finished" and t.epochs == 2 for g in summary.groups for t in g.trials)
+
+    runs = tracking.trial_runs(summary.tracking_uri, "smoke")
+    assert len(runs) == 4 and len({r.trial_id for r in runs}) == 4
+    client = tracking.client(summary.tracking_uri)
+    nodes = {client.get_run(r.run_id).data.tags[tracking.TAG_NODE] for r in runs}
+    assert nodes == {n["NodeID"] for n in ray.nodes()}  # trials ran on both nodes
+    parent = tracking.find_runs(client, client.get_experiment_by_name("smoke").experiment_id,
+                                **{tracking.TAG_ROLE: "search"})
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    for run in runs:
+        data = client.get_run(run.run_id).data
+        assert data.tags[tracking.TAG_PARENT] == parent[0].info.run_id
+        assert data.tags["model"] == "tiny-bert" and data.tags["task"] == "rte"
+        assert data.tags[tracking.TAG_SPACE] == str(SMOKE)
+        assert data.params["learning_rate"] in ("0.001", "0.003") and data.params["seed"] == "42"
+        history = client.get_metric_history(run.run_id, "accuracy")
+        assert sorted(m.step for m in history) == [1, 2]
+    # The summary's best per group is the best trial MLflow holds.
+    best = tracking.best_trials(summary.tracking_uri, "smoke")
+    for outcome in summary.groups:
+        key = (outcome.group.model, outcome.group.task, outcome.group.method)
+        assert best[key].metrics["objective"] == pytest.approx(outcome.best.value)
+
+
+def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):
+    space = tmp_path / "space.yaml"
+    space.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0"))
+    code = main(["search", str(space), "--models", "tiny-bert", str(tmp_path / "no-such-model"), "--tasks", "rte",
+                 "--methods", "base", "--storage-path", str(tmp_path / "runs"), "--name", "failing"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "2 finished, 0 stopped early, 2 failed" in out
+    assert out.count("FAILED") >= 2 and "does not exist" in out
+    runs = tracking.trial_runs(tracking.default_tracking_uri(tmp_path / "runs"), "failing")
+    by_status = {}
+    for run in runs:
+        by_status.setdefault(run.status, []).append(run)
+    assert len(by_status["finished"]) == 2 and len(by_status["failed"]) == 2
+    client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
+    for run in by_status["failed"]:
+        info = client.get_run(run.run_id)
+        assert info.info.status == "FAILED"
+        assert "does not exist" in info.data.tags[tracking.TAG_ERROR]
+
+
+def test_existing_results_are_not_overwritten_without_resume(two_node_cluster, tmp_path, capsys):
+    (tmp_path / "runs" / "smoke" / "tiny-bert-sst2-base").mkdir(parents=True)
+    assert main(["search", str(SMOKE), "--storage-path", str(tmp_path / "runs")]) == 2
+    assert "pass --resume" in capsys.readouterr().err
