@@ -132,6 +132,35 @@ def cmd_search(args: argparse.Namespace) -> int:
     return exit_code(summary)
 
 
+def _tracking_uri(args: argparse.Namespace) -> str:
+    from istar_tune.tracking import default_tracking_uri
+
+    return args.tracking_uri or default_tracking_uri(args.storage_path)
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from istar_tune.tables import CAPTIONS, build_table, render
+
+    table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
+                        models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
+                        against_paper=args.against_paper)
+    text = render(table, args.format, args.output, caption=CAPTIONS[args.kind])
+    if text is not None:
+        print(text, end="")
+    else:
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from istar_tune.demo import run_demo
+
+    report = run_demo(data_dir=args.data_dir, storage_path=args.storage_path, smoke=args.smoke, space_file=args.space,
+                      address=args.address)
+    print(report.text())
+    return 1 if report.failed else 0
+
+
 # ------------------------------------------------------------------------------------------------- parser
 
 
@@ -171,7 +200,46 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--dry-run", action="store_true", help="print the trials per model × task × method and "
                                                                "the resources; run nothing")
     search.set_defaults(handler=cmd_search)
+
+    table = commands.add_parser("table", help="export a table of a search's results from MLflow",
+                                description="Build a table from the MLflow runs of a search.")
+    _add_store_flags(table)
+    table.add_argument("--kind", default="best", metavar="KIND",
+                       help="best (per model × task × method), lambda-zeta (the paper's Table 2) or seeds (Table 1: "
+                            "mean ± std over seeds) (default: %(default)s)")
+    table.add_argument("--format", default="md", metavar="FORMAT", help="md, csv, latex or parquet "
+                                                                        "(default: %(default)s)")
+    table.add_argument("--output", metavar="FILE", help="write here instead of standard output (needed for parquet)")
+    table.add_argument("--scope", default="last", metavar="SCOPE",
+                       help="rank trials by the metric after their last epoch (last) or their best epoch "
+                            "(best-epoch) (default: %(default)s)")
+    table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
+    table.add_argument("--models", nargs="+", metavar="NAME", help="rows to show (default: every model with runs)")
+    table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: the nine)")
+    table.add_argument("--methods", nargs="+", metavar="NAME", help="methods to show (default: every method with "
+                                                                    "runs)")
+    table.set_defaults(handler=cmd_table)
+
+    demo = commands.add_parser("demo", help="Base against I-STAR on real SST-2 with MiniLM, end to end",
+                               description="Run search_spaces/demo.yaml on a local Ray instance, tracked in MLflow "
+                                           "under --storage-path, and print the results. Re-running reuses finished "
+                                           "trials.")
+    demo.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the Hugging Face hub)")
+    demo.add_argument("--storage-path", default="istar-runs", help="Ray results and the MLflow store "
+                                                                   "(default: %(default)s)")
+    demo.add_argument("--smoke", action="store_true", help="the same search on 128 training and 128 dev examples "
+                                                           "(about a minute)")
+    demo.add_argument("--space", help="another search space to run instead of search_spaces/demo.yaml")
+    demo.add_argument("--address", help="a Ray cluster to run on (default: a local instance)")
+    demo.set_defaults(handler=cmd_demo)
     return parser
+
+
+def _add_store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experiment", required=True, metavar="NAME", help="the search name (MLflow experiment)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///STORAGE/mlflow.db)")
+    parser.add_argument("--storage-path", default="istar-runs", help="the search's storage path, for the default "
+                                                                     "tracking URI (default: %(default)s)")
 
 
 def main(argv: list[str] | None = None) -> int:

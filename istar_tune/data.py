@@ -39,6 +39,22 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
     return path
 
 
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """Whether the Hugging Face hub answers (False at once when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set)."""
+    import urllib.error
+    import urllib.request
+
+    if any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return False
+    try:
+        urllib.request.urlopen(urllib.request.Request("https://huggingface.co", method="HEAD"), timeout=timeout)
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except OSError:
+        return False
+    return True
+
+
 def task_files(task: Task, data_dir: Path) -> dict[str, Path]:
     """The task's split files in ``data_dir``; a clear error naming what is missing."""
     folder = data_dir / task.display_name

@@ -55,6 +55,8 @@ def trainable(config: dict[str, Any], settings: dict[str, Any]) -> None:
 
     from istar_tune.train import train
 
+    for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
+        logging.getLogger(name).setLevel(logging.WARNING)
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, settings, source="settings")
@@ -268,6 +270,7 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
     # Snapshot the experiment state at least every second (Ray's default starts at 10 s), so a trial that finished
     # just before the driver died is not run again on --resume.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; our progress lines instead
     if not ray.is_initialized():
         cluster = address or os.environ.get("RAY_ADDRESS") or None
         if cluster is None:

@@ -50,6 +50,27 @@ def client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def check_store(tracking_uri: str) -> None:
+    """Fail with one clear line when a store to read from is missing or unreachable (MLflow itself would create
+    an empty sqlite file, or retry an unreachable server for minutes)."""
+    from istar_tune.errors import ConfigError
+
+    if tracking_uri.startswith("sqlite:///"):
+        path = Path(tracking_uri[len("sqlite:///"):])
+        if not path.is_file():
+            raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "
+                              "existing store")
+        return
+    if tracking_uri.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=10)
+        except OSError as err:
+            raise ConfigError(f"cannot reach the MLflow server at {tracking_uri}: {err}; start it or fix "
+                              "--tracking-uri") from None
+
+
 def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None) -> str:
     experiment = mlflow_client.get_experiment_by_name(name)
     if experiment is not None:

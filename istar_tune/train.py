@@ -150,7 +150,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
     validate(settings, source="settings")
     task = get_task(hparams.task)
     device = resolve_device(settings.device)
-    _library_progress_bars(settings.progress)
+    _library_output(settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)
     raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
@@ -162,12 +162,15 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
                 collate=DataCollatorWithPadding(tokenizer))
 
 
-def _library_progress_bars(enabled: bool) -> None:
+def _library_output(verbose: bool) -> None:
+    """Progress bars and info logs of datasets/transformers on (the CLI) or off (Ray trials, tests)."""
     import datasets
     import transformers
 
     for library in (datasets.utils.logging, transformers.utils.logging):
-        (library.enable_progress_bar if enabled else library.disable_progress_bar)()
+        (library.enable_progress_bar if verbose else library.disable_progress_bar)()
+    if not verbose:
+        transformers.utils.logging.set_verbosity_error()
 
 
 # ------------------------------------------------------------------------------------- the pieces of an epoch

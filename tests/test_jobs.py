@@ -114,10 +114,12 @@ def _mlflow(base: str, path: str, body: dict | None = None) -> dict:
 def ray_head_and_mlflow_server(glue_tiny, tmp_path):
     env = _env(glue_tiny)
     ray_port, dashboard_port, mlflow_port = _free_port(), _free_port(), _free_port()
+    server_env = {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job workers: 2 cores here
     mlflow_server = subprocess.Popen(
         [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
          "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port),
-         "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+         "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env,
+        start_new_session=True)
     started = subprocess.run(
         [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(ray_port),
          "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--include-dashboard", "true",

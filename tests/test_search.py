@@ -59,11 +59,21 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
         assert data.params["learning_rate"] in ("0.001", "0.003") and data.params["seed"] == "42"
         history = client.get_metric_history(run.run_id, "accuracy")
         assert sorted(m.step for m in history) == [1, 2]
-    # The summary's best per group is the best trial MLflow holds.
-    best = tracking.best_trials(summary.tracking_uri, "smoke")
-    for outcome in summary.groups:
-        key = (outcome.group.model, outcome.group.task, outcome.group.method)
-        assert best[key].metrics["objective"] == pytest.approx(outcome.best.value)
+    # `table --kind best` has one row per model × task × method, each Ray's own best trial of that group.
+    from ray.tune import ExperimentAnalysis
+
+    from istar_tune.tables import build_table
+
+    table = build_table(summary.tracking_uri, "smoke", "best", tasks=list(space.tasks))
+    assert [(r.model, r.task, r.method) for r in table.itertuples()] == [(g.model, g.task, g.method)
+                                                                         for g in space.groups()]
+    for row, group in zip(table.itertuples(), space.groups()):
+        analysis = ExperimentAnalysis(str(Path(summary.storage_path) / group.slug))
+        ray_best = analysis.get_best_trial("objective", "max", "last")
+        tied = {t.trial_id for t in analysis.trials
+                if t.last_result["objective"] == ray_best.last_result["objective"]}
+        assert row.trials == 2 and row.score == pytest.approx(ray_best.last_result["objective"])
+        assert row.trial_id in tied
 
 
 def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import pytest
+from conftest import GLUE
+
+from istar_tune import tracking
+from istar_tune.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def local_ray(monkeypatch):
+    import ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    yield
+    ray.shutdown()
+
+
+def _table(lines: list[str], title: str) -> list[list[str]]:
+    start = lines.index(title) + 3  # title, header, rule
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_demo_smoke_prints_the_tables_mlflow_holds(local_ray, tmp_path, capsys):
+    storage = tmp_path / "istar-runs"
+    assert main(["demo", "--smoke", "--data-dir", str(GLUE), "--storage-path", str(storage)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    uri = tracking.default_tracking_uri(storage)
+    runs = tracking.trial_runs(uri, "demo-smoke")
+    assert len(runs) == 6 and all(r.status == "finished" for r in runs)  # base × 2 lr, istar × 2 lr × 2 λ
+
+    best_rows = _table(lines, "Best configuration per method (demo-smoke, from MLflow):")
+    assert [row[2] for row in best_rows] == ["base", "istar"]
+    for row in best_rows:
+        group = [r for r in runs if r.method == row[2]]
+        best = max(group, key=lambda r: r.metrics["accuracy"])
+        assert float(row[3]) == pytest.approx(best.metrics["accuracy"], abs=5e-5)
+        assert int(row[7]) == len(group)
+
+    lambda_rows = _table(lines, "Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:")
+    assert [(row[0], row[1]) for row in lambda_rows] == [("Base", "—"), ("I-STAR", "-1"), ("I-STAR", "1")]
+    for row in lambda_rows[1:]:
+        group = [r for r in runs if r.method == "istar" and r.config["lam"] == float(row[1])]
+        mean_iso = sum(r.metrics["eval_isoscore_star"] for r in group) / len(group)
+        assert float(row[5]) == pytest.approx(mean_iso, abs=5e-5)
+    # The direction of the paper's Figure 3 holds even on 128 examples: λ = +1 is more isotropic than λ = −1.
+    assert float(lambda_rows[2][5]) > float(lambda_rows[1][5])
+    ui = [line for line in lines if "mlflow ui --backend-store-uri" in line]
+    assert ui and uri in ui[0]
+
+    # Running it again reuses every finished trial: no new runs.
+    assert main(["demo", "--smoke", "--data-dir", str(GLUE), "--storage-path", str(storage)]) == 0
+    assert len(tracking.trial_runs(uri, "demo-smoke")) == 6
+
+
+def test_demo_without_data_or_hub_names_both_options(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["demo", "--storage-path", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--data-dir" in err and "GLUE_DIR" in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from scipy.stats import ttest_ind
+
+from istar_tune import tracking
+from istar_tune.cli import main
+from istar_tune.tables import build_table, render
+
+
+def _trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", **params):
+    """A child run shaped as the search's MLflow logger writes it; ``metric_values``: metric → per-epoch values."""
+    from mlflow.entities import Metric, Param
+
+    config = {"model": model, "task": task, "method": method, "batch_size": 16, "epochs": len(
+        next(iter(metric_values.values()))), "learning_rate": 3e-5, "seed": 42, **params}
+    run = client.create_run(experiment_id, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SEARCH: "s",
+                                                 tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status})
+    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in config.items()],
+                     metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
+                              for epoch, v in enumerate(values)])
+    client.set_terminated(run.info.run_id, "FAILED" if status == "failed" else "FINISHED")
+
+
+@pytest.fixture
+def store(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "s")
+    # minilm / sst2: two base trials (the second is better after its last epoch, the first at its best epoch).
+    _trial(client, exp, "b1", "minilm", "sst2", "base", {"accuracy": [0.90, 0.80]}, learning_rate=1e-5)
+    _trial(client, exp, "b2", "minilm", "sst2", "base", {"accuracy": [0.70, 0.85]}, learning_rate=5e-5)
+    _trial(client, exp, "bx", "minilm", "sst2", "base", {"accuracy": [0.99]}, status="failed")  # not counted
+    _trial(client, exp, "i1", "minilm", "sst2", "istar", {"accuracy": [0.86]}, lam=-1.0, zeta=0.2)
+    _trial(client, exp, "i2", "minilm", "sst2", "istar", {"accuracy": [0.84]}, lam=5.0, zeta=0.8)
+    # minilm / cola: mcc; one istar trial only.
+    _trial(client, exp, "c1", "minilm", "cola", "istar", {"mcc": [0.41], "accuracy": [0.7]}, lam=-3.0, zeta=0.4)
+    return uri, client
+
+
+def test_best_table_picks_the_best_trial_and_shows_missing_tasks(store):
+    uri, _ = store
+    table = build_table(uri, "s", "best", tasks=["sst2", "cola", "rte"])
+    assert list(table.columns) == ["model", "task", "method", "metric", "score", "batch_size", "epochs",
+                                   "learning_rate", "lam", "zeta", "alpha", "trials", "trial_id"]
+    rows = {(r.task, r.method): r for r in table.itertuples()}
+    assert len(rows) == 6  # 3 tasks × 2 methods, missing ones included
+    assert (rows["sst2", "base"].trial_id, rows["sst2", "base"].score, rows["sst2", "base"].trials) == ("b2", 0.85, 2)
+    assert rows["sst2", "base"].learning_rate == 5e-5 and rows["sst2", "base"].lam is pd.NA
+    assert (rows["sst2", "istar"].trial_id, rows["sst2", "istar"].lam, rows["sst2", "istar"].zeta) == ("i1", -1.0, 0.2)
+    assert rows["cola", "istar"].metric == "mcc" and rows["cola", "istar"].score == 0.41
+    assert rows["rte", "base"].trials == 0 and rows["rte", "base"].score is pd.NA
+    assert rows["cola", "base"].trials == 0
+    by_best_epoch = build_table(uri, "s", "best", scope="best-epoch", tasks=["sst2"])
+    assert by_best_epoch.iloc[0].trial_id == "b1" and by_best_epoch.iloc[0].score == 0.90
+
+
+def test_best_table_formats(store, tmp_path):
+    uri, _ = store
+    table = build_table(uri, "s", "best", tasks=["sst2", "rte"], methods=["base"])
+    md = render(table, "md")
+    assert md.splitlines()[0] == ("| model | task | method | metric | score | batch_size | epochs | learning_rate | lam |"
+                                  " zeta | alpha | trials | trial_id |")
+    assert md.splitlines()[2] == "| minilm | sst2 | base | accuracy | 0.85 | 16 | 2 | 5e-05 | — | — | — | 2 | b2 |"
+    assert md.splitlines()[3] == "| minilm | rte | base | accuracy | — | — | — | — | — | — | — | 0 | — |"
+    csv = render(table, "csv").splitlines()
+    assert csv[0] == "model,task,method,metric,score,batch_size,epochs,learning_rate,lam,zeta,alpha,trials,trial_id"
+    assert csv[1] == "minilm,sst2,base,accuracy,0.85,16,2,5e-05,,,,2,b2"
+    latex = render(table, "latex")
+    assert "\\begin{tabular}" in latex and "minilm & sst2 & base & accuracy & 0.85" in latex
+    render(table, "parquet", tmp_path / "best.parquet")
+    back = pq.read_table(tmp_path / "best.parquet")
+    assert back.column("trial_id").to_pylist() == ["b2", None] and back.column("trials").to_pylist() == [2, 0]
+    assert back.column("score").to_pylist() == [0.85, None] and back.column("batch_size").to_pylist() == [16, None]
+
+
+def test_lambda_zeta_table_with_the_paper_beside_ours(store):
+    uri, _ = store
+    table = build_table(uri, "s", "lambda-zeta", tasks=["sst2", "cola", "rte"])
+    assert list(table.columns) == ["model", "SST-2", "CoLA", "RTE", "average"]
+    assert table.iloc[0].tolist() == ["minilm", "-1 | 0.2", "-3 | 0.4", "—", "-2 | 0.3"]
+    against = build_table(uri, "s", "lambda-zeta", models=["bert"], tasks=["sst2"], against_paper=True)
+    assert against.iloc[0].tolist() == ["bert", "— (paper -5 | 0.2)", "—"]
+
+
+def test_seeds_table_mean_std_best_marker_and_welch_test(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "seeds")
+    istar = [0.930, 0.928, 0.931, 0.929, 0.932]
+    base = [0.920, 0.921, 0.919, 0.922, 0.918]
+    for i, (a, b) in enumerate(zip(istar, base)):
+        _trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i)
+        _trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i)
+    for i, (f1, em) in enumerate([(87.0, 80.0), (88.0, 81.0)]):
+        _trial(client, exp, f"q{i}", "bert", "squad", "base", {"f1": [f1], "exact_match": [em]}, seed=i)
+    assert ttest_ind([100 * v for v in istar], [100 * v for v in base], equal_var=False,
+                     alternative="greater").pvalue < 0.05
+    table = build_table(uri, "seeds", "seeds", tasks=["sst2", "squad"])
+    assert list(table.columns) == ["model", "method", "SST-2", "SQuAD"]
+    assert table.values.tolist() == [
+        ["bert", "Base", "92.00 ± 0.16", "87.50 ± 0.71 / 80.50 ± 0.71 *"],
+        ["bert", "I-STAR", "93.00 ± 0.16 * †", "—"],
+    ]
+    against = build_table(uri, "seeds", "seeds", tasks=["sst2"], against_paper=True)
+    assert against.values.tolist()[1] == ["bert", "I-STAR", "93.00 ± 0.16 * † (paper 92.65, Δ +0.35)"]
+    md = render(table, "md", caption="caption")
+    assert "| bert | I-STAR | 93.00 ± 0.16 * † | — |" in md and md.rstrip().endswith("caption")
+
+
+def test_table_command_and_its_errors(store, tmp_path, capsys):
+    uri, _ = store
+    assert main(["table", "--tracking-uri", uri, "--experiment", "s", "--tasks", "sst2", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("model,task,method,metric,score")
+    out = tmp_path / "t.parquet"
+    assert main(["table", "--tracking-uri", uri, "--experiment", "s", "--format", "parquet", "--output", str(out)]) == 0
+    assert pq.read_table(out).num_rows == 9 * 2
+    for argv, message in [
+        (["--experiment", "nope"], "no MLflow experiment named 'nope'"),
+        (["--experiment", "s", "--format", "xlsx"], "unknown format 'xlsx'"),
+        (["--experiment", "s", "--kind", "radar"], "unknown table kind 'radar'"),
+        (["--experiment", "s", "--format", "parquet"], "give --output"),
+    ]:
+        assert main(["table", "--tracking-uri", uri, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err
+    assert main(["table", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--experiment", "s"]) == 2
+    assert "no MLflow store" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
+    assert main(["table", "--tracking-uri", "http://127.0.0.1:9", "--experiment", "s"]) == 2
+    assert "cannot reach the MLflow server" in capsys.readouterr().err
