@@ -61,8 +61,8 @@ def test_best_table_formats(store, tmp_path):
     uri, _ = store
     table = build_table(uri, "s", "best", tasks=["sst2", "rte"], methods=["base"])
     md = render(table, "md")
-    assert md.splitlines()[0] == ("| model | task | method | metric | score | batch_size | epochs | learning_rate | lam |"
-                                  " zeta | alpha | trials | trial_id |")
+    assert md.splitlines()[0] == ("| model | task | method | metric | score | batch_size | epochs | learning_rate "
+                                  "| lam | zeta | alpha | trials | trial_id |")
     assert md.splitlines()[2] == "| minilm | sst2 | base | accuracy | 0.85 | 16 | 2 | 5e-05 | — | — | — | 2 | b2 |"
     assert md.splitlines()[3] == "| minilm | rte | base | accuracy | — | — | — | — | — | — | — | 0 | — |"
     csv = render(table, "csv").splitlines()
