@@ -161,6 +161,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def cmd_plots(args: argparse.Namespace) -> int:
+    from istar_tune.plots import write_plots
+
+    for path in write_plots(_tracking_uri(args), args.experiment, args.output_dir, log_to_mlflow=not args.no_mlflow):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from istar_tune.analyze import analyze, log_to_mlflow, write_outputs
+
+    output = Path(args.output_dir or Path(args.checkpoint) / "analysis")
+    result = analyze(args.checkpoint, task=args.task, data_dir=args.data_dir, max_eval_samples=args.max_eval_samples,
+                     max_length=args.max_length)
+    files = write_outputs(result, output)
+    print("layer  IsoScore*  [CLS] intrinsic dimension")
+    for layer, (iso, dim) in enumerate(zip(result["layer_isoscore_star"], result["cls_intrinsic_dimension"]), 1):
+        print(f"{layer:>5}  {iso:9.4f}  {dim:9.2f}")
+    ev = ", ".join(f"{v:.3f}" for v in result["last_layer_explained_variance"])
+    print(f"last layer: EV_1..EV_3 {ev}; average cosine similarity "
+          f"{result['last_layer_avg_cosine_similarity']:.4f}")
+    print(f"wrote {output}")
+    if args.tracking_uri:
+        run_id = log_to_mlflow(result, files, args.tracking_uri, args.run_id, args.checkpoint)
+        print(f"logged to MLflow run {run_id}" if run_id else "no MLflow run found for this checkpoint")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------- parser
 
 
@@ -232,6 +260,30 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--space", help="another search space to run instead of search_spaces/demo.yaml")
     demo.add_argument("--address", help="a Ray cluster to run on (default: a local instance)")
     demo.set_defaults(handler=cmd_demo)
+
+    plots = commands.add_parser("plots", help="plot a search's results (IsoScore* against the metric per λ, "
+                                              "metric per epoch)",
+                                description="Write PNGs of a search and log them to its MLflow parent run.")
+    _add_store_flags(plots)
+    plots.add_argument("--output-dir", default="plots", help="folder for the PNGs (default: %(default)s)")
+    plots.add_argument("--no-mlflow", action="store_true", help="do not log the PNGs to the search's parent run")
+    plots.set_defaults(handler=cmd_plots)
+
+    analyze = commands.add_parser("analyze", help="isotropy of a trained model's layers on a task's dev data",
+                                  description="Layer-wise IsoScore*, TwoNN intrinsic dimension of [CLS], EV_1..EV_3, "
+                                              "average cosine similarity and mean activation of a checkpoint.")
+    analyze.add_argument("checkpoint", help="an istar-tune train output folder, a model folder, or a search "
+                                            "trial's checkpoint folder")
+    analyze.add_argument("--task", help="the task (default: the one the checkpoint was trained on)")
+    analyze.add_argument("--data-dir", help="folder in the GLUE layout (default: the training run's, else "
+                                            "$GLUE_DIR)")
+    analyze.add_argument("--max-eval-samples", type=int, help="use only the first N dev examples")
+    analyze.add_argument("--max-length", type=int, help="maximum tokens per input (default: the training run's)")
+    analyze.add_argument("--output-dir", help="where analysis.json and the PNGs go (default: CHECKPOINT/analysis)")
+    analyze.add_argument("--tracking-uri", help="log the results to MLflow at this URI")
+    analyze.add_argument("--run-id", help="the MLflow run to log to (default: the search trial the checkpoint "
+                                          "belongs to)")
+    analyze.set_defaults(handler=cmd_analyze)
     return parser
 
 

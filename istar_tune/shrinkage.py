@@ -86,6 +86,12 @@ class StreamingCovariance:
             self._merge_moments(other.count, other._mean, other._scatter)
         return self
 
+    def mean(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """The mean of the points seen, (d,)."""
+        if self.count < 1:
+            raise IsotropyError("the estimator has seen no points yet")
+        return self._mean.to(dtype)
+
     def covariance(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """The unbiased (count − 1) covariance, (d, d)."""
         if self.count < 2:

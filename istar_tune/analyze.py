@@ -1,0 +1,191 @@
+"""Analysis of a trained model's representation space on a task's validation data.
+
+Per hidden layer: IsoScore* of the token cloud of the whole validation set (ζ = 0: with n ≫ d no shrinkage is
+needed; the paper's Figure 6) and the TwoNN intrinsic dimension of the [CLS] embeddings (Figure 5); of the last
+layer: EV_1..EV_3, the average cosine similarity of its tokens, and the mean activation per dimension (Figure 4).
+Written as ``analysis.json`` and PNGs, and to MLflow when the checkpoint belongs to a run.
+
+A checkpoint is an ``istar-tune train`` output folder (its ``best-checkpoint`` is analysed, task and data options
+come from its ``config.yaml``), a ``from_pretrained`` folder, or a search trial's checkpoint (``trainer_state.pt``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from istar_tune.errors import ConfigError
+from istar_tune.isotropy import isoscore_star_from_cov, twonn_intrinsic_dimension
+from istar_tune.shrinkage import StreamingCovariance
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
+
+
+@dataclass
+class Source:
+    model_dir: Path | None
+    state_file: Path | None
+    hparams: dict[str, Any]
+    settings: dict[str, Any]
+
+
+def resolve_checkpoint(path: str | Path) -> Source:
+    from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, STATE_FILE
+
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ConfigError(f"checkpoint {str(path)!r} does not exist: give an istar-tune train output folder, a "
+                          "model folder or a search trial's checkpoint folder")
+    if (path / CONFIG_FILE).is_file() and (path / BEST_CHECKPOINT).is_dir():
+        config = yaml.safe_load((path / CONFIG_FILE).read_text())
+        return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"])
+    if (path / STATE_FILE).is_file():
+        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+        return Source(None, path / STATE_FILE, state["hparams"], {})
+    if (path / "config.json").is_file():
+        return Source(path, None, {}, {})
+    raise ConfigError(f"{path} holds no model: expected config.yaml + best-checkpoint/ (istar-tune train), "
+                      "config.json (a model folder) or trainer_state.pt (a search trial's checkpoint)")
+
+
+def _load(source: Source, task: Task):
+    from istar_tune.models import load_model, load_tokenizer
+
+    if source.model_dir is not None:
+        return load_model(str(source.model_dir), task), load_tokenizer(str(source.model_dir))
+    model = load_model(source.hparams["model"], task)
+    state = torch.load(source.state_file, map_location="cpu", weights_only=False)
+    model.load_state_dict(state["model"])
+    return model, load_tokenizer(source.hparams["model"])
+
+
+@torch.no_grad()
+def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | None = None,
+            max_eval_samples: int | None = None, max_length: int | None = None, batch_size: int = 64,
+            output_dir: str | Path | None = None) -> dict[str, Any]:
+    from transformers import DataCollatorWithPadding
+
+    from istar_tune.data import encode, load_raw
+    from istar_tune.models import hidden_size
+    from istar_tune.train import _library_output
+
+    _library_output(False)
+    source = resolve_checkpoint(checkpoint)
+    task_name = task or source.hparams.get("task")
+    if task_name is None:
+        raise ConfigError(f"{checkpoint} does not say which task it was trained on: give --task")
+    the_task = get_task(task_name)
+    if the_task.problem_type == EXTRACTIVE_QA:
+        raise ConfigError("analyze works on sentence-level tasks (a [CLS] embedding per example), not SQuAD")
+    data_dir = data_dir or source.settings.get("data_dir")
+    max_length = max_length or source.settings.get("max_length") or 128
+    model, tokenizer = _load(source, the_task)
+    model.eval()
+    raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples)
+    data = encode(the_task, raw, tokenizer, max_length)
+    loader = torch.utils.data.DataLoader(data.validation, batch_size=batch_size,
+                                         collate_fn=DataCollatorWithPadding(tokenizer))
+    d = hidden_size(model)
+    layers: list[StreamingCovariance] = []
+    cls: list[list[torch.Tensor]] = []
+    unit_sum, token_count = torch.zeros(d, dtype=torch.float64), 0
+    for batch in loader:
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        hidden = model(**inputs, output_hidden_states=True).hidden_states[1:]  # L × (B, T, d)
+        if not layers:
+            layers = [StreamingCovariance(d, budget=2**62) for _ in hidden]
+            cls = [[] for _ in hidden]
+        mask = batch["attention_mask"]
+        for i, states in enumerate(hidden):
+            layers[i].update(states, mask)
+            cls[i].append(states[:, 0].double())  # (B, d)
+        tokens = hidden[-1][mask.bool()].double()  # (M, d) real last-layer tokens
+        unit_sum += torch.nn.functional.normalize(tokens, dim=1).sum(dim=0)
+        token_count += tokens.shape[0]
+    last_cov = layers[-1].covariance()
+    eigen = torch.linalg.eigvalsh(last_cov).flip(0).clamp_min(0)
+    result = {
+        "checkpoint": str(checkpoint), "task": the_task.name, "eval_examples": len(data.validation),
+        "layer_isoscore_star": [float(isoscore_star_from_cov(est.covariance())) for est in layers],
+        "cls_intrinsic_dimension": [twonn_intrinsic_dimension(torch.cat(c)) for c in cls],
+        "last_layer_explained_variance": [float(v) for v in (torch.cumsum(eigen, 0)[:3] / eigen.sum())],
+        "last_layer_avg_cosine_similarity": float((unit_sum @ unit_sum - token_count)
+                                                  / (token_count * (token_count - 1))),
+        "last_layer_mean_activation": [float(v) for v in layers[-1].mean()],
+    }
+    if output_dir is not None:
+        write_outputs(result, Path(output_dir))
+    return result
+
+
+def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
+    from istar_tune.plots import _pyplot
+
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    plt = _pyplot()
+    figures = [
+        ("layer-isoscore.png", "IsoScore* of the token cloud per layer", "layer", "IsoScore*",
+         result["layer_isoscore_star"]),
+        ("cls-intrinsic-dimension.png", "TwoNN intrinsic dimension of [CLS] per layer", "layer",
+         "intrinsic dimension", result["cls_intrinsic_dimension"]),
+        ("mean-activation.png", "Mean activation per dimension, last layer", "dimension", "mean activation",
+         result["last_layer_mean_activation"]),
+    ]
+    written = []
+    for name, title, xlabel, ylabel, values in figures:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        xs = range(1, len(values) + 1) if xlabel == "layer" else range(len(values))
+        (ax.bar if xlabel == "dimension" else ax.plot)(list(xs), values, **({"marker": "o"} if xlabel == "layer"
+                                                                            else {"width": 1.0}))
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(output / name, dpi=120)
+        plt.close(fig)
+        written.append(output / name)
+    return [output / "analysis.json", *written]
+
+
+def trial_id_of(checkpoint: str | Path) -> str | None:
+    """The Ray trial id of a search trial's checkpoint folder (``.../trainable_<id>_<n>_.../checkpoint_...``)."""
+    for part in Path(checkpoint).resolve().parts[::-1]:
+        if part.startswith("trainable_"):
+            pieces = part.split("_")
+            if len(pieces) >= 3:
+                return f"{pieces[1]}_{pieces[2]}"
+    return None
+
+
+def log_to_mlflow(result: dict[str, Any], files: list[Path], tracking_uri: str, run_id: str | None,
+                  checkpoint: str | Path) -> str | None:
+    """Log to ``run_id``, or to the run of the search trial the checkpoint belongs to; returns the run id used."""
+    from mlflow.entities import Metric
+
+    from istar_tune import tracking
+
+    tracking.check_store(tracking_uri)
+    client = tracking.client(tracking_uri)
+    if run_id is None:
+        trial_id = trial_id_of(checkpoint)
+        if trial_id is None:
+            return None
+        found = [r for e in client.search_experiments()
+                 for r in tracking.find_runs(client, e.experiment_id, **{tracking.TAG_TRIAL_ID: trial_id})]
+        if not found:
+            return None
+        run_id = found[0].info.run_id
+    metrics = [Metric("analysis_layer_isoscore_star", v, 0, i + 1) for i, v in enumerate(result["layer_isoscore_star"])]
+    metrics += [Metric("analysis_cls_intrinsic_dimension", v, 0, i + 1)
+                for i, v in enumerate(result["cls_intrinsic_dimension"])]
+    metrics.append(Metric("analysis_avg_cosine_similarity", result["last_layer_avg_cosine_similarity"], 0, 0))
+    client.log_batch(run_id, metrics=metrics)
+    for path in files:
+        client.log_artifact(run_id, str(path), artifact_path="analysis")
+    return run_id

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.analyze import analyze, log_to_mlflow, trial_id_of, write_outputs
+from istar_tune.cli import main
+from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.errors import ConfigError
+from istar_tune.train import train
+
+
+def _check(result: dict, layers: int, d: int):
+    assert len(result["layer_isoscore_star"]) == layers
+    assert all(0.0 <= v <= 1.0 for v in result["layer_isoscore_star"])
+    assert all(v > 0 for v in result["cls_intrinsic_dimension"])
+    ev = result["last_layer_explained_variance"]
+    assert 0 < ev[0] <= ev[1] <= ev[2] <= 1
+    assert -1.0 <= result["last_layer_avg_cosine_similarity"] <= 1.0
+    assert len(result["last_layer_mean_activation"]) == d
+
+
+def test_analyze_a_minilm_train_output_on_sst2(glue_tiny, tmp_path, capsys):
+    out = tmp_path / "minilm"
+    assert main(["train", "--model", "minilm", "--task", "sst2", "--data-dir", str(glue_tiny), "--epochs", "1",
+                 "--batch-size", "32", "--lr", "1e-4", "--max-length", "32", "--output-dir", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in printed[1:7]]
+    assert [int(r[0]) for r in rows] == [1, 2, 3, 4, 5, 6]  # MiniLM's six layers
+    assert all(0.0 <= float(r[1]) <= 1.0 for r in rows)
+    analysis = out / "analysis"
+    for name in ("analysis.json", "layer-isoscore.png", "cls-intrinsic-dimension.png", "mean-activation.png"):
+        assert (analysis / name).stat().st_size > 0
+    result = json.loads((analysis / "analysis.json").read_text())
+    _check(result, layers=6, d=384)
+    assert [float(r[1]) for r in rows] == pytest.approx(result["layer_isoscore_star"], abs=5e-5)
+
+
+class _KeepState:
+    wants_checkpoint = True
+
+    def __init__(self, keep):
+        self.keep = keep
+
+    def __call__(self, record, checkpoint_dir):
+        import shutil
+
+        shutil.copytree(checkpoint_dir, self.keep, dirs_exist_ok=True)
+
+
+def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_path):
+    state = tmp_path / "runs" / "trainable_abcde_00003_3_lr=0.001" / "checkpoint_000000"
+    hp = Hyperparameters(model="tiny-bert", task="rte", method="istar", lam=-1.0, epochs=1, batch_size=16)
+    train(hp, RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=500),
+          _KeepState(state))
+    assert trial_id_of(state) == "abcde_00003"
+    result = analyze(state, data_dir=str(glue_tiny))
+    _check(result, layers=2, d=32)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "s")
+    run = client.create_run(exp, tags={tracking.TAG_TRIAL_ID: "abcde_00003"}).info.run_id
+    files = write_outputs(result, tmp_path / "out")
+    assert log_to_mlflow(result, files, uri, None, state) == run
+    history = client.get_metric_history(run, "analysis_layer_isoscore_star")
+    assert [m.step for m in history] == [1, 2]
+    assert {a.path for a in client.list_artifacts(run, "analysis")} >= {"analysis/analysis.json"}
+
+
+def test_analyze_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        analyze(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no model"):
+        analyze(tmp_path / "empty")
