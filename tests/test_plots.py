@@ -14,7 +14,8 @@ def search_store(tmp_path):
     exp = tracking.ensure_experiment(client, "s")
     parent = tracking.parent_run(client, exp, "s", {})
     for i, (acc, iso) in enumerate([(0.80, 0.20), (0.82, 0.22)]):
-        _trial(client, exp, f"b{i}", "minilm", "sst2", "base", {"accuracy": [0.7, acc], "eval_isoscore_star": [0.3, iso]})
+        _trial(client, exp, f"b{i}", "minilm", "sst2", "base",
+               {"accuracy": [0.7, acc], "eval_isoscore_star": [0.3, iso]})
     for i, (acc, iso) in enumerate([(0.70, 0.02), (0.74, 0.04)]):
         _trial(client, exp, f"n{i}", "minilm", "sst2", "istar", {"accuracy": [acc], "eval_isoscore_star": [iso]},
                lam=-5.0)
