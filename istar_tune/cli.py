@@ -65,6 +65,32 @@ def _collect(args: argparse.Namespace, config_file: str | None) -> dict[str, Any
     return values
 
 
+def configuration_reference() -> str:
+    """The configuration reference of the README, generated from the config dataclasses' field docstrings."""
+    from istar_tune.search_space import SPACE_KEYS
+
+    def table(cls) -> list[str]:
+        docs = field_docs(cls)
+        lines = ["| key | flag | default | meaning |", "| --- | --- | --- | --- |"]
+        for f in fields(cls):
+            flag = ("--no-" if f.name in NEGATED_FLAGS else "--") + f.name.replace("_", "-")
+            lines.append(f"| `{f.name}` | `{flag}` | `{f.default}` | {docs.get(f.name, '')} |")
+        return lines
+
+    out = ["### Hyperparameters (searchable; `istar-tune train` flags, search-space `hyperparameters`)", ""]
+    out += table(Hyperparameters)
+    out += ["", "### Run settings (`istar-tune train` flags, search-space `settings`)", ""]
+    out += table(RunSettings)
+    out += ["", "### Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
+    out += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in SPACE_KEYS.items()]
+    return "\n".join(out) + "\n"
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    print(configuration_reference(), end="")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ commands
 
 
@@ -119,11 +145,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.name:
         space = replace(space, name=args.name)
     if args.dry_run:
-        tracking_uri = args.tracking_uri
-        if tracking_uri is None and space.stage == "seeds":
+        tracking_uri = None
+        if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
             from istar_tune.tracking import default_tracking_uri
 
-            tracking_uri = default_tracking_uri(args.storage_path)
+            candidate = args.tracking_uri or default_tracking_uri(args.storage_path)
+            store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
+            tracking_uri = candidate if store is None or store.is_file() else None
         print(dry_run_report(space, plan(space, tracking_uri)))
         return 0
     summary = run_search(space, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
@@ -284,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--run-id", help="the MLflow run to log to (default: the search trial the checkpoint "
                                           "belongs to)")
     analyze.set_defaults(handler=cmd_analyze)
+
+    reference = commands.add_parser("reference", help="print the configuration reference (Markdown)")
+    reference.set_defaults(handler=cmd_reference)
     return parser
 
 

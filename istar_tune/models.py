@@ -35,6 +35,9 @@ class ModelSpec:
     config_overrides: dict = field(default_factory=dict)
 
 
+PAPER_MODELS = ("bert", "albert", "distilbert")
+"""The models of the I-STAR paper: the default of a search space that names none."""
+
 MODELS: dict[str, ModelSpec] = {
     "bert": ModelSpec("bert-base-cased"),
     "albert": ModelSpec("albert-base-v2"),

@@ -80,31 +80,38 @@ class PlannedGroup:
 
 
 def plan(space: SearchSpace, tracking_uri: str | None = None) -> list[PlannedGroup]:
-    """The groups of a search and their trial counts (the seeds stage reads its configurations from MLflow)."""
-    if space.stage == "seeds":
+    """The groups of a search and their trial counts.
+
+    The seeds stage reads its configurations from MLflow at ``tracking_uri``; without one it plans every group of
+    the space (an upper bound: only groups with a finished trial in ``best_of`` run).
+    """
+    if space.stage == "seeds" and tracking_uri is not None:
         return _plan_seeds(space, tracking_uri)
     return [PlannedGroup(group=g, trials=space.trials_in(g)) for g in space.groups()]
 
 
-def _plan_seeds(space: SearchSpace, tracking_uri: str | None) -> list[PlannedGroup]:
-    if tracking_uri is None:
-        raise ConfigError(f"{space.path}: a seeds stage reads the best configurations from MLflow: give "
-                          "--tracking-uri or --storage-path of the searches named in best_of")
-    wanted = {(m, t, me) for m, t, me in ((g.model, g.task, g.method) for g in space.groups())}
-    planned = []
+def _plan_seeds(space: SearchSpace, tracking_uri: str) -> list[PlannedGroup]:
+    tracking.check_store(tracking_uri)
+    wanted = {(g.model, g.task, g.method) for g in space.groups()}
+    planned, missing = [], []
     for experiment in space.best_of:
-        for key, best in tracking.best_trials(tracking_uri, experiment).items():
-            model, task, method = key
+        try:
+            best = tracking.best_trials(tracking_uri, experiment)
+        except ConfigError:
+            missing.append(experiment)  # that search has not run (yet): only the others are re-run
+            continue
+        for (model, task, method), run in best.items():
             if (model, task, method) not in wanted:
                 continue
-            config = {k: v for k, v in best.config.items() if k in HYPERPARAMETER_KEYS and k != "seed"}
+            config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k != "seed"}
             group = Group(model=model, task=task, method=method,
                           domains={"seed": Domain("grid", tuple(space.seeds))})
             planned.append(PlannedGroup(group=group, trials=len(space.seeds), param_space=config))
     if not planned:
-        raise ConfigError(f"{space.path}: no finished trials of {', '.join(space.models)} × "
-                          f"{', '.join(space.tasks)} × {', '.join(space.methods)} found in the MLflow experiment(s) "
-                          f"{', '.join(space.best_of)} at {tracking_uri}")
+        absent = f" (no experiment {', '.join(missing)})" if missing else ""
+        raise ConfigError(f"{space.path}: no finished trial of {', '.join(space.models)} × {', '.join(space.tasks)}"
+                          f" × {', '.join(space.methods)} in the searches {', '.join(space.best_of)} at "
+                          f"{tracking_uri}{absent}: run those searches first")
     return planned
 
 
@@ -115,6 +122,9 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup]) -> str:
     lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
              f"scheduler {space.scheduler}"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
+    if space.stage == "seeds":
+        lines.append(f"(at most: the best configuration of each group found in {', '.join(space.best_of)} is re-run "
+                     f"with seeds {list(space.seeds)}; they are read from MLflow when the search runs)")
     total = sum(p.trials for p in planned)
     concurrency = space.concurrency or "as the cluster allows"
     lines.append(f"total {total} trials in {len(planned)} groups; each trial {space.cpu:g} CPU, {space.gpu:g} GPU; "

@@ -24,7 +24,7 @@ from typing import Any
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
 from istar_tune.losses import METHODS
-from istar_tune.models import MODELS
+from istar_tune.models import PAPER_MODELS
 from istar_tune.tasks import get_task
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
@@ -145,12 +145,38 @@ class SearchSpace:
 
 # -------------------------------------------------------------------------------------------------- loading
 
-_TOP_KEYS = {"name", "models", "tasks", "methods", "hyperparameters", "method_hyperparameters", "search",
-             "scheduler", "resources", "concurrency", "max_failures", "checkpoints_to_keep", "settings", "stage",
-             "seeds", "best_of"}
-_SEARCH_KEYS = {"algorithm", "num_samples", "seed"}
-_SCHEDULER_KEYS = {"type", "grace_period", "reduction_factor"}
-_RESOURCE_KEYS = {"cpu", "gpu"}
+SPACE_KEYS: dict[str, tuple[str, str]] = {
+    "name": ("the file name", "Search name: the MLflow experiment and the Ray results folder."),
+    "models": ("bert, albert, distilbert", "Model short names, Hugging Face hub ids or local paths."),
+    "tasks": ("(required)", "Tasks: sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad."),
+    "methods": ("(required)", "Methods: base, cosreg, istar, isolayer."),
+    "hyperparameters": ("{}", "Domains shared by every method: `key: value`, `key: {grid: [...]}`, `{choice: [...]}`, "
+                              "`{loguniform: [low, high]}`, `{uniform: [low, high]}` or `{randint: [low, high]}`."),
+    "method_hyperparameters": ("{}", "Per-method domains added to (and overriding) the shared ones: "
+                                     "`{istar: {lam: {grid: [-1, 1]}}}`."),
+    "search.algorithm": ("grid", "`grid` (every combination) or `optuna` (TPE; ranges and choices, no grids)."),
+    "search.num_samples": ("1", "grid: repeats of the grid; optuna: trials per model × task × method."),
+    "search.seed": ("none", "Seed of the searcher's sampling."),
+    "scheduler.type": ("none", "`none`, or `asha`: stop weak trials early on the task metric per epoch."),
+    "scheduler.grace_period": ("1", "ASHA: epochs every trial runs before it can be stopped."),
+    "scheduler.reduction_factor": ("3", "ASHA: the share of trials kept at each rung is 1/reduction_factor."),
+    "resources.cpu": ("1", "CPUs per trial."),
+    "resources.gpu": ("0", "GPUs per trial; fractions share a GPU (0.5: two trials per GPU)."),
+    "concurrency": ("none", "Trials at once per model × task × method (none: as many as the resources allow)."),
+    "max_failures": ("1", "Retries of a failed trial; it continues from its last epoch's checkpoint."),
+    "checkpoints_to_keep": ("2", "Checkpoints kept per trial: the best by the task metric, and always the latest."),
+    "settings": ("{}", "Run settings of every trial (see the run settings above)."),
+    "stage": ("search", "`search`, or `seeds`: re-run the best configuration of each group of `best_of`."),
+    "seeds": ("(stage seeds)", "Seeds of the seeds stage, e.g. [1, 2, 3, 4, 5]."),
+    "best_of": ("(stage seeds)", "Names of the finished searches (MLflow experiments) whose best configurations are "
+                                 "re-run."),
+}
+"""Every key a search-space YAML may hold: key → (default, meaning). The validator and the README use it."""
+
+_TOP_KEYS = {key.split(".")[0] for key in SPACE_KEYS}
+_SEARCH_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("search.")}
+_SCHEDULER_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("scheduler.")}
+_RESOURCE_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("resources.")}
 
 
 def load_search_space(path: str | Path) -> SearchSpace:
@@ -183,7 +209,7 @@ def load_search_space(path: str | Path) -> SearchSpace:
             return ()
         return tuple(value)
 
-    models = names("models", list(MODELS)[:3])
+    models = names("models", list(PAPER_MODELS))
     tasks = names("tasks")
     for task in tasks:
         try:

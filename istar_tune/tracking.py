@@ -297,10 +297,14 @@ def trial_runs(tracking_uri: str, experiment_name: str) -> list[TrialRun]:
     return runs
 
 
-def best_trials(tracking_uri: str, experiment_name: str, metric: str = "objective") -> dict[tuple, TrialRun]:
-    """The best finished (or early-stopped) trial per (model, task, method), by the last value of ``metric``."""
+def best_trials(tracking_uri: str, experiment_name: str) -> dict[tuple, TrialRun]:
+    """The best finished (or early-stopped) trial per (model, task, method), by its task metric after its last
+    epoch."""
+    from istar_tune.tasks import get_task
+
     best: dict[tuple, TrialRun] = {}
     for run in trial_runs(tracking_uri, experiment_name):
+        metric = get_task(run.task).metric
         if run.status not in ("finished", "stopped_early") or metric not in run.metrics:
             continue
         current = best.get(run.group)

@@ -76,6 +76,29 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
         assert row.trial_id in tied
 
 
+def test_seeds_stage_reruns_the_best_configuration_with_each_seed(two_node_cluster, tmp_path):
+    storage = tmp_path / "runs"
+    grid = load_search_space(SMOKE).narrow(tasks=["rte"], methods=["base"])
+    first = run_search(grid, storage_path=storage, write=lambda _: None)
+    best = first.groups[0].best
+    seeds_file = tmp_path / "seeds.yaml"
+    seeds_file.write_text("name: smoke-seeds\nstage: seeds\nbest_of: [smoke, never-ran]\nseeds: [1, 2]\n"
+                          "models: [tiny-bert]\ntasks: [rte]\nmethods: [base]\nresources: {cpu: 1}\n"
+                          "settings: {max_length: 48, shrinkage_tokens: 2000}\n")
+    summary = run_search(load_search_space(seeds_file), storage_path=storage, write=lambda _: None)
+    assert not summary.failed and len(summary.groups) == 1 and len(summary.groups[0].trials) == 2
+    runs = tracking.trial_runs(summary.tracking_uri, "smoke-seeds")
+    assert sorted(r.config["seed"] for r in runs) == [1, 2]
+    for run in runs:
+        assert run.stage == "seeds"
+        assert run.config["learning_rate"] == pytest.approx(best.config["learning_rate"])
+        assert run.config["epochs"] == best.config["epochs"]
+    from istar_tune.tables import build_table
+
+    table = build_table(summary.tracking_uri, "smoke-seeds", "seeds", tasks=["rte"])
+    assert table.values.tolist()[0][:2] == ["tiny-bert", "Base"] and "±" in table.values.tolist()[0][2]
+
+
 def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):
     space = tmp_path / "space.yaml"
     space.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0"))

@@ -1,0 +1,110 @@
+"""The README is the first thing a user reads: its commands must exist and work."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import GLUE_TINY
+
+from istar_tune import tracking
+from istar_tune.cli import build_parser, configuration_reference, main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _blocks() -> list[list[str]]:
+    return [[line.strip() for line in block.strip().splitlines() if line.strip()]
+            for block in re.findall(r"```bash\n(.*?)```", README, re.S)]
+
+
+def _commands(prefix: str) -> list[list[str]]:
+    out = []
+    for block in _blocks():
+        for line in block:
+            words = shlex.split(line.split("  #")[0])
+            while words and "=" in words[0] and not words[0].startswith("-"):
+                words = words[1:]  # leading VAR=value assignments
+            if words and words[0] == prefix:
+                out.append(words[1:])
+    return out
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_second():
+    quick = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", quick, re.S).group(1).strip().splitlines()
+    assert [line.split("#")[0].strip() for line in block] == ["make demo", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in ci
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("demo:", "test:", "install:"):
+        assert re.search(rf"^{target}", makefile, re.M)
+    assert "torch==2.13.0" in makefile  # the CPU wheel is installed before anything can pull another build
+
+
+def test_configuration_reference_is_current():
+    section = README.split("<!-- reference:start -->", 1)[1].split("<!-- reference:end -->", 1)[0]
+    assert section.strip() == configuration_reference().strip(), "run: istar-tune reference, and paste it"
+
+
+def test_every_istar_tune_command_in_the_readme_parses():
+    commands = _commands("istar-tune")
+    assert {c[0] for c in commands} >= {"train", "search", "table", "plots", "analyze"}
+    parser = build_parser()
+    for argv in commands:
+        parser.parse_args(argv)  # an unknown flag exits with SystemExit
+
+
+def test_files_and_tools_the_readme_names_exist():
+    for path in re.findall(r"`((?:search_spaces|jobs|benchmarks|istar_tune)/[\w./-]+)`", README):
+        assert (ROOT / path).exists(), path
+    for argv in _commands("jobs/submit.sh"):
+        assert (ROOT / "search_spaces" / Path(argv[0]).name).is_file()
+    for argv in _commands("python"):
+        assert (ROOT / argv[0]).is_file()
+    assert _commands("mlflow") and _commands("mlflow")[0][:2] == ["ui", "--backend-store-uri"]
+
+
+def _smoke(argv: list[str], tmp_path: Path) -> list[str]:
+    """A README command in a form that runs here in seconds."""
+    command, rest = argv[0], list(argv[1:])
+    if command == "search":
+        return ["search", *rest, "--dry-run", "--storage-path", str(tmp_path / "runs")]
+    if command == "train":
+        return ["train", *rest, "--data-dir", str(GLUE_TINY), "--max-train-samples", "32", "--max-eval-samples", "16",
+                "--epochs", "1", "--max-length", "32", "--no-progress", "--output-dir", str(tmp_path / "train")]
+    if command == "analyze":
+        return ["analyze", str(tmp_path / "train"), *rest[1:], "--max-eval-samples", "16"]
+    if command in ("table", "plots"):
+        rest = [str(tmp_path / Path(a).name) if i and rest[i - 1] in ("--output", "--output-dir") else a
+                for i, a in enumerate(rest)]
+        return [command, *rest, "--storage-path", str(tmp_path / "runs")]
+    raise AssertionError(f"no smoke form for README command {command}")
+
+
+@pytest.fixture
+def stores(tmp_path):
+    """The MLflow experiments the README's table and plot commands read, with a few runs each."""
+    from test_tables import _trial
+
+    (tmp_path / "runs").mkdir()
+    client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
+    for name in ("smoke", "paper-istar", "paper-seeds"):
+        exp = tracking.ensure_experiment(client, name)
+        tracking.parent_run(client, exp, name, {})
+        for seed in (1, 2):
+            _trial(client, exp, f"{name}-{seed}", "bert", "rte", "istar",
+                   {"accuracy": [0.6 + seed / 100], "eval_isoscore_star": [0.1]}, lam=-1.0, zeta=0.8, seed=seed)
+    return tmp_path
+
+
+def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(stores, capsys):
+    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4}
+    for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
+        smoke = _smoke(argv, stores)
+        assert main(smoke) == 0, (smoke, capsys.readouterr().err)
+    out = capsys.readouterr().out
+    assert "total 648 trials" in out and "total 27 trials" in out
