@@ -71,9 +71,9 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
     from istar_tune.data import encode, load_raw
     from istar_tune.models import hidden_size
-    from istar_tune.train import _library_output
+    from istar_tune.train import quiet_libraries
 
-    _library_output(False)
+    quiet_libraries(True)
     source = resolve_checkpoint(checkpoint)
     task_name = task or source.hparams.get("task")
     if task_name is None:
@@ -123,11 +123,11 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
 
 def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
-    from istar_tune.plots import _pyplot
+    from istar_tune.plots import pyplot
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    plt = _pyplot()
+    plt = pyplot()
     figures = [
         ("layer-isoscore.png", "IsoScore* of the token cloud per layer", "layer", "IsoScore*",
          result["layer_isoscore_star"]),

@@ -237,7 +237,7 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int) -> Enco
     stride = squad_doc_stride(max_length)
     pad_right = tokenizer.padding_side == "right"
 
-    def windows(batch, with_offsets: bool):
+    def windows(batch):
         questions = [q.lstrip() for q in batch["question"]]
         first, second = (questions, batch["context"]) if pad_right else (batch["context"], questions)
         return tokenizer(first, second, truncation="only_second" if pad_right else "only_first",
@@ -245,7 +245,7 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int) -> Enco
                          return_offsets_mapping=True)
 
     def train_features(batch):
-        encoded = windows(batch, True)
+        encoded = windows(batch)
         sample_map = encoded.pop("overflow_to_sample_mapping")
         offsets = encoded.pop("offset_mapping")
         starts, ends = [], []
@@ -277,7 +277,7 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int) -> Enco
         return encoded
 
     def eval_features(batch):
-        encoded = windows(batch, True)
+        encoded = windows(batch)
         sample_map = encoded.pop("overflow_to_sample_mapping")
         context_id = 1 if pad_right else 0
         encoded["example_id"] = [batch["id"][s] for s in sample_map]

@@ -16,7 +16,6 @@ tiny-bert     MiniLM's tokenizer + a 2-layer, 32-d BERT   random weights, for sm
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,8 +71,8 @@ def resolve_source(spec: ModelSpec) -> str:
 
 
 def _looks_like_path(source: str) -> bool:
-    return source.startswith((".", "/", "~")) or os.sep in source.strip("/").split("/", 1)[-1] or \
-        source.count("/") > 1
+    """A local path rather than a hub id (``org/name`` has at most one slash and no leading ``.``, ``/``, ``~``)."""
+    return source.startswith((".", "/", "~")) or source.count("/") > 1
 
 
 def load_tokenizer(name: str):

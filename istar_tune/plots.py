@@ -19,7 +19,7 @@ from istar_tune.tasks import get_task
 from istar_tune.tracking import TrialRun
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +52,7 @@ def lambda_points(runs: list[TrialRun], metric: str) -> list[dict]:
 def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) -> Path:
     metric = get_task(task).metric
     points = lambda_points([r for r in runs if r.model == model and r.task == task], metric)
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for point in points:
         label = METHOD_LABELS.get(point["method"], point["method"])
@@ -74,7 +74,7 @@ def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) 
 def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, task: str, path: Path) -> Path:
     """``histories``: trial label → [(epoch, value), ...]."""
     metric = get_task(task).metric
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for label, points in sorted(histories.items()):
         points = sorted(points)

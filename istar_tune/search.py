@@ -224,7 +224,7 @@ class SearchSummary:
 _SHOWN = ("learning_rate", "batch_size", "epochs", "lam", "zeta", "seed")
 
 
-class ProgressPrinter(tracking.TuneCallback):
+class ProgressPrinter(tracking.TuneCallback):  # a ray.tune.Callback
     """Tune callback printing one line per reported epoch and per finished trial (picklable)."""
 
     def __init__(self, total: int, write: Callable[[str], None] | None = None):
@@ -301,7 +301,7 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
                 tuner = tune.Tuner.restore(path, trainable=_trainable(space, settings, trainable_fn),
                                            resume_unfinished=True,
                                            resume_errored=False)
-                tuner._local_tuner.get_run_config().callbacks = callbacks  # fresh clients, same trials
+                _replace_callbacks(tuner, callbacks)
             else:
                 tuner = _new_tuner(space, planned_group, settings, str(results_root), callbacks, trainable_fn)
             grid = tuner.fit()
@@ -310,6 +310,15 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
         failed = any(t.status == "failed" for g in outcomes for t in g.trials)
         mlflow.set_terminated(parent, "FAILED" if failed else "FINISHED")
     return SearchSummary(name=name, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes)
+
+
+def _replace_callbacks(tuner, callbacks) -> None:
+    """Give a restored experiment this run's callbacks (this tracking URI and progress printer). Ray restores the
+    pickled ones otherwise, which also work (they find their MLflow runs by trial id), so a Ray version without this
+    private attribute loses nothing essential."""
+    local = getattr(tuner, "_local_tuner", None)
+    if local is not None and hasattr(local, "get_run_config"):
+        local.get_run_config().callbacks = callbacks
 
 
 def _trainable(space: SearchSpace, settings: RunSettings, trainable_fn: Callable[..., None]):

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ray.tune import Callback as TuneCallback
+
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
 TAG_TRIAL_ID = "istar_tune.trial_id"
@@ -125,9 +127,6 @@ def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
 def expected_epochs(config: dict[str, Any]) -> int:
     return int(config.get("epochs", 0)) + (int(config.get("isolayer_epochs", 1)) if config.get("method") == "isolayer"
                                             else 0)
-
-
-from ray.tune import Callback as TuneCallback  # noqa: E402
 
 
 class MlflowTrialLogger(TuneCallback):

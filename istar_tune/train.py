@@ -150,7 +150,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
     validate(settings, source="settings")
     task = get_task(hparams.task)
     device = resolve_device(settings.device)
-    _library_output(settings.progress)
+    quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)
     raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
@@ -162,23 +162,18 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
                 collate=DataCollatorWithPadding(tokenizer))
 
 
-def _library_output(verbose: bool) -> None:
-    """Progress bars and info logs of datasets/transformers on (the CLI) or off (Ray trials, tests)."""
+def quiet_libraries(quiet: bool) -> None:
+    """Progress bars and info logs of datasets/transformers off (Ray trials, tests) or on (the CLI)."""
     import datasets
     import transformers
 
     for library in (datasets.utils.logging, transformers.utils.logging):
-        (library.enable_progress_bar if verbose else library.disable_progress_bar)()
-    if not verbose:
+        (library.disable_progress_bar if quiet else library.enable_progress_bar)()
+    if quiet:
         transformers.utils.logging.set_verbosity_error()
 
 
 # ------------------------------------------------------------------------------------- the pieces of an epoch
-
-
-def _all_layer_cloud(hidden_states, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
-    points, mask = layer_points(hidden_states, attention_mask)  # (L·B·T, d), (L·B·T,)
-    return points, mask
 
 
 @torch.no_grad()
@@ -190,7 +185,7 @@ def estimate_shrinkage(run: _Run) -> torch.Tensor:
         batch = run.to_device(batch)
         with run.autocast():
             outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
-        points, mask = _all_layer_cloud(outputs.hidden_states, batch["attention_mask"])
+        points, mask = layer_points(outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
         estimator.update(points, mask)
         if estimator.full:
             break
@@ -279,7 +274,7 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
         batch = run.to_device(batch)
         with run.autocast():
             outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
-        points, mask = _all_layer_cloud(outputs.hidden_states, batch["attention_mask"])
+        points, mask = layer_points(outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
         cloud.update(points, mask)
         keys = ("start_logits", "end_logits") if run.task.problem_type == EXTRACTIVE_QA else ("logits",)
         for key in keys:
