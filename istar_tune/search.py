@@ -387,8 +387,8 @@ def _outcome(group: Group, grid) -> GroupOutcome:
             continue
         status = "stopped_early" if epochs < tracking.expected_epochs(config) else "finished"
         trials.append(TrialOutcome(trial_id, status, config, value, epochs))
-    scored = [t for t in trials if t.status != "failed" and t.value is not None]
-    best = max(scored, key=lambda t: t.value) if scored else None
+    scored = sorted((t for t in trials if t.status != "failed" and t.value is not None), key=lambda t: t.trial_id)
+    best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
     return GroupOutcome(group=group, metric=metric, trials=trials, best=best)
 
 

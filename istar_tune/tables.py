@@ -70,8 +70,9 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
     for model in models:
         for task in tasks:
             for method in methods:
-                candidates = [r for r in groups.get((model, task, method), []) if r.run_id in scores]
-                best = max(candidates, key=lambda r: scores[r.run_id]) if candidates else None
+                candidates = sorted((r for r in groups.get((model, task, method), []) if r.run_id in scores),
+                                    key=lambda r: r.trial_id)
+                best = max(candidates, key=lambda r: scores[r.run_id]) if candidates else None  # ties: lowest id
                 config = best.config if best else {}
                 rows.append({
                     "model": model, "task": task, "method": method, "metric": get_task(task).metric,

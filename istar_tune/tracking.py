@@ -302,7 +302,7 @@ def best_trials(tracking_uri: str, experiment_name: str) -> dict[tuple, TrialRun
     from istar_tune.tasks import get_task
 
     best: dict[tuple, TrialRun] = {}
-    for run in trial_runs(tracking_uri, experiment_name):
+    for run in sorted(trial_runs(tracking_uri, experiment_name), key=lambda r: r.trial_id):  # ties: lowest id
         metric = get_task(run.task).metric
         if run.status not in ("finished", "stopped_early") or metric not in run.metrics:
             continue
