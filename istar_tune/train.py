@@ -241,8 +241,11 @@ def train_epoch(run: _Run, loss_fn: LossFn, params: list[torch.nn.Parameter], op
     optimizer.zero_grad(set_to_none=True)
     for step, batch in enumerate(bar):
         loss, task_loss, pen = loss_fn(run.to_device(batch))
-        if not torch.isfinite(loss):
-            raise TrainingError(f"the loss became {loss.item()} at epoch {epoch}, step {step + 1}: lower the "
+        # One host transfer per step for the logged values and the NaN check (each .item() would sync a GPU).
+        values = torch.stack([loss.detach(), task_loss.detach(),
+                              pen.detach() if pen is not None else torch.zeros_like(loss)]).tolist()
+        if not math.isfinite(values[0]):
+            raise TrainingError(f"the loss became {values[0]} at epoch {epoch}, step {step + 1}: lower the "
                                 f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
         scaler.scale(loss / accum).backward()
         if (step + 1) % accum == 0 or step + 1 == steps:
@@ -253,9 +256,8 @@ def train_epoch(run: _Run, loss_fn: LossFn, params: list[torch.nn.Parameter], op
             scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-        totals["train_loss"] += loss.item()
-        totals["task_loss"] += task_loss.item()
-        totals["penalty"] += 0.0 if pen is None else pen.item()
+        for key, value in zip(("train_loss", "task_loss", "penalty"), values):
+            totals[key] += value
         bar.set_postfix(loss=f"{totals['train_loss'] / (step + 1):.4f}")
     return {k: v / max(steps, 1) for k, v in totals.items()}
 
