@@ -20,7 +20,7 @@ from istar_tune.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.errors import DataError
 from istar_tune.search import run_search
 from istar_tune.search_space import load_search_space
-from istar_tune.tables import METHOD_LABELS, build_table, markdown
+from istar_tune.tables import METHOD_LABELS, build_table, lambda_groups, markdown
 from istar_tune.tracking import trial_runs
 
 DEMO_SPACE = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
@@ -46,13 +46,10 @@ class DemoReport:
 def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
     """Per method and λ: trials, the best accuracy and its trial's eval IsoScore*, and the mean eval IsoScore*."""
     rows = []
-    runs = [r for r in trial_runs(tracking_uri, experiment) if r.status in ("finished", "stopped_early")]
-    keys = sorted({(r.method, r.config.get("lam", 0.0) if r.method != "base" else 0.0) for r in runs},
-                  key=lambda k: (k[0] != "base", k[1]))
-    for method, lam in keys:
-        group = [r for r in runs if r.method == method and (method == "base" or r.config.get("lam") == lam)]
+    for (method, lam), group in lambda_groups(trial_runs(tracking_uri, experiment)).items():
         best = max(group, key=lambda r: r.metrics.get("accuracy", -1.0))
-        rows.append({"method": METHOD_LABELS.get(method, method), "lam": lam if method != "base" else None,
+        rows.append({"method": METHOD_LABELS.get(method, method),
+                     "lam": lam if method in ("istar", "cosreg") else None,
                      "trials": len(group), "best accuracy": best.metrics.get("accuracy"),
                      "its eval IsoScore*": best.metrics.get("eval_isoscore_star"),
                      "mean eval IsoScore*": float(np.mean([r.metrics.get("eval_isoscore_star", np.nan)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from istar_tune.errors import ConfigError
-from istar_tune.tables import METHOD_LABELS
+from istar_tune.tables import METHOD_LABELS, lambda_groups
 from istar_tune.tasks import get_task
 from istar_tune.tracking import TrialRun
 
@@ -34,13 +34,9 @@ def _slug(text: str) -> str:
 
 def lambda_points(runs: list[TrialRun], metric: str) -> list[dict]:
     """Per (method, λ): mean ± std of eval IsoScore* and of the metric over its runs."""
-    groups: dict[tuple[str, float], list[TrialRun]] = {}
-    for run in runs:
-        if "eval_isoscore_star" in run.metrics and metric in run.metrics:
-            lam = float(run.config.get("lam") or 0.0) if run.method == "istar" else 0.0
-            groups.setdefault((run.method, lam), []).append(run)
+    measured = [r for r in runs if "eval_isoscore_star" in r.metrics and metric in r.metrics]
     points = []
-    for (method, lam), group in sorted(groups.items(), key=lambda item: (item[0][0] != "base", item[0][1])):
+    for (method, lam), group in lambda_groups(measured).items():
         iso = [r.metrics["eval_isoscore_star"] for r in group]
         values = [r.metrics[metric] for r in group]
         points.append({"method": method, "lam": lam, "runs": len(group), "isoscore_mean": float(np.mean(iso)),
@@ -56,7 +52,7 @@ def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for point in points:
         label = METHOD_LABELS.get(point["method"], point["method"])
-        if point["method"] == "istar":
+        if point["method"] in ("istar", "cosreg"):
             label += f" λ = {point['lam']:g}"
         ax.errorbar(point["isoscore_mean"], point["metric_mean"], xerr=point["isoscore_std"],
                     yerr=point["metric_std"], fmt="o", capsize=3, label=f"{label} (n = {point['runs']})")

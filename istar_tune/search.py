@@ -383,19 +383,14 @@ def _outcome(group: Group, grid) -> GroupOutcome:
         epochs = int((result.metrics or {}).get("epoch", 0) or 0)
         value = (result.metrics or {}).get(OBJECTIVE)
         if result.error is not None:
-            trials.append(TrialOutcome(trial_id, "failed", config, value, epochs, _error_line(result.error)))
+            error = tracking.error_summary(str(result.error), type(result.error).__name__)
+            trials.append(TrialOutcome(trial_id, "failed", config, value, epochs, error))
             continue
         status = "stopped_early" if epochs < tracking.expected_epochs(config) else "finished"
         trials.append(TrialOutcome(trial_id, status, config, value, epochs))
     scored = sorted((t for t in trials if t.status != "failed" and t.value is not None), key=lambda t: t.trial_id)
     best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
     return GroupOutcome(group=group, metric=metric, trials=trials, best=best)
-
-
-def _error_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    named = [line for line in text if "Error:" in line or "Exception:" in line]
-    return (named[-1] if named else (text[-1] if text else type(error).__name__)).strip()
 
 
 def _storage_root(storage_path) -> str:

@@ -59,6 +59,16 @@ def _percent(metric: str, value: float) -> float:
     return value if metric in ("f1", "exact_match") else 100.0 * value
 
 
+def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun]]:
+    """Finished runs by (method, λ): λ from the config for penalised methods, 0 for the others; Base first."""
+    groups: dict[tuple[str, float], list[TrialRun]] = {}
+    for run in runs:
+        if run.status in COUNTED:
+            lam = float(run.config.get("lam") or 0.0) if run.method in ("istar", "cosreg") else 0.0
+            groups.setdefault((run.method, lam), []).append(run)
+    return dict(sorted(groups.items(), key=lambda item: (item[0][0] != "base", item[0][0], item[0][1])))
+
+
 # -------------------------------------------------------------------------------------------------- best
 
 

@@ -231,6 +231,13 @@ class MlflowTrialLogger(TuneCallback):
         self.mlflow.set_terminated(run_id, "FAILED")
 
 
+def error_summary(text: str, fallback: str) -> str:
+    """The last line of an error text that names the error (``...Error: ...``), else its last line."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    named = [line for line in lines if "Error:" in line or "Exception:" in line]
+    return (named[-1] if named else (lines[-1] if lines else fallback)).strip()
+
+
 def trial_error_text(trial) -> str:
     """The last line that names the error in a trial's error file (the full traceback stays with Ray).
 
@@ -246,9 +253,7 @@ def trial_error_text(trial) -> str:
             text = str(error) if error is not None else ""
     except Exception:  # noqa: BLE001 - an unreadable error file must not break logging
         text = ""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    named = [line for line in lines if "Error:" in line or "Exception:" in line]
-    return (named[-1] if named else (lines[-1] if lines else "unknown error")).strip()
+    return error_summary(text, "unknown error")
 
 
 # ------------------------------------------------------------------------------------------ reading runs back
