@@ -10,7 +10,7 @@ DATA_DIR ?= $(if $(GLUE_DIR),$(GLUE_DIR),../shared/data/glue)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.istar-tune-installed
 
-.PHONY: install test lint demo clean
+.PHONY: install test test-fast lint demo bench-scale clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 	$(BIN)/python -m pytest -q tests
 
+# The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
+test-fast: $(STAMP)
+	$(BIN)/ruff check istar_tune tests benchmarks
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+# The cluster-scale rehearsal, everyday size (see README, Benchmarks).
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/bench_paper_scale.py --models bert
+
 demo: $(STAMP)
 	$(BIN)/istar-tune demo --data-dir "$(DATA_DIR)"
 
@@ -33,4 +42,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 
 clean:
-	rm -rf $(VENV) istar-runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) istar-runs mlruns .pytest_cache .ruff_cache

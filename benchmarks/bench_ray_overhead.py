@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 
-def noop_trainable(config, settings) -> None:
+def noop_trainable(config, settings, **_) -> None:
     from ray import tune
 
     tune.report({"epoch": 1, "accuracy": float(config["learning_rate"]), "objective": float(config["learning_rate"])})

@@ -1,3 +1,38 @@
-"""istar-tune: hyperparameter search for fine-tuning transformer encoders with isotropy regularisers."""
+"""istar-tune: hyperparameter search for fine-tuning transformer encoders with isotropy regularisers.
+
+The Python API (each name is imported on first use, so ``import istar_tune`` loads neither torch nor Ray)::
+
+    from istar_tune import load_search_space, run_search, build_table, train, Simulation
+
+    space = load_search_space("search_spaces/smoke.yaml")
+    summary = run_search(space, storage_path="istar-runs")
+    print(build_table(summary.tracking_uri, space.name, kind="best"))
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_API = {
+    "train": "istar_tune.train",
+    "Hyperparameters": "istar_tune.config",
+    "RunSettings": "istar_tune.config",
+    "load_search_space": "istar_tune.search_space",
+    "run_search": "istar_tune.search",
+    "Simulation": "istar_tune.simulate",
+    "build_table": "istar_tune.tables",
+    "render": "istar_tune.tables",
+    "trial_runs": "istar_tune.tracking",
+    "METHODS": "istar_tune.methods",
+    "TASKS": "istar_tune.tasks",
+}
+
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'istar_tune' has no attribute {name!r}")

@@ -11,6 +11,8 @@ import ast
 import inspect
 import json
 import logging
+import os
+import signal
 import sys
 import textwrap
 from dataclasses import fields, replace
@@ -147,23 +149,29 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.dry_run:
         tracking_uri = None
         if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
-            from istar_tune.tracking import default_tracking_uri
 
-            candidate = args.tracking_uri or default_tracking_uri(args.storage_path)
+            candidate = _tracking_uri(args)
             store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
             tracking_uri = candidate if store is None or store.is_file() else None
         print(dry_run_report(space, plan(space, tracking_uri)))
         return 0
-    summary = run_search(space, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
-                         address=args.address, resume=args.resume, data_dir=args.data_dir)
+    simulation = None
+    if args.simulate:
+        from istar_tune.simulate import Simulation
+
+        simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
+    summary = run_search(space, storage_path=args.storage_path,
+                         tracking_uri=args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
+                         address=args.address, resume=args.resume, data_dir=args.data_dir, simulation=simulation)
     print(summary.report())
     return exit_code(summary)
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
+    """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the store under ``--storage-path``."""
     from istar_tune.tracking import default_tracking_uri
 
-    return args.tracking_uri or default_tracking_uri(args.storage_path)
+    return args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(args.storage_path)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -171,7 +179,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
-                        against_paper=args.against_paper)
+                        against_paper=args.against_paper, simulated=args.simulated)
     text = render(table, args.format, args.output, caption=CAPTIONS[args.kind])
     if text is not None:
         print(text, end="")
@@ -255,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "are kept, their MLflow runs reused")
     search.add_argument("--dry-run", action="store_true", help="print the trials per model × task × method and "
                                                                "the resources; run nothing")
+    search.add_argument("--simulate", action="store_true",
+                        help="rehearse the search without training: trials wait for a modelled duration, write "
+                             "checkpoints and report synthetic metrics; runs are tagged simulated")
+    search.add_argument("--time-factor", type=float, default=1e-3,
+                        help="with --simulate: seconds waited per modelled second of a trial (default: %(default)s)")
+    search.add_argument("--checkpoint-bytes", type=int, default=65536,
+                        help="with --simulate: bytes of a full-state checkpoint (default: %(default)s)")
     search.set_defaults(handler=cmd_search)
 
     table = commands.add_parser("table", help="export a table of a search's results from MLflow",
@@ -270,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rank trials by the metric after their last epoch (last) or their best epoch "
                             "(best-epoch) (default: %(default)s)")
     table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
+    table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
+                                                                "--simulate); never mixed with real runs")
     table.add_argument("--models", nargs="+", metavar="NAME", help="rows to show (default: every model with runs)")
     table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: the nine)")
     table.add_argument("--methods", nargs="+", metavar="NAME", help="methods to show (default: every method with "
@@ -328,8 +345,13 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
+        from istar_tune.search import loopback_only
+
+        loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return args.handler(args)
     except IstarTuneError as err:
@@ -337,9 +359,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"istar-tune: error: {err}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("istar-tune: terminated; continue with --resume", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print("istar-tune: interrupted", file=sys.stderr)
+        print("istar-tune: interrupted; continue with --resume", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping a command as Ctrl-C does (runs marked KILLED, exit code 143)."""
+
+
+def _terminated(signum, frame):
+    raise Terminated()
 
 
 if __name__ == "__main__":

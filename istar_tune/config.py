@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, fields
@@ -18,11 +19,8 @@ from typing import Any
 import yaml
 
 from istar_tune.errors import ConfigError
-from istar_tune.losses import METHODS
+from istar_tune.methods import METHODS, get_method
 from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task
-
-DEFAULT_LAMBDA = {"base": 0.0, "cosreg": 1.0, "istar": -1.0, "isolayer": 0.0}
-"""λ used when a config gives none: CosReg's 1 (Gao et al.), I-STAR's most frequent optimum −1 (paper, Table 2)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class Hyperparameters:
 
     @property
     def penalty_weight(self) -> float:
-        return DEFAULT_LAMBDA[self.method] if self.lam is None else float(self.lam)
+        return get_method(self.method).default_lambda if self.lam is None else float(self.lam)
 
 
 @dataclass(frozen=True)
@@ -101,9 +99,14 @@ class RunSettings:
     """Keep the best epoch's model and tokenizer in ``output_dir/best-checkpoint``."""
     progress: bool = True
     """Show progress bars."""
+    checkpoint: str = "state"
+    """What a search trial checkpoints: state (the full resumable state every epoch, kept), resume (the full state
+    while the trial runs, only its records once it finished), weights (as resume, plus the final model weights) or
+    none (a retried trial starts over)."""
 
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 
 
 def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
@@ -185,8 +188,9 @@ def _range_problems(obj: Any) -> list[str]:
         except ConfigError:
             problems.append(f"task {obj.task!r} is unknown: choose one of {', '.join(TASKS)}")
         else:
-            if obj.method == "isolayer" and task.problem_type == EXTRACTIVE_QA:
-                problems.append(f"method isolayer applies to sentence-level tasks; {task.display_name} is "
+            method = METHODS.get(obj.method)
+            if method is not None and method.second_stage and task.problem_type == EXTRACTIVE_QA:
+                problems.append(f"method {obj.method} applies to sentence-level tasks; {task.display_name} is "
                                 "extractive QA")
         if obj.method not in METHODS:
             problems.append(f"method {obj.method!r} is unknown: choose one of {', '.join(METHODS)}")
@@ -212,6 +216,8 @@ def _range_problems(obj: Any) -> list[str]:
         positive("max_grad_norm", obj.max_grad_norm, strict=False)
         if not 0.0 <= obj.eval_zeta <= 1.0:
             problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
+        if obj.checkpoint not in CHECKPOINT_MODES:
+            problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
         if obj.precision not in PRECISIONS:
             problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
         if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
@@ -247,13 +253,28 @@ def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyp
     return built[0], built[1]
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's float syntax: ``1e-5`` and ``3E+2`` are numbers, as people write
+    them (YAML 1.1, PyYAML's default, reads them as strings because they lack a dot)."""
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``; a clear error for a missing file or a file that is not a mapping."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Yaml12Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

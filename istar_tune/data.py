@@ -70,6 +70,22 @@ def task_files(task: Task, data_dir: Path) -> dict[str, Path]:
 # --------------------------------------------------------------------------------------------------- parsing
 
 
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """A data file's text; a file that is not UTF-8 is reported with its line and the offending byte."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start}); "
+                        "save the file as UTF-8") from None
+
+
+def parse_file(task: Task, path: Path) -> dict[str, list]:
+    """One split file of ``task`` parsed into columns (the parser of its format)."""
+    return _PARSERS[task.file_format](task, path)
+
+
 def _label_value(task: Task, raw: str, where: str):
     raw = raw.strip()
     if task.problem_type == REGRESSION:
@@ -87,7 +103,7 @@ def _label_value(task: Task, raw: str, where: str):
 
 def parse_tsv(task: Task, path: Path) -> dict[str, list]:
     """Read one GLUE TSV into columns ``task.text_fields + ('label',)``."""
-    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    lines = read_text(path, "utf-8-sig").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     start = 1 if task.header else 0
@@ -122,7 +138,7 @@ _PTB_LEAF = re.compile(r"\(\d ([^()\s]+)\)")
 def parse_ptb(task: Task, path: Path) -> dict[str, list]:
     """Stanford sentiment treebank lines: the root's label is the sentence label, the leaves its words."""
     sentences, labels = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         root, leaves = _PTB_ROOT.match(line), _PTB_LEAF.findall(line)
@@ -138,7 +154,7 @@ def parse_ptb(task: Task, path: Path) -> dict[str, list]:
 def parse_squad(task: Task, path: Path) -> dict[str, list]:
     """SQuAD v1.1 JSON flattened to one row per question with ``answers = {text: [...], answer_start: [...]}``."""
     try:
-        articles = json.loads(path.read_text(encoding="utf-8"))["data"]
+        articles = json.loads(read_text(path))["data"]
         rows: dict[str, list] = {"id": [], "title": [], "context": [], "question": [], "answers": []}
         for article in articles:
             for paragraph in article["paragraphs"]:

@@ -18,9 +18,10 @@ import pandas as pd
 
 from istar_tune.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.errors import DataError
-from istar_tune.search import run_search
+from istar_tune.methods import label, uses_lambda
+from istar_tune.search import results_exist, run_search
 from istar_tune.search_space import load_search_space
-from istar_tune.tables import METHOD_LABELS, build_table, lambda_groups, markdown
+from istar_tune.tables import build_table, lambda_groups, markdown
 from istar_tune.tracking import trial_runs
 
 DEMO_SPACE = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
@@ -48,8 +49,8 @@ def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
     rows = []
     for (method, lam), group in lambda_groups(trial_runs(tracking_uri, experiment)).items():
         best = max(group, key=lambda r: r.metrics.get("accuracy", -1.0))
-        rows.append({"method": METHOD_LABELS.get(method, method),
-                     "lam": lam if method in ("istar", "cosreg") else None,
+        rows.append({"method": label(method),
+                     "lam": lam if uses_lambda(method) else None,
                      "trials": len(group), "best accuracy": best.metrics.get("accuracy"),
                      "its eval IsoScore*": best.metrics.get("eval_isoscore_star"),
                      "mean eval IsoScore*": float(np.mean([r.metrics.get("eval_isoscore_star", np.nan)
@@ -69,8 +70,8 @@ def run_demo(data_dir: str | None = None, storage_path: str = "istar-runs", smok
     space = load_search_space(space_file)
     if smoke:
         space = replace(space, name=f"{space.name}-smoke", settings={**space.settings, **SMOKE_SETTINGS})
-    summary = run_search(space, storage_path=storage_path, resume=True, data_dir=data_dir, address=address,
-                         write=write)
+    summary = run_search(space, storage_path=storage_path, resume=results_exist(storage_path, space.name),
+                         data_dir=data_dir, address=address, write=write)
     best = build_table(summary.tracking_uri, space.name, "best", tasks=list(space.tasks))
     best = best[["model", "task", "method", "score", "learning_rate", "lam", "zeta", "trials", "trial_id"]]
     return DemoReport(name=space.name, tracking_uri=summary.tracking_uri,

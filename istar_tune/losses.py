@@ -15,11 +15,7 @@ import torch
 
 from istar_tune.errors import ConfigError
 from istar_tune.isotropy import isoscore_star
-
-METHODS = ("base", "cosreg", "istar", "isolayer")
-"""Training methods. ``isolayer`` trains like ``base`` and adds a second stage (see ``isolayer.py``)."""
-
-PENALISED_METHODS = ("cosreg", "istar")
+from istar_tune.methods import COSINE, ISOSCORE, get_method
 
 
 def layer_points(
@@ -103,10 +99,9 @@ def penalty(
 
     Returning ``None`` for λ = 0 keeps the total loss exactly equal to the task loss.
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
-    if method not in PENALISED_METHODS or lam == 0:
+    kind = get_method(method).penalty
+    if lam == 0 or kind not in (ISOSCORE, COSINE):
         return None
-    if method == "istar":
+    if kind == ISOSCORE:
         return istar_penalty(hidden_states, attention_mask, lam, zeta, shrinkage_cov, layer, include_padding)
     return cosreg_penalty(hidden_states[-1], attention_mask, lam, include_padding)

@@ -129,3 +129,27 @@ def hidden_size(model) -> int:
         if hasattr(config, key):
             return int(getattr(config, key))
     raise ModelError(f"cannot tell the hidden size of a {type(model).__name__} from its config")
+
+
+def max_positions(name: str) -> int | None:
+    """The longest input the model takes (``max_position_embeddings`` of its config; no weights are loaded), or
+    None when its config does not say. A model that cannot be resolved raises :class:`ModelError`."""
+    from transformers import AutoConfig
+
+    spec = model_spec(name)
+    source = _checked_source(name)
+    try:
+        config = AutoConfig.from_pretrained(source, **spec.config_overrides)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(_load_failure(name, source, err)) from None
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def check_max_length(max_length: int, positions: int | None, name: str) -> None:
+    """Refuse a ``max_length`` longer than the model's positions (it would fail inside the model's forward)."""
+    if positions is not None and max_length > positions:
+        from istar_tune.errors import ConfigError
+
+        raise ConfigError(f"max_length {max_length} exceeds the {positions} positions of model {name!r}: use "
+                          f"--max-length {positions} or less")

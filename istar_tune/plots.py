@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from istar_tune.errors import ConfigError
-from istar_tune.tables import METHOD_LABELS, lambda_groups
+from istar_tune.methods import label as method_label
+from istar_tune.methods import uses_lambda
+from istar_tune.tables import lambda_groups
 from istar_tune.tasks import get_task
 from istar_tune.tracking import TrialRun
 
@@ -51,8 +53,8 @@ def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for point in points:
-        label = METHOD_LABELS.get(point["method"], point["method"])
-        if point["method"] in ("istar", "cosreg"):
+        label = method_label(point["method"])
+        if uses_lambda(point["method"]):
             label += f" λ = {point['lam']:g}"
         ax.errorbar(point["isoscore_mean"], point["metric_mean"], xerr=point["isoscore_std"],
                     yerr=point["metric_std"], fmt="o", capsize=3, label=f"{label} (n = {point['runs']})")

@@ -1,25 +1,30 @@
 """Searches on Ray Tune: each trial runs :func:`istar_tune.train.train` on its sampled configuration.
 
-A search runs one Tune experiment per (model, task, method) group, one group after another, each with as many
-trials at once as the cluster's resources (or ``concurrency``) allow; trials spread over the cluster's nodes.
-Every epoch is reported to Tune with a resumable checkpoint, so a retried trial continues from its last epoch,
-and MLflow records every trial (``tracking.py``). ``resume=True`` restores each group's experiment with
-``Tuner.restore``: finished trials are not run again.
+A search is one Tune experiment holding every (model, task, method) group (``groups.py``): the groups' trials are
+in flight together, the longest first, so the cluster stays full until the end, while each group's searcher and
+scheduler still compare only that group's trials. Every epoch is reported to Tune with a checkpoint (what it holds:
+the ``checkpoint`` setting), so a retried trial continues from its last epoch, and MLflow records every trial
+(``tune_callbacks.py``, ``tracking.py``). ``resume=True`` restores the experiment with ``Tuner.restore``: finished
+trials are not run again. With a :class:`~istar_tune.simulate.Simulation`, trials are rehearsed without training.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from istar_tune import tracking
+from istar_tune import tracking, trial_checkpoints
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict
 from istar_tune.errors import ConfigError
+from istar_tune.methods import get_method, trial_epochs
 from istar_tune.search_space import Domain, Group, SearchSpace
+from istar_tune.simulate import Simulation
 from istar_tune.tasks import get_task
 
 log = logging.getLogger(__name__)
@@ -33,39 +38,57 @@ every task (accuracy, mcc, pearson or f1)."""
 
 
 class TuneReporter:
-    """Reports each epoch to Tune with a resumable checkpoint."""
+    """Reports each epoch to Tune with a checkpoint (none with ``checkpoint: none``), keeping the newest ``keep``."""
 
-    wants_checkpoint = True
-
-    def __init__(self, metric: str):
+    def __init__(self, metric: str, keep: int = 1, wants_checkpoint: bool = True, note: str = ""):
         self.metric = metric
+        self.keep = keep
+        self.wants_checkpoint = wants_checkpoint
+        self.note = note
 
     def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray
         from ray import tune
 
         metrics = {**record, OBJECTIVE: record[self.metric], "node_id": ray.get_runtime_context().get_node_id()}
+        if checkpoint_dir is not None:
+            metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
+        if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
+            metrics[RESTORE_NOTE], self.note = self.note, ""
         checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
         tune.report(metrics, checkpoint=checkpoint)
+        if checkpoint is not None:
+            trial_checkpoints.prune(self.keep)
 
 
-def trainable(config: dict[str, Any], settings: dict[str, Any]) -> None:
+_USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
+RESTORE_NOTE = "restore_note"
+"""Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
+
+
+def trainable(config: dict[str, Any], settings: dict[str, Any], keep: int = 1) -> None:
     """The Ray Tune trainable: a plain function of the sampled config (plus fixed run settings)."""
     from ray import tune
 
-    from istar_tune.train import train
+    from istar_tune.train import read_state, train
 
     for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
         logging.getLogger(name).setLevel(logging.WARNING)
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, settings, source="settings")
-    reporter = TuneReporter(get_task(hparams.task).metric)
+    reporter = TuneReporter(get_task(hparams.task).metric, keep, run_settings.checkpoint != "none")
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         train(hparams, run_settings, reporter)
         return
-    with checkpoint.as_directory() as state_dir:
+    with tempfile.TemporaryDirectory(prefix="istar-tune-resume-") as local:
+        def copy(folder: Path) -> Path:
+            read_state(folder)  # a missing or truncated state fails here, and an older checkpoint is tried
+            shutil.copytree(folder, local, dirs_exist_ok=True)
+            return Path(local)
+
+        state_dir, reporter.note = trial_checkpoints.restore(checkpoint, copy)
         train(hparams, run_settings, reporter, resume_from=state_dir)
 
 
@@ -79,24 +102,24 @@ class PlannedGroup:
     param_space: dict[str, Any] = field(default_factory=dict)
 
 
-def plan(space: SearchSpace, tracking_uri: str | None = None) -> list[PlannedGroup]:
+def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False) -> list[PlannedGroup]:
     """The groups of a search and their trial counts.
 
     The seeds stage reads its configurations from MLflow at ``tracking_uri``; without one it plans every group of
     the space (an upper bound: only groups with a finished trial in ``best_of`` run).
     """
     if space.stage == "seeds" and tracking_uri is not None:
-        return _plan_seeds(space, tracking_uri)
+        return _plan_seeds(space, tracking_uri, simulated)
     return [PlannedGroup(group=g, trials=space.trials_in(g)) for g in space.groups()]
 
 
-def _plan_seeds(space: SearchSpace, tracking_uri: str) -> list[PlannedGroup]:
+def _plan_seeds(space: SearchSpace, tracking_uri: str, simulated: bool) -> list[PlannedGroup]:
     tracking.check_store(tracking_uri)
     wanted = {(g.model, g.task, g.method) for g in space.groups()}
     planned, missing = [], []
     for experiment in space.best_of:
         try:
-            best = tracking.best_trials(tracking_uri, experiment)
+            best = tracking.best_trials(tracking_uri, experiment, simulated)
         except ConfigError:
             missing.append(experiment)  # that search has not run (yet): only the others are re-run
             continue
@@ -149,12 +172,32 @@ def _tune_domain(domain: Domain):
     return tune.randint(values[0], values[1] + 1)  # both bounds included
 
 
-def param_space(planned: PlannedGroup) -> dict[str, Any]:
+def _base_config(planned: PlannedGroup) -> dict[str, Any]:
     group = planned.group
-    space = {"model": _absolute_if_path(group.model), "task": group.task, "method": group.method,
-             **planned.param_space}
-    space.update({key: _tune_domain(domain) for key, domain in group.domains.items()})
-    return space
+    return {"model": _absolute_if_path(group.model), "task": group.task, "method": group.method,
+            **planned.param_space}
+
+
+def group_plans(space: SearchSpace, planned: list[PlannedGroup]):
+    """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
+    an Optuna budget and space for Optuna groups."""
+    from istar_tune.groups import GroupPlan, grid_configs
+    from istar_tune.simulate import trial_seconds
+
+    plans = []
+    for item in planned:
+        base, domains = _base_config(item), item.group.domains
+        key = f"{base['model']}/{base['task']}/{base['method']}"
+        if space.stage == "seeds" or space.algorithm == "grid":
+            repeats = 1 if space.stage == "seeds" else space.num_samples
+            plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed)))
+            continue
+        constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
+        sampled = {k: _tune_domain(d) for k, d in domains.items() if d.kind != "constant"}
+        typical = {**base, **constants, **{k: d.values[0] for k, d in domains.items() if d.kind == "choice"}}
+        plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
+                               estimate=trial_seconds(typical)))
+    return plans
 
 
 def _absolute_if_path(model: str) -> str:
@@ -169,7 +212,7 @@ def _absolute_if_path(model: str) -> str:
 @dataclass
 class TrialOutcome:
     trial_id: str
-    status: str  # finished | stopped_early | failed
+    status: str  # finished | stopped_early | failed | interrupted
     config: dict[str, Any]
     value: float | None
     epochs: int
@@ -193,6 +236,11 @@ class SearchSummary:
     storage_path: str
     tracking_uri: str
     groups: list[GroupOutcome]
+    planned_trials: int = 0
+    interrupted: str = ""
+    """Why the search stopped before every trial ended (empty when it ran to the end)."""
+    mlflow_latencies_ms: list[float] = field(default_factory=list)
+    mlflow_errors: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[tuple[Group, TrialOutcome]]:
@@ -202,114 +250,209 @@ class SearchSummary:
         total = sum(len(g.trials) for g in self.groups)
         finished = sum(g.count("finished") for g in self.groups)
         stopped = sum(g.count("stopped_early") for g in self.groups)
+        unfinished = sum(g.count("interrupted") for g in self.groups)
         lines = [f"search {self.name}: {total} trials, {finished} finished, {stopped} stopped early, "
-                 f"{len(self.failed)} failed"]
+                 f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
+        if self.interrupted:
+            left = self.planned_trials - finished - stopped - len(self.failed)
+            lines.append(f"INTERRUPTED ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; "
+                         "continue with --resume")
         for outcome in self.groups:
             best = outcome.best
             if best is None:
                 lines.append(f"  {outcome.group.key}: no finished trial")
                 continue
-            shown = {k: best.config[k] for k in _SHOWN if k in best.config and
-                     (k not in ("lam", "zeta") or outcome.group.method in ("istar", "cosreg"))}
-            if outcome.group.method == "isolayer":
-                shown.update({k: best.config[k] for k in ("alpha", "isolayer_learning_rate") if k in best.config})
+            method = get_method(outcome.group.method)
+            keys = [*_SHOWN, *(("lam",) if method.uses_lambda else ()), *(("zeta",) if method.uses_zeta else ()),
+                    *(_SECOND_STAGE_SHOWN if method.second_stage else ())]
+            shown = {k: best.config[k] for k in keys if k in best.config}
             lines.append(f"  {outcome.group.key}: best {outcome.metric} {best.value:.4f} with "
                          + ", ".join(f"{k}={v}" for k, v in shown.items()) + f" (trial {best.trial_id})")
         for group, trial in self.failed:
             lines.append(f"  FAILED {group.key} trial {trial.trial_id}: {trial.error}")
+        if self.mlflow_errors:
+            lines.append(f"  MLflow writes lost: {self.mlflow_errors[-1]}")
         lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}")
         return "\n".join(lines)
 
 
-_SHOWN = ("learning_rate", "batch_size", "epochs", "lam", "zeta", "seed")
-
-
-class ProgressPrinter(tracking.TuneCallback):  # a ray.tune.Callback
-    """Tune callback printing one line per reported epoch and per finished trial (picklable)."""
-
-    def __init__(self, total: int, write: Callable[[str], None] | None = None):
-        self.total = total
-        self.done = 0
-        self.write = write or _print
-
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        metric = get_task(trial.config["task"]).metric
-        self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}: {metric} "
-                   f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s)")
-
-    def on_trial_complete(self, iteration, trials, trial, **info):
-        self.done += 1
-        config = trial.config
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done "
-                   f"({config['model']}/{config['task']}/{config['method']})")
-
-    def on_trial_error(self, iteration, trials, trial, **info):
-        self.done += 1
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} FAILED: {tracking.trial_error_text(trial)}")
+_SHOWN = ("learning_rate", "batch_size", "epochs", "seed")
+_SECOND_STAGE_SHOWN = ("alpha", "isolayer_learning_rate")
 
 
 def _print(text: str) -> None:
     print(text, flush=True)
 
 
+def validate_name(name: str) -> str:
+    """A search name is a folder under the storage path and an MLflow experiment: no path separators, no ``..``."""
+    text = str(name).strip()
+    if not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/") \
+            or text.startswith("~") or ("'" in text and '"' in text):
+        raise ConfigError(f"search name {name!r} is not usable: give a plain name (letters, digits, '-', '_', '.'; "
+                          "no '/', '\\' or '..', not both quote characters)")
+    return text
+
+
 def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-runs", tracking_uri: str | None = None,
                name: str | None = None, address: str | None = None, resume: bool = False,
                data_dir: str | None = None, write: Callable[[str], None] | None = None,
-               trainable_fn: Callable[..., None] = trainable) -> SearchSummary:
-    """Run (or resume) every group of ``space``; returns what finished, stopped early or failed, and the best.
+               trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None) -> SearchSummary:
+    """Run (or resume) every group of ``space``; returns what finished, stopped early, failed or was interrupted.
 
-    ``trainable_fn(config, settings)`` runs one trial (default: :func:`trainable`, which fine-tunes).
+    ``trainable_fn(config, settings)`` runs one trial (default: :func:`trainable`, which fine-tunes). With
+    ``simulation``, trials are rehearsed by :func:`istar_tune.simulate.simulated_trainable` instead.
     """
+    from istar_tune import preflight
+    from istar_tune.groups import GroupScheduler, GroupSearcher
+    from istar_tune.tune_callbacks import MlflowTrialLogger, ProgressPrinter
+
+    name = validate_name(name or space.name)
+    storage = _storage_root(storage_path)
+    tracking_uri = tracking_uri or _default_tracking(storage)
+    simulated = simulation is not None
+    settings = _trial_settings(space, data_dir)
+    say = write or _print
+    checks = [("storage", lambda: preflight.check_storage(storage)),
+              ("tracking", lambda: preflight.check_tracking(tracking_uri))]
+    if not simulated:  # a rehearsal reads no data and loads no model
+        checks += [("data", lambda: preflight.check_data(list(space.tasks), settings.data_dir)),
+                   ("models", lambda: preflight.check_models(list(space.models), settings.max_length))]
+    checked_s = preflight.run_checks(checks)
+    planned = plan(space, tracking_uri, simulated)
+    results_root = _join(storage, name)
+    _refuse_to_overwrite(results_root, resume)
+    if resume and not results_exist(storage, name):
+        raise ConfigError(f"--resume: search {name!r} has no results in {storage} to continue; run it without "
+                          "--resume (or check --name and --storage-path)")
+    extra: dict[str, Any] = {}
+    if simulated:
+        from istar_tune.simulate import simulated_trainable
+
+        trainable_fn, extra = simulated_trainable, {"simulation": simulation}
+
+    _connect(address)
     import ray
     from ray import tune
 
-    name = name or space.name
-    storage = _storage_root(storage_path)
-    tracking_uri = tracking_uri or _default_tracking(storage)
-    planned = plan(space, tracking_uri)
-    settings = _trial_settings(space, data_dir)
-    results_root = _join(storage, name)
-    _refuse_to_overwrite(results_root, planned, resume)
-
+    checked_s += preflight.run_checks([("resources", lambda: preflight.check_resources(space.cpu, space.gpu,
+                                                                                         ray.nodes()))])
+    say(f"preflight: storage, tracking{'' if simulated else ', data, models'} and cluster resources checked in "
+        f"{checked_s:.1f} s")
+    if "://" not in storage:
+        Path(storage).mkdir(parents=True, exist_ok=True)
+    tracking.prepare_store(tracking_uri)
     mlflow = tracking.client(tracking_uri)
-    artifact_root = None if "://" in str(storage) else str(Path(storage) / "mlartifacts")
+    # A tracking server keeps artifacts where it serves them from; a local store gets a folder beside it.
+    artifact_root = None if tracking.is_server(tracking_uri) or "://" in str(storage) else str(Path(storage) /
+                                                                                               "mlartifacts")
     experiment_id = tracking.ensure_experiment(mlflow, name, artifact_root)
     tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(), tracking.TAG_STAGE: space.stage}
+    if simulated:
+        tags[tracking.TAG_SIMULATED] = "true"
     parent = tracking.parent_run(mlflow, experiment_id, name, tags)
 
-    # Snapshot the experiment state at least every second (Ray's default starts at 10 s), so a trial that finished
-    # just before the driver died is not run again on --resume.
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    total = sum(p.trials for p in planned)
+    # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
+    # died is not run again on --resume; in large ones, Ray's adaptive period keeps snapshots under 5% of the time
+    # (a re-run trial still gets one MLflow run: it is found by its trial id).
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1" if total <= 500 else "auto")
+    # Every epoch checkpoints by design; Ray's warning about frequent snapshots would repeat all search long.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; our progress lines instead
-    if not ray.is_initialized():
-        cluster = address or os.environ.get("RAY_ADDRESS") or None
-        if cluster is None:
-            # A local instance listens on loopback only (Ray's single-machine mode).
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
-    printer = ProgressPrinter(sum(p.trials for p in planned), write)
-    say = printer.write
-    outcomes = []
+    # Ray's default per-trial loggers add a CSV file and a TensorBoard writer thread per trial on the driver; MLflow
+    # holds the record, so only result.json (read by Ray's ExperimentAnalysis) is kept.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Tune lets a custom searcher keep only one trial pending; with as many pending as the cluster has slots, a
+    # finished trial's worker is handed the next trial at once (actor reuse) and a new GPU node is never idle.
+    if _USER_PENDING is None:
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(8, _slots(ray.cluster_resources(), space)))
+
+    printer = ProgressPrinter(total, say)
+    logger = MlflowTrialLogger(tracking_uri, name, parent, experiment_id, tags)
+    from ray.tune.logger import JsonLoggerCallback
+
+    callbacks = [logger, printer, JsonLoggerCallback()]
+    run_trial = _trainable(space, settings, trainable_fn, **extra)
+    printer.write(f"== {name}: {total} trials in {len(planned)} groups")
+    interrupted = ""
+    grid = None
     try:
-        for planned_group in planned:
-            group = planned_group.group
-            say(f"== {group.key}: {planned_group.trials} trials")
-            logger = tracking.MlflowTrialLogger(tracking_uri, name, parent, experiment_id, tags)
-            callbacks = [logger, printer]
-            path = _join(results_root, group.slug)
-            if resume and tune.Tuner.can_restore(path):
-                tuner = tune.Tuner.restore(path, trainable=_trainable(space, settings, trainable_fn),
-                                           resume_unfinished=True,
-                                           resume_errored=False)
-                _replace_callbacks(tuner, callbacks)
-            else:
-                tuner = _new_tuner(space, planned_group, settings, str(results_root), callbacks, trainable_fn)
-            grid = tuner.fit()
-            outcomes.append(_outcome(group, grid))
+        if resume and tune.Tuner.can_restore(results_root):
+            tuner = tune.Tuner.restore(results_root, trainable=run_trial, resume_unfinished=True,
+                                       resume_errored=False)
+            _replace_callbacks(tuner, callbacks)
+        else:
+            searcher = GroupSearcher(group_plans(space, planned), concurrency=space.concurrency, seed=space.seed,
+                                     metric=OBJECTIVE)
+            scheduler = None
+            if space.scheduler == "asha" and space.stage != "seeds":
+                horizons = {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}":
+                            _max_epochs(p.group) for p in planned}
+                scheduler = GroupScheduler(horizons, space.grace_period, space.reduction_factor, metric=OBJECTIVE)
+            tuner = tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
+                metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
+                # Trials are independent (each seeds and loads its own model): starting a new worker process per
+                # trial would cost more than a short trial.
+                reuse_actors=True), run_config=_run_config(space, settings, name, storage, callbacks))
+        grid = tuner.fit()
+    except KeyboardInterrupt:
+        interrupted = "interrupted by a signal"
+        raise
+    except BaseException as err:
+        interrupted = f"{type(err).__name__}: {err}"
+        raise
     finally:
+        outcomes = _outcomes(planned, grid) if grid is not None else []
+        ended = sum(len(g.trials) - g.count("interrupted") for g in outcomes)
+        if not interrupted and ended < total:
+            interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
+        if interrupted:
+            logger.interrupt(interrupted)
+        flushed = logger.close(timeout=None if not interrupted else 120)
         failed = any(t.status == "failed" for g in outcomes for t in g.trials)
-        mlflow.set_terminated(parent, "FAILED" if failed else "FINISHED")
-    return SearchSummary(name=name, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes)
+        mlflow.set_terminated(parent, "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
+        if not flushed:
+            log.error("some MLflow writes did not land before the search ended")
+    summary = SearchSummary(name=name, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes,
+                            planned_trials=total, interrupted=interrupted,
+                            mlflow_latencies_ms=list(logger.writer.latencies_ms),
+                            mlflow_errors=list(logger.writer.errors))
+    return summary
+
+
+def _slots(cluster: dict[str, float], space: SearchSpace) -> int:
+    """How many trials of ``space`` the cluster's resources hold at once."""
+    fits = [cluster.get(name, 0.0) / amount for name, amount in (("CPU", space.cpu), ("GPU", space.gpu)) if amount]
+    return int(min(fits, default=1.0))
+
+
+def _connect(address: str | None) -> None:
+    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``; ``auto`` finds a running one), else start a local Ray
+    instance bound to 127.0.0.1, never one found through Ray's temporary files."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    cluster = address or os.environ.get("RAY_ADDRESS") or None
+    if cluster is None:
+        loopback_only()
+        cluster = "local"
+    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
+
+
+def loopback_only() -> None:
+    """Make a Ray instance started from this process listen on 127.0.0.1 only.
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is imported (``ray._private.ray_constants``) and its
+    processes read it when they start: the CLI sets it before importing Ray; when Ray is already imported, its
+    constant is set too."""
+    import sys
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
 
 
 def _replace_callbacks(tuner, callbacks) -> None:
@@ -321,76 +464,67 @@ def _replace_callbacks(tuner, callbacks) -> None:
         local.get_run_config().callbacks = callbacks
 
 
-def _trainable(space: SearchSpace, settings: RunSettings, trainable_fn: Callable[..., None]):
+def _trainable(space: SearchSpace, settings: RunSettings, trainable_fn: Callable[..., None], **extra):
     from ray import tune
 
     resources = {"cpu": space.cpu, "gpu": space.gpu}
-    return tune.with_resources(tune.with_parameters(trainable_fn, settings=as_dict(settings)), resources)
+    keep = space.checkpoints_to_keep if settings.checkpoint == "state" else 1
+    return tune.with_resources(tune.with_parameters(trainable_fn, settings=as_dict(settings), keep=keep, **extra),
+                               resources)
 
 
-def _new_tuner(space: SearchSpace, planned: PlannedGroup, settings: RunSettings, results_root: str, callbacks,
-               trainable_fn: Callable[..., None]):
+def _run_config(space: SearchSpace, settings: RunSettings, name: str, storage: str, callbacks):
     from ray import tune
 
-    search_alg, scheduler, num_samples = None, None, space.num_samples
-    if space.stage == "seeds":
-        num_samples = 1
-    elif space.algorithm == "optuna":
-        from ray.tune.search.optuna import OptunaSearch
-
-        search_alg = OptunaSearch(seed=space.seed)
-        if space.concurrency:
-            from ray.tune.search import ConcurrencyLimiter
-
-            search_alg = ConcurrencyLimiter(search_alg, max_concurrent=space.concurrency)
-    if space.scheduler == "asha" and space.stage != "seeds":
-        from ray.tune.schedulers import ASHAScheduler
-
-        max_epochs = _max_epochs(planned.group)
-        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=max_epochs,
-                                  grace_period=min(space.grace_period, max_epochs),
-                                  reduction_factor=space.reduction_factor)
-    tune_config = tune.TuneConfig(metric=OBJECTIVE, mode="max", search_alg=search_alg, scheduler=scheduler,
-                                  num_samples=num_samples, max_concurrent_trials=space.concurrency,
-                                  # Trials are independent (each seeds and loads its own model): starting a new
-                                  # worker process per trial would cost more than a short trial.
-                                  reuse_actors=True)
-    run_config = tune.RunConfig(
-        name=planned.group.slug, storage_path=results_root, verbose=0, callbacks=callbacks,
-        failure_config=tune.FailureConfig(max_failures=space.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=space.checkpoints_to_keep,
-                                                checkpoint_score_attribute=OBJECTIVE, checkpoint_score_order="max"))
-    return tune.Tuner(_trainable(space, settings, trainable_fn), param_space=param_space(planned),
-                      tune_config=tune_config,
-                      run_config=run_config)
+    # Tune keeps every checkpoint it is told of; the trial itself prunes all but its newest (trial_checkpoints.py):
+    # a Tune limit would force a snapshot of every trial's state per checkpoint, which stalls large searches.
+    return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=callbacks,
+                          failure_config=tune.FailureConfig(max_failures=space.max_failures),
+                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None))
 
 
 def _max_epochs(group: Group) -> int:
-    domain = group.domains.get("epochs")
-    epochs = max(domain.values) if domain and domain.kind != "constant" else (
-        domain.values[0] if domain else Hyperparameters.epochs)
-    isolayer = group.domains.get("isolayer_epochs")
-    extra = (max(isolayer.values) if isolayer else Hyperparameters.isolayer_epochs) if group.method == "isolayer" else 0
-    return int(epochs) + int(extra)
+    """The most epochs a trial of ``group`` can report (ASHA's horizon)."""
+    def largest(key: str) -> int:
+        domain = group.domains.get(key)
+        if domain is None:
+            return int(getattr(Hyperparameters, key))
+        return int(max(domain.values)) if domain.kind != "constant" else int(domain.values[0])
+
+    return trial_epochs({"method": group.method, "epochs": largest("epochs"),
+                         "isolayer_epochs": largest("isolayer_epochs")})
 
 
-def _outcome(group: Group, grid) -> GroupOutcome:
-    metric = get_task(group.task).metric
-    trials = []
+def _outcomes(planned: list[PlannedGroup], grid) -> list[GroupOutcome]:
+    from ray.tune.experiment import Trial
+
+    by_group: dict[str, list[TrialOutcome]] = {}
+    statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
     for result in grid:
         config = dict(result.config or {})
-        trial_id = str((result.metrics or {}).get("trial_id", Path(result.path or "?").name))
-        epochs = int((result.metrics or {}).get("epoch", 0) or 0)
-        value = (result.metrics or {}).get(OBJECTIVE)
+        metrics = result.metrics or {}
+        trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
+        epochs = int(metrics.get("epoch", 0) or 0)
+        value = metrics.get(OBJECTIVE)
+        key = f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
         if result.error is not None:
             error = tracking.error_summary(str(result.error), type(result.error).__name__)
-            trials.append(TrialOutcome(trial_id, "failed", config, value, epochs, error))
-            continue
-        status = "stopped_early" if epochs < tracking.expected_epochs(config) else "finished"
-        trials.append(TrialOutcome(trial_id, status, config, value, epochs))
-    scored = sorted((t for t in trials if t.status != "failed" and t.value is not None), key=lambda t: t.trial_id)
-    best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
-    return GroupOutcome(group=group, metric=metric, trials=trials, best=best)
+            outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error)
+        elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
+            outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs)
+        else:
+            status = "stopped_early" if epochs < trial_epochs(config) else "finished"
+            outcome = TrialOutcome(trial_id, status, config, value, epochs)
+        by_group.setdefault(key, []).append(outcome)
+    outcomes = []
+    for item in planned:
+        group = item.group
+        trials = by_group.get(f"{_absolute_if_path(group.model)}/{group.task}/{group.method}", [])
+        scored = sorted((t for t in trials if t.status in ("finished", "stopped_early") and t.value is not None),
+                        key=lambda t: t.trial_id)
+        best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
+        outcomes.append(GroupOutcome(group=group, metric=get_task(group.task).metric, trials=trials, best=best))
+    return outcomes
 
 
 def _storage_root(storage_path) -> str:
@@ -405,13 +539,24 @@ def _join(root: str, child: str) -> str:
 def _default_tracking(storage: str) -> str:
     if "://" in storage:
         raise ConfigError(f"storage path {storage!r} is remote: give --tracking-uri (an http:// MLflow server)")
-    Path(storage).mkdir(parents=True, exist_ok=True)
     return tracking.default_tracking_uri(storage)
 
 
+def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
+    """Whether a search called ``name`` has Ray results under ``storage_path`` (what ``--resume`` continues)."""
+    from ray import tune
+
+    root = _storage_root(storage_path)
+    if "://" not in root and not Path(root, name).is_dir():
+        return False
+    return bool(tune.Tuner.can_restore(_join(root, name)))
+
+
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
-    """Settings of every trial. Data: ``--data-dir``, else ``$GLUE_DIR``, else the space's ``data_dir``."""
-    settings = space.run_settings(data_dir=data_dir or os.environ.get("GLUE_DIR") or None)
+    """Settings of every trial. Data: ``--data-dir``, else the space's ``data_dir``, else ``$GLUE_DIR`` (the one
+    precedence rule: flag, then search-space file, then environment)."""
+    chosen = data_dir or space.settings.get("data_dir") or os.environ.get("GLUE_DIR") or None
+    settings = space.run_settings(data_dir=chosen)
     chosen = settings.data_dir
     if chosen:
         path = Path(chosen).expanduser()
@@ -422,17 +567,15 @@ def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
     return replace(settings, progress=False, output_dir=None, save_checkpoint=False)
 
 
-def _refuse_to_overwrite(results_root: str, planned: list[PlannedGroup], resume: bool) -> None:
+def _refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or "://" in results_root:
         return
-    existing = [p.group.key for p in planned if Path(results_root, p.group.slug).exists()]
-    if existing:
-        raise ConfigError(f"search results already exist in {results_root} for {', '.join(existing[:3])}"
-                          f"{' ...' if len(existing) > 3 else ''}: pass --resume to continue that search, or --name "
-                          "to start a new one")
+    if Path(results_root).exists() and any(Path(results_root).iterdir()):
+        raise ConfigError(f"search results already exist in {results_root}: pass --resume to continue that search, "
+                          "or --name to start a new one")
 
 
 def exit_code(summary: SearchSummary) -> int:
+    if summary.interrupted:
+        return 130
     return 1 if summary.failed else 0
-
-

@@ -23,7 +23,7 @@ from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
-from istar_tune.losses import METHODS
+from istar_tune.methods import METHODS
 from istar_tune.models import PAPER_MODELS
 from istar_tune.tasks import get_task
 
@@ -161,7 +161,8 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
     "scheduler.grace_period": ("1", "ASHA: epochs every trial runs before it can be stopped."),
     "scheduler.reduction_factor": ("3", "ASHA: the share of trials kept at each rung is 1/reduction_factor."),
     "resources.cpu": ("1", "CPUs per trial."),
-    "resources.gpu": ("0", "GPUs per trial; fractions share a GPU (0.5: two trials per GPU)."),
+    "resources.gpu": ("0", "GPUs per trial, at most 1 (a trial trains on one GPU); fractions share a GPU (0.5: two "
+                           "trials per GPU)."),
     "concurrency": ("none", "Trials at once per model × task × method (none: as many as the resources allow)."),
     "max_failures": ("1", "Retries of a failed trial; it continues from its last epoch's checkpoint."),
     "checkpoints_to_keep": ("2", "Checkpoints kept per trial: the best by the task metric, and always the latest."),
@@ -256,6 +257,9 @@ def load_search_space(path: str | Path) -> SearchSpace:
         problem("resources.cpu", f"must be a positive number, got {cpu!r}")
     if not _is_number(gpu) or gpu < 0:
         problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
+    elif gpu > 1:
+        problem("resources.gpu", f"a trial trains on one GPU; got {gpu!r}: use 1, or a fraction to share a GPU "
+                                 "(several GPUs per trial are not supported)")
     concurrency = raw.get("concurrency")
     if concurrency is not None:
         concurrency = _integer(raw, "concurrency", None, 1, problem)
@@ -319,6 +323,22 @@ def _integer(raw: dict, key: str, default, minimum: int, problem, prefix: str = 
     return value
 
 
+def _kind(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return type(value).__name__
+    if isinstance(value, (int, float)):
+        return "number"
+    return type(value).__name__
+
+
+def _coerced(key: str, value):
+    """``value`` as the hyperparameter's type (so 8 and 8.0 are the same grid point)."""
+    try:
+        return getattr(from_dict(Hyperparameters, {key: value}, source="grid"), key)
+    except ConfigError:
+        return value
+
+
 def _check_value(key: str, value, where: str, problem) -> None:
     try:
         from_dict(Hyperparameters, {key: value}, source=where)
@@ -363,6 +383,17 @@ def _domains(raw, where: str, algorithm: str, problem) -> dict[str, Domain]:
                 continue
             if kind == "randint" and not all(isinstance(v, int) for v in values):
                 problem(at, f"randint needs integer bounds, got {values!r}")
+                continue
+        if kind in ("grid", "choice"):
+            kinds = {_kind(v) for v in values}
+            if len(kinds) > 1:
+                problem(at, f"{kind} mixes value kinds ({', '.join(sorted(kinds))}) in {values!r}: write them all "
+                            "alike (numbers unquoted)")
+                continue
+            coerced = [_coerced(key, v) for v in values]
+            duplicates = sorted({repr(v) for v in coerced if coerced.count(v) > 1})
+            if duplicates:
+                problem(at, f"{kind} repeats {', '.join(duplicates)} in {values!r}: each value once")
                 continue
         for value in values:
             _check_value(key, value, at, problem)

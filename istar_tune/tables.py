@@ -22,14 +22,13 @@ import numpy as np
 import pandas as pd
 
 from istar_tune.errors import ConfigError
-from istar_tune.losses import METHODS
+from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tracking import TrialRun
 
 KINDS = ("best", "lambda-zeta", "seeds")
 FORMATS = ("md", "csv", "latex", "parquet")
 SCOPES = ("last", "best-epoch")
-METHOD_LABELS = {"base": "Base", "cosreg": "CosReg", "istar": "I-STAR", "isolayer": "IsoLayer"}
 MISSING = "—"
 COUNTED = ("finished", "stopped_early")
 SIGNIFICANCE = 0.05
@@ -64,9 +63,9 @@ def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun
     groups: dict[tuple[str, float], list[TrialRun]] = {}
     for run in runs:
         if run.status in COUNTED:
-            lam = float(run.config.get("lam") or 0.0) if run.method in ("istar", "cosreg") else 0.0
+            lam = float(run.config.get("lam") or 0.0) if uses_lambda(run.method) else 0.0
             groups.setdefault((run.method, lam), []).append(run)
-    return dict(sorted(groups.items(), key=lambda item: (item[0][0] != "base", item[0][0], item[0][1])))
+    return dict(sorted(groups.items(), key=lambda item: (item[0][0] != BASELINE, item[0][0], item[0][1])))
 
 
 # -------------------------------------------------------------------------------------------------- best
@@ -89,9 +88,9 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
                     "score": scores[best.run_id] if best else math.nan,
                     "batch_size": config.get("batch_size"), "epochs": config.get("epochs"),
                     "learning_rate": config.get("learning_rate"),
-                    "lam": config.get("lam") if method in ("istar", "cosreg") else None,
-                    "zeta": config.get("zeta") if method == "istar" else None,
-                    "alpha": config.get("alpha") if method == "isolayer" else None,
+                    "lam": config.get("lam") if uses_lambda(method) else None,
+                    "zeta": config.get("zeta") if uses_zeta(method) else None,
+                    "alpha": config.get("alpha") if has_second_stage(method) else None,
                     "trials": len(candidates), "trial_id": best.trial_id if best else None,
                 })
     table = pd.DataFrame(rows, columns=["model", "task", "method", "metric", "score", "batch_size", "epochs",
@@ -129,8 +128,8 @@ def _fmt_lambda_zeta(lam, zeta) -> str:
 
 def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=None, tasks=None,
                       against_paper: bool = False) -> pd.DataFrame:
-    best = best_table(runs, scores, models, tasks, ["istar"])
-    models, tasks, _ = _axes(runs, models, tasks, ["istar"])
+    best = best_table(runs, scores, models, tasks, [PAPER_METHOD])
+    models, tasks, _ = _axes(runs, models, tasks, [PAPER_METHOD])
     paper = paper_results()["lambda_zeta"] if against_paper else {}
     rows = []
     for model in models:
@@ -174,7 +173,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
             primary = get_task(task).metric
             means = {m: float(np.mean(v)) for m in methods if (v := values(model, task, m, primary))}
             winner = max(means, key=means.get) if means else None
-            istar, base = values(model, task, "istar", primary), values(model, task, "base", primary)
+            istar, base = values(model, task, PAPER_METHOD, primary), values(model, task, BASELINE, primary)
             significant = (len(istar) > 1 and len(base) > 1 and np.mean(istar) > np.mean(base)
                            and ttest_ind(istar, base, equal_var=False, alternative="greater").pvalue < SIGNIFICANCE)
             for method in methods:
@@ -187,7 +186,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                 cell = " / ".join(parts) if parts else MISSING
                 if parts and method == winner:
                     cell += " *"
-                if parts and method == "istar" and significant:
+                if parts and method == PAPER_METHOD and significant:
                     cell += " †"
                 if against_paper:
                     published = paper.get(model, {}).get(method, {}).get(task)
@@ -201,7 +200,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     rows = []
     for model in models:
         for method in methods:
-            row = {"model": model, "method": METHOD_LABELS.get(method, method)}
+            row = {"model": model, "method": label(method)}
             for task in tasks:
                 row[get_task(task).display_name] = cells[(model, method, task)]
             rows.append(row)
@@ -264,14 +263,14 @@ CAPTIONS = {
 
 
 def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: str = "last", models=None, tasks=None,
-                methods=None, against_paper: bool = False) -> pd.DataFrame:
-    """Read a search's runs from MLflow and build the table ``kind``."""
+                methods=None, against_paper: bool = False, simulated: bool = False) -> pd.DataFrame:
+    """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``)."""
     from istar_tune import tracking
 
     if kind not in KINDS:
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
     tracking.check_store(tracking_uri)
-    runs = tracking.trial_runs(tracking_uri, experiment)
+    runs = tracking.trial_runs(tracking_uri, experiment, simulated)
     if kind == "seeds":
         return seeds_table(runs, models, tasks, methods, against_paper)
     mlflow_client = tracking.client(tracking_uri)
@@ -283,6 +282,6 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
     if against_paper:
         published = paper_results()["lambda_zeta"]
         table["paper_lam_zeta"] = [
-            _fmt_lambda_zeta(*published[m][t]) if method == "istar" and t in published.get(m, {}) else None
+            _fmt_lambda_zeta(*published[m][t]) if method == PAPER_METHOD and t in published.get(m, {}) else None
             for m, t, method in zip(table.model, table.task, table.method)]
     return table

@@ -1,22 +1,24 @@
 """MLflow tracking of searches: one experiment per search name, a parent run per search, a child run per trial.
 
-Everything is written from the Ray driver by :class:`MlflowTrialLogger` (a Tune callback), one batch per reported
-epoch, so trials never write the tracking store concurrently. A trial's run is found again by its trial-id tag, so
-a resumed search continues the same runs instead of creating duplicates (Ray's own ``MLflowLoggerCallback``
-starts a second run per trial after a restore).
+This module knows MLflow and nothing of Ray (reading runs back loads neither Ray nor torch). Searches write through
+:class:`RunWriter`, a background thread fed by the Tune callback in ``tune_callbacks.py``: batched, retried on
+transient errors and flushed at the end, so a slow or briefly unreachable tracking server never blocks Tune's event
+loop, and trials never write the store concurrently. A trial's run is found again by its trial-id tag, so a resumed
+search continues the same runs instead of creating duplicates.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import queue
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from ray.tune import Callback as TuneCallback
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
@@ -29,12 +31,39 @@ TAG_COMMIT = "istar_tune.git_commit"
 TAG_STAGE = "istar_tune.stage"  # search | seeds
 TAG_NODE = "istar_tune.node_id"  # the Ray node that ran the trial (its last attempt)
 TAG_PARENT = "mlflow.parentRunId"
+TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
+TAG_RESTORED_FROM = "istar_tune.restored_from"
 MAX_TAG_CHARS = 7000
+PAGE_SIZE = 5000
+
+log = logging.getLogger(__name__)
 
 
 def default_tracking_uri(storage_path: str | os.PathLike) -> str:
     """``sqlite:///<storage>/mlflow.db`` for a local storage path."""
     return f"sqlite:///{Path(storage_path).expanduser().resolve() / 'mlflow.db'}"
+
+
+def is_server(tracking_uri: str) -> bool:
+    """Whether ``tracking_uri`` names a tracking server (which stores and serves artifacts itself)."""
+    return tracking_uri.startswith(("http://", "https://", "databricks"))
+
+
+def prepare_store(tracking_uri: str) -> None:
+    """Create a new sqlite store's tables once, under a file lock, so searches starting together on a new store do
+    not race MLflow's schema creation."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    import fcntl
+
+    path = Path(tracking_uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            client(tracking_uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def git_commit() -> str:
@@ -47,6 +76,10 @@ def git_commit() -> str:
 
 
 def client(tracking_uri: str):
+    # MLflow prints two "View run" lines per terminated run of a tracking server: thousands in a large search.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # MLflow's usage telemetry wraps every client call: measurable driver time at thousands of trials.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
@@ -57,6 +90,10 @@ def check_store(tracking_uri: str) -> None:
     an empty sqlite file, or retry an unreachable server for minutes)."""
     from istar_tune.errors import ConfigError
 
+    schemes = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
+    if not tracking_uri.startswith(schemes):
+        raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
+                          f"{', '.join(s.rstrip(':/') for s in schemes)} (e.g. sqlite:///path/mlflow.db)")
     if tracking_uri.startswith("sqlite:///"):
         path = Path(tracking_uri[len("sqlite:///"):])
         if not path.is_file():
@@ -67,10 +104,10 @@ def check_store(tracking_uri: str) -> None:
         import urllib.request
 
         try:
-            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=10)
+            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=5)
         except OSError as err:
-            raise ConfigError(f"cannot reach the MLflow server at {tracking_uri}: {err}; start it or fix "
-                              "--tracking-uri") from None
+            raise ConfigError(f"cannot reach the MLflow server at {tracking_uri} ({getattr(err, 'reason', err)}): "
+                              "start it or fix --tracking-uri / MLFLOW_TRACKING_URI") from None
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None) -> str:
@@ -85,18 +122,32 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None
     return mlflow_client.create_experiment(name, artifact_location=location)
 
 
-def _escape(value: str) -> str:
-    return value.replace("'", "\\'")
+def quote(value: str) -> str:
+    """``value`` as a string literal of an MLflow filter. MLflow strips the quotes without unescaping, so a value
+    holding both quote characters cannot be written; such names are refused when a search is named."""
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise ValueError(f"{value!r} holds both quote characters and cannot be matched in an MLflow filter")
 
 
 def find_runs(mlflow_client, experiment_id: str, **tags: str) -> list:
-    query = " and ".join(f"tags.`{k}` = '{_escape(v)}'" for k, v in tags.items())
-    return mlflow_client.search_runs([experiment_id], filter_string=query, max_results=5000)
+    """Every run of the experiment whose tags equal ``tags``, read page by page (no cap on the count)."""
+    query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
+    runs, token = [], None
+    while True:
+        page = mlflow_client.search_runs([experiment_id], filter_string=query, max_results=PAGE_SIZE,
+                                         page_token=token)
+        runs.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return runs
 
 
 def parent_run(mlflow_client, experiment_id: str, search_name: str, tags: dict[str, str]) -> str:
     """The search's parent run: the existing one when resuming, else a new one."""
-    existing = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search", TAG_SEARCH: search_name})
+    existing = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
     if existing:
         run_id = existing[0].info.run_id
         if existing[0].info.status != "RUNNING":
@@ -110,7 +161,8 @@ def parent_run(mlflow_client, experiment_id: str, search_name: str, tags: dict[s
 def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
     """The numeric values of a reported epoch that belong in MLflow (Ray's bookkeeping left out)."""
     skip = {"training_iteration", "timestamp", "time_this_iter_s", "time_total_s", "pid", "iterations_since_restore",
-            "time_since_restore", "timesteps_total", "episodes_total", "done", "epoch", "stage"}
+            "time_since_restore", "timesteps_total", "episodes_total", "done", "stage", "simulated",
+            "torch_imported"}
     return {k: float(v) for k, v in result.items()
             if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
@@ -124,111 +176,237 @@ def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
     return {**as_dict(hparams), "lam": hparams.penalty_weight}
 
 
-def expected_epochs(config: dict[str, Any]) -> int:
-    return int(config.get("epochs", 0)) + (int(config.get("isolayer_epochs", 1)) if config.get("method") == "isolayer"
-                                            else 0)
+# ----------------------------------------------------------------------------------------------- writing
 
 
-class MlflowTrialLogger(TuneCallback):
-    """Tune callback: a child run per trial, per-epoch metrics with ``step = epoch``, the final status.
+@dataclass
+class _Event:
+    kind: str  # start | metrics | tags | end
+    trial_id: str
+    payload: dict[str, Any]
+    queued: float = field(default_factory=time.monotonic)
 
-    Holds only plain values, so Ray can pickle it with the experiment and restore it on ``--resume``; the MLflow
-    client is created in :meth:`setup`.
+
+class RunWriter:
+    """Writes trials' child runs from background threads: batched, retried, flushed on :meth:`close`.
+
+    ``start(trial_id, config)`` creates (or, on resume, finds) the trial's run; ``metrics(trial_id, epoch, result)``
+    logs an epoch once (an epoch MLflow already holds is skipped, so a restored trial's re-reports are not doubled);
+    ``set_tags`` sets tags; ``end(trial_id, status, state)`` sets the status tag and terminates the run. Calls
+    return at once. Trials are spread over ``threads`` writers (one trial's writes stay in order on one of them),
+    so a tracking server's latency is paid in parallel. A failed write is retried with back-off for up to
+    ``retry_for_s`` seconds; the MLflow store's duplicate check makes a retried batch harmless.
     """
 
-    def __init__(self, tracking_uri: str, search_name: str, parent_run_id: str, experiment_id: str,
-                 tags: dict[str, str]):
+    def __init__(self, tracking_uri: str, experiment_id: str, search_name: str, parent_run_id: str,
+                 tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None):
         self.tracking_uri = tracking_uri
+        self.make_client = make_client or client
+        self.experiment_id = experiment_id
         self.search_name = search_name
         self.parent_run_id = parent_run_id
-        self.experiment_id = experiment_id
         self.tags = dict(tags)
-        self._client = None
+        self.retry_for_s = retry_for_s
+        self.latencies_ms: list[float] = []
+        """Time from each call to its write landing in the store (kept for the first 500,000 calls)."""
+        self.errors: list[str] = []
         self._runs: dict[str, str] = {}
-        self._last_epoch: dict[str, int] = {}
-        self._nodes: dict[str, str] = {}
         self._logged_epoch: dict[str, int] = {}
+        self._params: dict[str, list] = {}
+        self._open: set[str] = set()
+        self._client = None
+        self._loaded = False
+        self._load_lock = threading.Lock()
+        self._queues: list[queue.Queue[_Event | None]] = [queue.Queue() for _ in range(max(1, threads))]
+        self._threads = [threading.Thread(target=self._loop, args=(q,), name=f"istar-tune-mlflow-{i}", daemon=True)
+                         for i, q in enumerate(self._queues)]
+        for thread in self._threads:
+            thread.start()
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.update(_client=None, _runs={}, _last_epoch={}, _nodes={}, _logged_epoch={})
-        return state
+    # -- the callers' side
+    def _put(self, event: _Event) -> None:
+        self._queues[hash(event.trial_id) % len(self._queues)].put(event)
 
-    def setup(self, **info):
-        self._client = client(self.tracking_uri)
+    def start(self, trial_id: str, config: dict[str, Any]) -> None:
+        self._open.add(trial_id)
+        self._put(_Event("start", trial_id, {"config": dict(config)}))
 
-    @property
-    def mlflow(self):
-        if self._client is None:
-            self._client = client(self.tracking_uri)
-        return self._client
+    def metrics(self, trial_id: str, epoch: int, result: dict[str, Any]) -> None:
+        values = {**_metrics_of(result), "epoch": float(epoch)}  # read back on resume: the last epoch logged
+        self._put(_Event("metrics", trial_id, {"epoch": int(epoch), "values": values,
+                                               "time": int(time.time() * 1000)}))
 
-    def run_id(self, trial) -> str:
-        """The trial's child run: found by its trial-id tag (resume), else created with params and tags."""
-        if trial.trial_id in self._runs:
-            return self._runs[trial.trial_id]
-        found = find_runs(self.mlflow, self.experiment_id, **{TAG_TRIAL_ID: trial.trial_id,
-                                                               TAG_SEARCH: self.search_name})
-        if found:
-            run_id = found[0].info.run_id
-            history = self.mlflow.get_metric_history(run_id, "objective")
-            self._logged_epoch[trial.trial_id] = max((m.step for m in history), default=0)
-        else:
-            from mlflow.entities import Param
+    def set_tags(self, trial_id: str, tags: dict[str, str]) -> None:
+        self._put(_Event("tags", trial_id, {"tags": {k: str(v)[:MAX_TAG_CHARS] for k, v in tags.items()}}))
 
-            config = trial.config
-            tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial.trial_id,
-                    TAG_PARENT: self.parent_run_id, "model": str(config.get("model")),
-                    "task": str(config.get("task")), "method": str(config.get("method")),
-                    TAG_GROUP: f"{config.get('model')}/{config.get('task')}/{config.get('method')}"}
-            run = self.mlflow.create_run(self.experiment_id, run_name=f"{trial.trial_id}", tags=tags)
-            run_id = run.info.run_id
-            params = [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
-            for start in range(0, len(params), 100):
-                self.mlflow.log_batch(run_id, params=params[start:start + 100])
-        self._runs[trial.trial_id] = run_id
-        return run_id
+    def end(self, trial_id: str, status: str, state: str, tags: dict[str, str] | None = None) -> None:
+        self._open.discard(trial_id)
+        self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags or {})}))
 
-    def on_trial_start(self, iteration, trials, trial, **info):
-        run_id = self.run_id(trial)
-        self.mlflow.update_run(run_id, status="RUNNING")
-        self.mlflow.set_tag(run_id, TAG_STATUS, "running")
+    def open_trials(self) -> set[str]:
+        """Trials started and not yet ended (as far as the calls made so far say)."""
+        return set(self._open)
 
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        from mlflow.entities import Metric
+    def pending(self) -> int:
+        return sum(q.unfinished_tasks for q in self._queues)
 
-        epoch = int(result.get("epoch", result.get("training_iteration", 0)))
-        run_id = self.run_id(trial)
-        if result.get("node_id") and self._nodes.get(trial.trial_id) != result["node_id"]:
-            self._nodes[trial.trial_id] = result["node_id"]
-            self.mlflow.set_tag(run_id, TAG_NODE, result["node_id"])
-        self._last_epoch[trial.trial_id] = epoch
-        if epoch <= self._logged_epoch.get(trial.trial_id, 0):
-            return  # re-reported after a restore: MLflow already holds this epoch
-        self._logged_epoch[trial.trial_id] = epoch
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, epoch) for k, v in _metrics_of(result).items()]
-        self.mlflow.log_batch(run_id, metrics=metrics)
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every call so far is written; False if ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.pending():
+            if not all(t.is_alive() for t in self._threads) or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(0.02)
+        return True
 
-    def on_trial_complete(self, iteration, trials, trial, **info):
-        run_id = self.run_id(trial)
-        last = self._last_epoch.get(trial.trial_id)
-        if last is None and trial.last_result:
-            last = int(trial.last_result.get("epoch", 0))
-        stopped = last is not None and last < expected_epochs(trial.config)
-        self.mlflow.set_tag(run_id, TAG_STATUS, "stopped_early" if stopped else "finished")
-        if stopped:
-            self.mlflow.set_tag(run_id, "istar_tune.stopped_after_epoch", str(last))
-        self.mlflow.set_terminated(run_id, "FINISHED")
+    def close(self, timeout: float | None = None) -> bool:
+        done = self.flush(timeout)
+        if self._params:  # runs that never logged an epoch or ended while this writer ran
+            mlflow_client = self.make_client(self.tracking_uri)
+            for run_id in list(self._params):
+                try:
+                    self._retrying(lambda r=run_id: self._log_batch(mlflow_client, r, [], []))
+                except Exception as err:  # noqa: BLE001
+                    self.errors.append(f"{type(err).__name__}: {err}")
+        for q in self._queues:
+            q.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        return done
 
-    def on_trial_recover(self, iteration, trials, trial, **info):
-        self.mlflow.set_tag(self.run_id(trial), "istar_tune.retries", str(getattr(trial, "num_failures", "")))
+    # -- the writer threads
+    def _loop(self, events: queue.Queue) -> None:
+        mlflow_client = self.make_client(self.tracking_uri)
+        while True:
+            first = events.get()
+            if first is None:
+                events.task_done()
+                return
+            batch, stop = [first], False
+            while len(batch) < 1000:
+                try:
+                    event = events.get_nowait()
+                except queue.Empty:
+                    break
+                if event is None:
+                    stop = True
+                    events.task_done()
+                    break
+                batch.append(event)
+            try:
+                self._retrying(lambda b=batch: self._write(mlflow_client, b))
+            except Exception as err:  # noqa: BLE001 - reported by the search; the thread must keep serving
+                self.errors.append(f"{type(err).__name__}: {err}")
+                log.error("MLflow writes lost after %.0f s of retries: %s", self.retry_for_s, err)
+            now = time.monotonic()
+            if len(self.latencies_ms) < 500_000:
+                self.latencies_ms.extend((now - e.queued) * 1000.0 for e in batch)
+            for _ in batch:
+                events.task_done()
+            if stop:
+                return
 
-    def on_trial_error(self, iteration, trials, trial, **info):
-        run_id = self.run_id(trial)
-        self.mlflow.set_tag(run_id, TAG_STATUS, "failed")
-        self.mlflow.set_tag(run_id, TAG_ERROR, trial_error_text(trial)[:MAX_TAG_CHARS])
-        self.mlflow.set_terminated(run_id, "FAILED")
+    def _retrying(self, write) -> None:
+        began, delay, warned = time.monotonic(), 0.25, False
+        while True:
+            try:
+                write()
+                if warned:
+                    log.warning("MLflow store reachable again; pending writes done")
+                return
+            except Exception as err:  # noqa: BLE001 - transient server or network errors are retried
+                if time.monotonic() - began > self.retry_for_s:
+                    raise
+                if not warned:
+                    log.warning("MLflow write failed (%s: %s); retrying in the background", type(err).__name__,
+                                str(err).splitlines()[0][:200] if str(err) else "")
+                    warned = True
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _load_existing(self, mlflow_client) -> None:
+        """The runs of trials an earlier driver of this search created: one paginated read, before the first
+        run is created."""
+        with self._load_lock:
+            if self._loaded:
+                return
+            for run in find_runs(mlflow_client, self.experiment_id, **{TAG_ROLE: "trial"}):
+                trial_id = run.data.tags.get(TAG_TRIAL_ID)
+                if trial_id and trial_id not in self._runs:
+                    self._runs[trial_id] = run.info.run_id
+                    self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
+            self._loaded = True
+
+    def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None) -> tuple[str, bool]:
+        """The trial's run id, and whether it was created now."""
+        if not self._loaded:
+            self._load_existing(mlflow_client)
+        if trial_id in self._runs:
+            return self._runs[trial_id], False
+        from mlflow.entities import Param
+
+        config = config or {}
+        tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
+                TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
+                "task": str(config.get("task")), "method": str(config.get("method")),
+                TAG_GROUP: f"{config.get('model')}/{config.get('task')}/{config.get('method')}"}
+        run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
+        run_id = self._runs[trial_id] = run.info.run_id
+        self._logged_epoch[trial_id] = 0
+        # Params go with the run's next batch of metrics or tags (one call fewer per trial).
+        self._params[run_id] = [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
+        return run_id, True
+
+    def _log_batch(self, mlflow_client, run_id: str, metrics: list, tags: list) -> None:
+        """One ``log_batch`` per MLflow's limits (1,000 entities, 100 params), the run's pending params included."""
+        params = self._params.get(run_id, [])
+        calls = max(math.ceil(len(metrics) / 800), math.ceil(len(params) / 100), 1)
+        for call in range(calls):
+            mlflow_client.log_batch(run_id, metrics=metrics[call * 800:(call + 1) * 800],
+                                    params=params[call * 100:(call + 1) * 100], tags=tags if call == 0 else [])
+        self._params.pop(run_id, None)
+
+    def _write(self, mlflow_client, batch: list[_Event]) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        # Runs first (a run is created once: after a failed attempt its id is already known, or found again).
+        created = set()
+        for event in batch:
+            if event.kind == "start":
+                run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"])
+                if new:
+                    created.add(run_id)
+        metrics: dict[str, list] = {}
+        tags: dict[str, dict[str, str]] = {}
+        states: dict[str, str] = {}
+        logged = {}
+        for event in batch:
+            run_id = self._run_id(mlflow_client, event.trial_id, None)[0]
+            if event.kind == "start":
+                if run_id not in created:  # a retried or resumed trial's existing run
+                    tags.setdefault(run_id, {})[TAG_STATUS] = "running"
+                    states[run_id] = "RUNNING"
+            elif event.kind == "metrics":
+                epoch = event.payload["epoch"]
+                if epoch <= logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
+                    continue  # re-reported after a restore: MLflow already holds this epoch
+                logged[event.trial_id] = epoch
+                metrics.setdefault(run_id, []).extend(
+                    Metric(k, v, event.payload["time"], epoch) for k, v in event.payload["values"].items())
+            elif event.kind == "tags":
+                tags.setdefault(run_id, {}).update(event.payload["tags"])
+            elif event.kind == "end":
+                tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
+                states[run_id] = event.payload["state"]
+        for run_id in dict.fromkeys([*metrics, *tags]):
+            self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
+                            [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
+        for run_id, state in states.items():
+            if state == "RUNNING":
+                mlflow_client.update_run(run_id, status="RUNNING")
+            else:
+                mlflow_client.set_terminated(run_id, state)
+        self._logged_epoch.update(logged)
 
 
 def error_summary(text: str, fallback: str) -> str:
@@ -272,14 +450,19 @@ class TrialRun:
     config: dict[str, Any]
     metrics: dict[str, float]
     stage: str = "search"
+    simulated: bool = False
 
     @property
     def group(self) -> tuple[str, str, str]:
         return (self.model, self.task, self.method)
 
 
-def trial_runs(tracking_uri: str, experiment_name: str) -> list[TrialRun]:
-    """Every trial run of a search (MLflow is the source of truth)."""
+def trial_runs(tracking_uri: str, experiment_name: str, simulated: bool = False) -> list[TrialRun]:
+    """Every trial run of a search (MLflow is the source of truth).
+
+    Runs of a rehearsal (``--simulate``) are never mixed with real ones: with ``simulated=False`` an experiment
+    holding simulated runs is refused, with ``simulated=True`` one holding real runs is.
+    """
     from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
     from istar_tune.errors import ConfigError
 
@@ -290,24 +473,32 @@ def trial_runs(tracking_uri: str, experiment_name: str) -> list[TrialRun]:
         raise ConfigError(f"no MLflow experiment named {experiment_name!r} at {tracking_uri}; "
                           f"experiments there: {', '.join(names) or 'none'}")
     runs = []
-    for run in find_runs(mlflow_client, experiment.experiment_id, **{TAG_ROLE: "trial"}):
+    found = find_runs(mlflow_client, experiment.experiment_id, **{TAG_ROLE: "trial"})
+    kinds = {run.data.tags.get(TAG_SIMULATED) == "true" for run in found}
+    if (not simulated) in kinds:
+        what = ("simulated runs (a rehearsal with --simulate)", "pass --simulated to tabulate them") if not simulated \
+            else ("real runs", "drop --simulated")
+        raise ConfigError(f"experiment {experiment_name!r} at {tracking_uri} holds {what[0]}; they are never mixed "
+                          f"into tables of {'real' if not simulated else 'simulated'} runs: {what[1]}")
+    for run in found:
         tags, params = run.data.tags, run.data.params
         typed = from_dict(Hyperparameters, {k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS},
                           source=f"run {run.info.run_id}")
         runs.append(TrialRun(run_id=run.info.run_id, trial_id=tags.get(TAG_TRIAL_ID, ""), model=typed.model,
                              task=typed.task, method=typed.method, status=tags.get(TAG_STATUS, "unknown"),
                              config={k: getattr(typed, k) for k in params if k in HYPERPARAMETER_KEYS},
-                             metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search")))
+                             metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
+                             simulated=tags.get(TAG_SIMULATED) == "true"))
     return runs
 
 
-def best_trials(tracking_uri: str, experiment_name: str) -> dict[tuple, TrialRun]:
+def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False) -> dict[tuple, TrialRun]:
     """The best finished (or early-stopped) trial per (model, task, method), by its task metric after its last
     epoch."""
     from istar_tune.tasks import get_task
 
     best: dict[tuple, TrialRun] = {}
-    for run in sorted(trial_runs(tracking_uri, experiment_name), key=lambda r: r.trial_id):  # ties: lowest id
+    for run in sorted(trial_runs(tracking_uri, experiment_name, simulated), key=lambda r: r.trial_id):  # ties: lowest
         metric = get_task(run.task).metric
         if run.status not in ("finished", "stopped_early") or metric not in run.metrics:
             continue

@@ -35,9 +35,18 @@ from istar_tune.config import Hyperparameters, RunSettings, as_dict, validate
 from istar_tune.data import EncodedData, encode, load_raw, squad_predictions, squad_references
 from istar_tune.errors import TrainingError
 from istar_tune.isotropy import isoscore_star_from_cov
-from istar_tune.losses import PENALISED_METHODS, layer_points, penalty
+from istar_tune.losses import layer_points, penalty
+from istar_tune.methods import PENALISED, get_method
 from istar_tune.metrics import classification_metrics, squad_scores
-from istar_tune.models import hidden_size, load_model, load_tokenizer, model_spec, resolve_source
+from istar_tune.models import (
+    check_max_length,
+    hidden_size,
+    load_model,
+    load_tokenizer,
+    max_positions,
+    model_spec,
+    resolve_source,
+)
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
 
@@ -153,6 +162,8 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)
+    check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
+                     settings.init_checkpoint or hparams.model)
     raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
     data = encode(task, raw, tokenizer, settings.max_length)
     model_source = settings.init_checkpoint or hparams.model
@@ -204,7 +215,7 @@ def _loss_fn(run: _Run, shrinkage_cov: torch.Tensor | None) -> LossFn:
     """The method's loss: task loss + penalty (I-STAR, CosReg), or the task loss alone (Base, IsoLayer stage 1)."""
     hp = run.hparams
     lam = hp.penalty_weight
-    needs_hidden = hp.method in PENALISED_METHODS and lam != 0
+    needs_hidden = hp.method in PENALISED and lam != 0
 
     def compute(batch):
         with run.autocast():
@@ -319,20 +330,31 @@ def _no_decay(name: str) -> bool:
 
 
 def save_state(directory: Path, run: _Run, optimizer, scheduler, scaler, epoch: int, records: list[dict],
-               best: tuple[int, float]) -> None:
-    """Everything a retried trial needs to continue after ``epoch``."""
+               best: tuple[int, float], contents: str = "state") -> None:
+    """Everything a retried trial needs to continue after ``epoch`` (``contents="state"``); after the last epoch,
+    ``records`` keeps only the epoch records and ``weights`` the records and the model weights (the ``checkpoint``
+    setting)."""
     directory.mkdir(parents=True, exist_ok=True)
-    torch.save({"model": run.model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch,
-                "records": records, "best": best, "torch_rng": torch.get_rng_state(),
-                "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
-                "hparams": as_dict(run.hparams)}, directory / STATE_FILE)
+    state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams)}
+    if contents in ("state", "weights"):
+        state["model"] = run.model.state_dict()
+    if contents == "state":
+        state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
+                     torch_rng=torch.get_rng_state(), numpy_rng=np.random.get_state(), python_rng=random.getstate())
+    torch.save(state, directory / STATE_FILE)
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    """The state saved in ``directory`` (fails on a missing or truncated file)."""
+    return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=False)
 
 
 def load_state(directory: Path, run: _Run, optimizer, scheduler, scaler) -> tuple[int, list[dict], tuple[int, float]]:
-    state = torch.load(directory / STATE_FILE, map_location=run.device, weights_only=False)
+    state = read_state(directory)
     if state["hparams"] != as_dict(run.hparams):
         raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
+    if "optimizer" not in state:  # the trial had finished: nothing is left to train
+        return state["epoch"], state["records"], tuple(state["best"])
     run.model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
@@ -383,7 +405,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
     try:
         _fit(run, result, reporter, resume_from, output_dir)
-        if hparams.method == "isolayer":
+        if get_method(hparams.method).second_stage:
             from istar_tune.isolayer import run_stage_two
 
             run_stage_two(run, result, reporter)
@@ -400,7 +422,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
 
 def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> None:
     hp = run.hparams
-    epochs = 0 if run.settings.init_checkpoint and hp.method == "isolayer" else hp.epochs
+    epochs = 0 if run.settings.init_checkpoint and get_method(hp.method).second_stage else hp.epochs
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
     start, best = 0, (0, -math.inf)
@@ -429,8 +451,11 @@ def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from,
                 save_pretrained(run, output_dir / BEST_CHECKPOINT)
         if output_dir is not None:
             write_json_atomic(output_dir / METRICS_FILE, result.as_json())
-        _report(reporter, record, lambda d, e=epoch, b=best: save_state(d, run, optimizer, scheduler, scaler, e,
-                                                                         result.epochs, b))
+        final = epoch == epochs and not get_method(hp.method).second_stage
+        contents = {"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final \
+            else "state"
+        _report(reporter, record, lambda d, e=epoch, b=best, c=contents: save_state(
+            d, run, optimizer, scheduler, scaler, e, result.epochs, b, c))
 
 
 def _report(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None]) -> None:

@@ -63,7 +63,7 @@ def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_
     _check(result, layers=2, d=32)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
-    exp = tracking.ensure_experiment(client, "s")
+    exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))
     run = client.create_run(exp, tags={tracking.TAG_TRIAL_ID: "abcde_00003"}).info.run_id
     files = write_outputs(result, tmp_path / "out")
     assert log_to_mlflow(result, files, uri, None, state) == run

@@ -74,7 +74,7 @@ def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_
         assert f"trial {trial_id} epoch" not in resumed.stdout  # finished trials are not run again
 
     # Ray recorded each finished trial's three epochs once.
-    results = list((storage / "resume").glob("*/trainable_*/result.json"))
+    results = list((storage / "resume").glob("trainable_*/result.json"))
     assert len(results) == 4
     for result in results:
         trial_id = json.loads(result.read_text().splitlines()[0])["trial_id"]

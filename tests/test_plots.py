@@ -11,7 +11,7 @@ from istar_tune.plots import lambda_points, write_plots
 def search_store(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
-    exp = tracking.ensure_experiment(client, "s")
+    exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))
     parent = tracking.parent_run(client, exp, "s", {})
     for i, (acc, iso) in enumerate([(0.80, 0.20), (0.82, 0.22)]):
         _trial(client, exp, f"b{i}", "minilm", "sst2", "base",

@@ -93,7 +93,7 @@ def stores(tmp_path):
     (tmp_path / "runs").mkdir()
     client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
     for name in ("smoke", "paper-istar", "paper-seeds"):
-        exp = tracking.ensure_experiment(client, name)
+        exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
             _trial(client, exp, f"{name}-{seed}", "bert", "rte", "istar",

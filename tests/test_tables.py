@@ -28,7 +28,7 @@ def _trial(client, experiment_id, trial_id, model, task, method, metric_values, 
 def store(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
-    exp = tracking.ensure_experiment(client, "s")
+    exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))
     # minilm / sst2: two base trials (the second is better after its last epoch, the first at its best epoch).
     _trial(client, exp, "b1", "minilm", "sst2", "base", {"accuracy": [0.90, 0.80]}, learning_rate=1e-5)
     _trial(client, exp, "b2", "minilm", "sst2", "base", {"accuracy": [0.70, 0.85]}, learning_rate=5e-5)
@@ -88,7 +88,7 @@ def test_lambda_zeta_table_with_the_paper_beside_ours(store):
 def test_seeds_table_mean_std_best_marker_and_welch_test(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
-    exp = tracking.ensure_experiment(client, "seeds")
+    exp = tracking.ensure_experiment(client, "seeds", str(tmp_path / "artifacts"))
     istar = [0.930, 0.928, 0.931, 0.929, 0.932]
     base = [0.920, 0.921, 0.919, 0.922, 0.918]
     for i, (a, b) in enumerate(zip(istar, base)):

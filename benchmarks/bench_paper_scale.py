@@ -1,0 +1,264 @@
+"""The paper's protocol at cluster scale, rehearsed: every trial of paper_base, paper_cosreg, paper_istar and
+paper_seeds, simulated (no training), on a multi-node Ray cluster with logical GPUs, tracked by an MLflow server
+over PostgreSQL.
+
+    python benchmarks/bench_paper_scale.py [--models bert] [--nodes 4] [--gpus-per-node 8] [--time-factor 0.004]
+
+Everything but the GPU work is real: Ray nodes on 127.0.0.1 (``ray.cluster_utils.Cluster``) scheduling each
+trial's ``resources: {cpu: 4, gpu: 1}``, Tune with a checkpoint every epoch, the MLflow logger writing to
+``mlflow server`` over a PostgreSQL server (both started and stopped here), and the tables read back from it.
+Each trial waits for its modelled duration × the time factor (``istar_tune/simulate.py``).
+
+It prints per stage and in total: trials, wall time, the theoretical minimum makespan (the larger of total
+GPU-seconds / GPUs and the longest dependency chain), their ratio, GPU utilisation, driver CPU seconds per trial,
+MLflow logging latency p50/p99, peak driver memory, storage bytes, MLflow child runs (one per trial expected),
+and whether every cell of ``table --kind best``, ``--kind lambda-zeta`` and ``--kind seeds`` equals the
+landscape's known optimum. Its last line is one JSON object of these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("paper_base", "paper_cosreg", "paper_istar", "paper_seeds")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100.0 * (len(ordered) - 1))))]
+
+
+class LineLog:
+    """Appends progress lines to a file (picklable, as Tune stores callbacks with the experiment)."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __call__(self, line: str) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+class MemorySampler(threading.Thread):
+    """Peak resident memory of this (the driver's) process, sampled every half second."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.running = True
+
+    def run(self):
+        import psutil
+
+        me = psutil.Process()
+        while self.running:
+            self.peak = max(self.peak, me.memory_info().rss)
+            time.sleep(0.5)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def stage_minimum(durations: list[float], gpus: int) -> float:
+    """The theoretical minimum makespan of independent trials on ``gpus`` GPUs."""
+    return max(sum(durations) / gpus, max(durations, default=0.0))
+
+
+def check_tables(tracking_uri: str, models: list[str], tasks: list[str] | None, seed: int,
+                 noise: float) -> dict[str, bool]:
+    """Whether every cell of the three tables equals the landscape's known optimum."""
+    from istar_tune.simulate import expected_score, optimum
+    from istar_tune.tables import build_table
+    from istar_tune.tasks import get_task
+
+    exact = {}
+    keys = ("learning_rate", "batch_size", "epochs", "lam", "zeta")
+    best_ok = True
+    for experiment in ("paper-base", "paper-cosreg", "paper-istar"):
+        table = build_table(tracking_uri, experiment, "best", models=models, tasks=tasks, simulated=True)
+        for row in table.itertuples():
+            want = optimum(row.model, row.task, row.method, seed)
+            got = {k: getattr(row, k) for k in keys if k in want}
+            same = all(abs(float(got[k]) - float(want[k])) < 1e-12 for k in want)
+            if not same:
+                print(f"  best: {row.model}/{row.task}/{row.method}: got {got}, optimum {want}")
+            best_ok &= same
+    exact["best"] = best_ok
+
+    table = build_table(tracking_uri, "paper-istar", "lambda-zeta", models=models, tasks=tasks, simulated=True)
+    lz_ok = True
+    for row in table.to_dict("records"):
+        for task_name, cell in row.items():
+            if task_name in ("model", "average") or not isinstance(cell, str) or "|" not in cell:
+                continue
+            task = next(t for t in ("sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad")
+                        if get_task(t).display_name == task_name)
+            want = optimum(row["model"], task, "istar", seed)
+            expected = f"{want['lam']:g} | {want['zeta']:g}"
+            if cell.split(" (")[0].strip() != expected:
+                print(f"  lambda-zeta: {row['model']}/{task}: got {cell!r}, optimum {expected!r}")
+                lz_ok = False
+    exact["lambda_zeta"] = lz_ok
+
+    table = build_table(tracking_uri, "paper-seeds", "seeds", models=models, tasks=tasks, simulated=True)
+    labels = {"Base": "base", "CosReg": "cosreg", "I-STAR": "istar"}
+    seeds_ok = True
+    for row in table.to_dict("records"):
+        method = labels[row["method"]]
+        for task_name, cell in row.items():
+            if task_name in ("model", "method"):
+                continue
+            task = next(t for t in ("sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad")
+                        if get_task(t).display_name == task_name)
+            config = {"model": row["model"], "task": task, "method": method,
+                      **optimum(row["model"], task, method, seed)}
+            expected = 100.0 * expected_score(config, seed)
+            match = re.match(r"\s*(-?[\d.]+) ±", cell)
+            if match is None or abs(float(match.group(1)) - expected) > 100.0 * noise + 0.006:
+                print(f"  seeds: {row['model']}/{task}/{method}: got {cell!r}, optimum {expected:.2f}")
+                seeds_ok = False
+    exact["seeds"] = seeds_ok
+    return exact
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["bert", "albert", "distilbert"])
+    parser.add_argument("--tasks", nargs="+", default=None, help="a subset of the nine tasks (default: all)")
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--time-factor", type=float, default=0.004,
+                        help="seconds waited per modelled second of a trial (default: %(default)s)")
+    parser.add_argument("--checkpoint-bytes", type=int, default=65536)
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    parser.add_argument("--log", default=None, help="file for the progress lines (default: a temporary file)")
+    args = parser.parse_args()
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from istar_tune.search import loopback_only
+
+    loopback_only()
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from istar_tune import tracking
+    from istar_tune.search import run_search
+    from istar_tune.search_space import load_search_space
+    from istar_tune.services import MlflowServer, PostgresServer
+    from istar_tune.simulate import Simulation, trial_seconds
+
+    simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
+    gpus = args.nodes * args.gpus_per_node
+    tmp = Path(tempfile.mkdtemp(prefix="istar-scale-"))
+    storage = tmp / "storage"
+    log_file = Path(args.log) if args.log else tmp / "progress.log"
+    print(f"rehearsal: models {', '.join(args.models)}; {args.nodes} nodes × {args.gpus_per_node} GPUs; "
+          f"time factor {args.time_factor}; progress in {log_file}", flush=True)
+
+    sampler = MemorySampler()
+    sampler.start()
+    figures: dict = {}
+    with PostgresServer() as postgres, MlflowServer(backend=postgres.url, workers=2) as server:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4 * args.gpus_per_node,
+                                                                "num_gpus": args.gpus_per_node})
+        for _ in range(args.nodes - 1):
+            cluster.add_node(num_cpus=4 * args.gpus_per_node, num_gpus=args.gpus_per_node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        print(f"cluster: {len(ray.nodes())} nodes, {ray.cluster_resources().get('GPU', 0):.0f} GPUs; MLflow "
+              f"{server.uri} over {postgres.url}", flush=True)
+        stages = {}
+        latencies: list[float] = []
+        total_wall = total_cpu = 0.0
+        grid_longest = seeds_longest = 0.0
+        all_durations: list[float] = []
+        try:
+            for stage in args.stages:
+                space = load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models, tasks=args.tasks)
+                cpu_before = time.process_time()
+                began = time.monotonic()
+                summary = run_search(space, storage_path=storage, tracking_uri=server.uri,
+                                     address=cluster.address, simulation=simulation,
+                                     write=LineLog(log_file))
+                wall = time.monotonic() - began
+                cpu = time.process_time() - cpu_before
+                trials = [t for g in summary.groups for t in g.trials]
+                durations = [trial_seconds(t.config) * args.time_factor for t in trials]
+                minimum = stage_minimum(durations, gpus)
+                stages[stage] = {"trials": len(trials), "failed": len(summary.failed), "wall_s": round(wall, 1),
+                                 "min_makespan_s": round(minimum, 1), "ratio": round(wall / minimum, 3),
+                                 "utilisation": round(sum(durations) / (gpus * wall), 3),
+                                 "driver_cpu_s_per_trial": round(cpu / max(len(trials), 1), 4),
+                                 "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
+                                 "mlflow_log_p99_ms": round(percentile(summary.mlflow_latencies_ms, 99), 1)}
+                print(f"{stage}: {json.dumps(stages[stage])}", flush=True)
+                latencies += summary.mlflow_latencies_ms
+                total_wall += wall
+                total_cpu += cpu
+                all_durations += durations
+                if stage == "paper_seeds":
+                    seeds_longest = max(durations, default=0.0)
+                else:
+                    grid_longest = max(grid_longest, max(durations, default=0.0))
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+
+        client = tracking.client(server.uri)
+        runs, trial_ids = 0, []
+        for experiment in ("paper-base", "paper-cosreg", "paper-istar", "paper-seeds"):
+            found = client.get_experiment_by_name(experiment)
+            if found is None:
+                continue
+            children = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"})
+            runs += len(children)
+            trial_ids += [r.data.tags.get(tracking.TAG_TRIAL_ID) for r in children]
+        exact = check_tables(server.uri, args.models, args.tasks, simulation.seed, simulation.noise) \
+            if set(args.stages) == set(STAGES) else {}
+    sampler.running = False
+    trials = sum(s["trials"] for s in stages.values())
+    chain = grid_longest + seeds_longest
+    minimum = max(sum(all_durations) / gpus, chain)
+    figures = {
+        "trials": trials,
+        "mlflow_runs": runs,
+        "duplicate_trial_ids": len(trial_ids) - len(set(trial_ids)),
+        "tables_exact": bool(exact) and all(exact.values()),
+        "tables": exact,
+        "makespan_s": round(total_wall, 1),
+        "min_makespan_s": round(minimum, 1),
+        "ratio": round(total_wall / minimum, 3),
+        "seeds_ratio": stages.get("paper_seeds", {}).get("ratio"),
+        "utilisation": round(sum(all_durations) / (gpus * total_wall), 3),
+        "driver_cpu_s_per_trial": round(total_cpu / max(trials, 1), 4),
+        "mlflow_log_p50_ms": round(percentile(latencies, 50), 1),
+        "mlflow_log_p99_ms": round(percentile(latencies, 99), 1),
+        "peak_driver_rss_mb": round(max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                                    / 2**20, 1),
+        "storage_bytes": folder_bytes(storage),
+        "time_factor": args.time_factor,
+        "gpus": gpus,
+        "failed": sum(s["failed"] for s in stages.values()),
+        "stages": stages,
+        "mlflow_log_mean_ms": round(statistics.fmean(latencies), 1) if latencies else None,
+    }
+    print(json.dumps(figures), flush=True)
+    sys.exit(0 if figures["failed"] == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

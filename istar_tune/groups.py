@@ -1,0 +1,235 @@
+"""Every group of a search in one Tune experiment, each group's trials still compared only with each other.
+
+A search runs as one Tune experiment so the cluster stays full: when one (model, task, method) group runs out of
+trials, the next group's trials take the free GPUs instead of the cluster draining at the end of every group.
+:class:`GroupSearcher` hands out each group's trials (a grid's configurations, or one Optuna study per group) in an
+order from the cost model (:func:`istar_tune.simulate.trial_seconds`): the longest and the shortest remaining trial
+by turns, so no long trial starts last and short trials, spread over the whole search, never arrive all at once
+(which would make the driver, not the GPUs, the limit at the end);
+:class:`GroupScheduler` keeps one ASHA instance per group, so early stopping compares only a group's trials.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+from ray.tune.search import Searcher
+
+from istar_tune.search_space import Domain
+from istar_tune.simulate import trial_seconds
+
+
+def group_key(config: dict[str, Any]) -> str:
+    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+
+
+def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int, seed: int | None) -> list[dict]:
+    """Every configuration of a grid: the product of the grid domains × ``repeats``, other random domains drawn
+    once per configuration (seeded)."""
+    rng = random.Random(seed)
+    grids = {k: d.values for k, d in domains.items() if d.kind == "grid"}
+    configs = []
+    for _ in range(repeats):
+        for point in itertools.product(*grids.values()):
+            config = {**base, **dict(zip(grids, point))}
+            for key, domain in domains.items():
+                if domain.kind != "grid":
+                    config[key] = _draw(domain, rng)
+            configs.append(config)
+    return configs
+
+
+def _draw(domain: Domain, rng: random.Random):
+    import math
+
+    kind, values = domain.kind, domain.values
+    if kind == "constant":
+        return values[0]
+    if kind == "choice":
+        return rng.choice(values)
+    if kind == "uniform":
+        return rng.uniform(*values)
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(values[0]), math.log(values[1])))
+    return rng.randint(values[0], values[1])
+
+
+@dataclass
+class GroupPlan:
+    """What the searcher hands out for one group: explicit configurations, or an Optuna study's suggestions."""
+
+    key: str
+    configs: list[dict] = field(default_factory=list)
+    """Grid (or seeds) configurations still to hand out, the next one last (popped from the end)."""
+    order: list[int] = field(default_factory=list)
+    """Place in the search's hand-out order of each of ``configs`` (Optuna: of each trial of the budget), the next
+    one last."""
+    budget: int = 0
+    """Optuna: trials still to suggest."""
+    base: dict[str, Any] = field(default_factory=dict)
+    """Optuna: the values every suggestion gets (model, task, method, constants)."""
+    optuna_space: dict[str, Any] = field(default_factory=dict)
+    """Optuna: Tune domains of the sampled keys."""
+    estimate: float = 0.0
+    """Modelled seconds of one of its Optuna trials (grid configurations are estimated one by one)."""
+    live: int = 0
+    searcher: Any = None
+
+    def next_place(self) -> int:
+        return self.order[-1]
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.configs and self.budget <= 0
+
+
+def hand_out_order(plans: list[GroupPlan]) -> None:
+    """Number every trial of every plan: the longest remaining and the shortest remaining by turns."""
+    items = [(trial_seconds(config), p, i) for p, plan in enumerate(plans) for i, config in enumerate(plan.configs)]
+    items += [(plan.estimate, p, -1) for p, plan in enumerate(plans) for _ in range(plan.budget)]
+    items.sort(key=lambda item: -item[0])
+    places: dict[int, list[tuple[int, int]]] = {p: [] for p in range(len(plans))}
+    head, tail, place = 0, len(items) - 1, 0
+    while head <= tail:
+        for index in ((head,) if head == tail else (head, tail)):
+            _, p, i = items[index]
+            places[p].append((place, i))
+            place += 1
+        head, tail = head + 1, tail - 1
+    for p, plan in enumerate(plans):
+        numbered = sorted(places[p], reverse=True)  # the next one last
+        plan.order = [n for n, _ in numbered]
+        if plan.configs:
+            plan.configs = [plan.configs[i] for _, i in numbered]
+
+
+class GroupSearcher(Searcher):
+    """Hands out the trials of every group in :func:`hand_out_order`, at most ``concurrency`` at once per group; one
+    Optuna study per Optuna group (seeded with ``seed``)."""
+
+    def __init__(self, plans: list[GroupPlan], concurrency: int | None = None, seed: int | None = None,
+                 metric: str = "objective", mode: str = "max"):
+        super().__init__(metric=metric, mode=mode)
+        hand_out_order(plans)
+        self.plans = plans
+        self.concurrency = concurrency
+        self.seed = seed
+        self.owner: dict[str, int] = {}
+        self.suggested = 0
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True
+
+    def _searcher(self, plan: GroupPlan):
+        if plan.searcher is None:
+            from ray.tune.search.optuna import OptunaSearch
+
+            plan.searcher = OptunaSearch(space=plan.optuna_space, metric=self.metric, mode=self.mode,
+                                         seed=self.seed)
+        return plan.searcher
+
+    def suggest(self, trial_id: str):
+        open_plans = [i for i, p in enumerate(self.plans) if not p.exhausted
+                      and (self.concurrency is None or p.live < self.concurrency)]
+        for index in sorted(open_plans, key=lambda i: self.plans[i].next_place()):
+            plan = self.plans[index]
+            if plan.configs:
+                config = plan.configs.pop()
+                plan.order.pop()
+            else:
+                suggestion = self._searcher(plan).suggest(trial_id)
+                if suggestion is None:
+                    continue
+                config = {**plan.base, **suggestion}
+                plan.budget -= 1
+                plan.order.pop()
+            plan.live += 1
+            self.owner[trial_id] = index
+            self.suggested += 1
+            return config
+        if all(p.exhausted for p in self.plans):
+            return Searcher.FINISHED
+        return None
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        index = self.owner.get(trial_id)
+        if index is not None and self.plans[index].searcher is not None:
+            self.plans[index].searcher.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        index = self.owner.pop(trial_id, None)
+        if index is None:
+            return
+        plan = self.plans[index]
+        plan.live -= 1
+        if plan.searcher is not None:
+            plan.searcher.on_trial_complete(trial_id, result=result, error=error)
+
+    def save(self, checkpoint_path: str):
+        with open(checkpoint_path, "wb") as handle:
+            pickle.dump(self.__dict__, handle)
+
+    def restore(self, checkpoint_path: str):
+        with open(checkpoint_path, "rb") as handle:
+            self.__dict__.update(pickle.load(handle))
+
+
+class GroupScheduler(FIFOScheduler):
+    """One ASHA scheduler per group (created on a group's first trial): trials are stopped early only against
+    trials of their own group. Which trial starts next is first come, first served, as the searcher ordered."""
+
+    def __init__(self, horizons: dict[str, int], grace_period: int, reduction_factor: float,
+                 metric: str = "objective", mode: str = "max"):
+        super().__init__()
+        self.horizons = horizons
+        self.grace_period = grace_period
+        self.reduction_factor = reduction_factor
+        self._metric, self._mode = metric, mode
+        self.schedulers: dict[str, TrialScheduler] = {}
+
+    def set_search_properties(self, metric, mode, **spec) -> bool:
+        return True
+
+    def _of(self, trial) -> TrialScheduler:
+        key = group_key(trial.config)
+        if key not in self.schedulers:
+            from ray.tune.schedulers import ASHAScheduler
+
+            horizon = self.horizons.get(key) or max(self.horizons.values(), default=1)
+            self.schedulers[key] = ASHAScheduler(time_attr="training_iteration", metric=self._metric, mode=self._mode,
+                                                 max_t=horizon, grace_period=min(self.grace_period, horizon),
+                                                 reduction_factor=self.reduction_factor)
+        return self.schedulers[key]
+
+    def on_trial_add(self, tune_controller, trial):
+        self._of(trial).on_trial_add(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller, trial, result):
+        return self._of(trial).on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller, trial, result):
+        self._of(trial).on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_error(self, tune_controller, trial):
+        self._of(trial).on_trial_error(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller, trial):
+        scheduler = self._of(trial)
+        if trial.trial_id in getattr(scheduler, "_trial_info", {trial.trial_id: None}):
+            scheduler.on_trial_remove(tune_controller, trial)
+
+    def debug_string(self) -> str:
+        return f"GroupScheduler: ASHA in {len(self.schedulers)} groups"
+
+    def save(self, checkpoint_path: str):
+        with open(checkpoint_path, "wb") as handle:
+            pickle.dump(self.__dict__, handle)
+
+    def restore(self, checkpoint_path: str):
+        with open(checkpoint_path, "rb") as handle:
+            self.__dict__.update(pickle.load(handle))

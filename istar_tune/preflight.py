@@ -1,0 +1,106 @@
+"""Checks on the driver before a search starts anything: every problem at once, one line each.
+
+A search that would fail in every trial (data missing or malformed, a model that cannot be resolved, a
+``max_length`` past the model's positions, a tracking store that cannot be reached, a storage path that is a file,
+a trial that no node of the cluster can hold) is refused here, before any trial, results folder or MLflow
+experiment exists. Data files are parsed with the parsers the trials use; models are resolved by their config
+only (no weights).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+
+from istar_tune.errors import ConfigError, IstarTuneError
+
+SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
+
+
+def check_tracking(tracking_uri: str) -> list[str]:
+    """The tracking URI has a known scheme and, for a server, answers quickly."""
+    if not tracking_uri.startswith(SCHEMES):
+        return [f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
+                f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or http://host:5000)"]
+    if tracking_uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=5)
+        except OSError as err:
+            reason = getattr(err, "reason", err)
+            return [f"tracking server {tracking_uri} does not answer ({reason}): start it or fix --tracking-uri"]
+    return []
+
+
+def check_storage(storage: str) -> list[str]:
+    if "://" in storage:
+        return []
+    path = Path(storage)
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return [f"storage path {storage!r}: {parent} is a file, not a folder; give a folder for the results"]
+            import os
+
+            if not os.access(parent, os.W_OK):
+                return [f"storage path {storage!r}: {parent} is not writable"]
+            return []
+    return []
+
+
+def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
+    """Every task's split files exist and parse (as the trials will read them)."""
+    from istar_tune.data import parse_file, resolve_data_dir, task_files
+    from istar_tune.tasks import get_task
+
+    problems = []
+    try:
+        root = resolve_data_dir(data_dir)
+    except IstarTuneError as err:
+        return [str(err)]
+    if root is None:
+        return []  # the Hugging Face hub: checked by the first trial
+    for name in tasks:
+        task = get_task(name)
+        try:
+            for path in task_files(task, root).values():
+                parse_file(task, path)
+        except IstarTuneError as err:
+            problems.append(str(err))
+    return problems
+
+
+def check_models(models: list[str], max_length: int) -> list[str]:
+    from istar_tune.models import check_max_length, max_positions
+
+    problems = []
+    for model in models:
+        try:
+            check_max_length(max_length, max_positions(model), model)
+        except IstarTuneError as err:
+            problems.append(str(err))
+    return problems
+
+
+def check_resources(cpu: float, gpu: float, nodes: list[dict]) -> list[str]:
+    """Some alive node of the cluster can hold one trial's request."""
+    alive = [n.get("Resources", {}) for n in nodes if n.get("Alive", n.get("alive", True))]
+    if any(r.get("CPU", 0) >= cpu and r.get("GPU", 0) >= gpu for r in alive):
+        return []
+    total_gpu = sum(r.get("GPU", 0) for r in alive)
+    largest = max(alive, key=lambda r: (r.get("GPU", 0), r.get("CPU", 0)), default={})
+    return [f"a trial asks for {gpu:g} GPU(s) and {cpu:g} CPU(s), but no node of the cluster has that: the cluster "
+            f"has {total_gpu:g} GPU(s) in {len(alive)} node(s), the largest node {largest.get('GPU', 0):g} GPU(s) "
+            f"and {largest.get('CPU', 0):g} CPU(s); lower resources in the search space or add nodes"]
+
+
+def run_checks(checks: list[tuple[str, callable]]) -> float:
+    """Run ``checks`` (name, function returning problems); raise one :class:`ConfigError` listing them all.
+    Returns the seconds they took."""
+    began = time.monotonic()
+    problems = []
+    for _, check in checks:
+        problems += check()
+    if problems:
+        raise ConfigError(problems)
+    return time.monotonic() - began

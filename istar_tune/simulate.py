@@ -1,0 +1,241 @@
+"""A stand-in for fine-tuning, for rehearsals of a search at cluster scale (never the default).
+
+Under ``--simulate`` every trial runs as usual (Ray schedules it with its resources, Tune gets a report and a real
+checkpoint every epoch, the MLflow logger, retries and resume all work) except the model training: the trial
+waits for the duration a simple cost model gives the real trial, scaled by ``time_factor``, writes a checkpoint of
+``checkpoint_bytes``, and reports per-epoch metrics drawn from a deterministic synthetic landscape whose best
+configuration per (model, task, method) is known (:func:`optimum`). It never imports torch.
+
+The cost model (:func:`trial_seconds`) and the landscape are assumptions, written down here, not measurements:
+training examples of the task × epochs ÷ a per-model, per-batch-size throughput × the method's relative step cost,
+plus a fixed start-up cost per trial, an evaluation pass per epoch and, for I-STAR, the Σ_S pass per epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from istar_tune.errors import ConfigError
+from istar_tune.methods import get_method, trial_epochs
+from istar_tune.tasks import EXTRACTIVE_QA, get_task
+
+TAG_SIMULATED = "istar_tune.simulated"
+
+MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}
+"""Training examples per second at batch size 32 and 256 tokens on one data-centre GPU (assumed, not measured);
+other models get :data:`DEFAULT_THROUGHPUT`."""
+DEFAULT_THROUGHPUT = 600.0
+STARTUP_SECONDS = 45.0
+"""Loading the model and tokenising the data, once per trial start (also after a retry)."""
+EVAL_SPEEDUP = 3.0
+"""Evaluation and the Σ_S pass run forward only: this many times the training throughput."""
+SHRINKAGE_TOKENS_PER_EXAMPLE = 128.0
+
+OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
+                      "lam": (-5.0, -3.0, -1.0, 1.0, 3.0, 5.0), "zeta": (0.2, 0.4, 0.6, 0.8)}
+"""The landscape's optimum of each group is one of these values per hyperparameter (the paper's grid), drawn by a
+hash of (model, task, method, seed)."""
+PENALTIES = {"learning_rate": 0.03 / math.log(3.0), "batch_size": 0.02, "epochs": 0.015, "lam": 0.005,
+             "zeta": 0.05}
+"""Score lost per unit of distance from the optimum: |ln lr ratio|, |log2 batch ratio|, |Δepochs|, |Δλ|, |Δζ|.
+The smallest step of the paper's grid costs at least 0.01 (lr 3e-5 → 5e-5: 0.014)."""
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Settings of a rehearsal: how fast simulated time runs, what a checkpoint weighs, how noisy metrics are."""
+
+    time_factor: float = 1e-3
+    """Seconds waited per second of the modelled real trial (1e-3: a 2-hour trial takes 7.2 s)."""
+    checkpoint_bytes: int = 65536
+    """Bytes of a full-state checkpoint (a BERT-base model with its AdamW state: about 1.32e9)."""
+    noise: float = 0.002
+    """Half-width of the seeded uniform noise on every metric; below half the smallest landscape step, so the best
+    trial of a grid is always the landscape's optimum."""
+    seed: int = 0
+    """Seed of the landscape (which configuration is best in each group)."""
+
+    def __post_init__(self):
+        problems = []
+        if not (math.isfinite(self.time_factor) and self.time_factor >= 0):
+            problems.append(f"simulation time_factor must be a non-negative number, got {self.time_factor}")
+        if self.checkpoint_bytes < 0:
+            problems.append(f"simulation checkpoint_bytes must be non-negative, got {self.checkpoint_bytes}")
+        if not 0 <= self.noise < 0.0035:
+            problems.append(f"simulation noise must lie in [0, 0.0035) so the optimum stays identifiable, got "
+                            f"{self.noise}")
+        if problems:
+            raise ConfigError(problems)
+
+
+# ----------------------------------------------------------------------------------------------- cost model
+
+
+def throughput(model: str, batch_size: int) -> float:
+    """Training examples per second: the model's rate at batch 32, lower for smaller batches."""
+    base = MODEL_THROUGHPUT.get(model, DEFAULT_THROUGHPUT)
+    return base * (batch_size / (batch_size + 16.0)) / (32.0 / 48.0)
+
+
+def _hp(config: Mapping[str, Any]):
+    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
+
+    return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
+                     source="trial config")
+
+
+def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
+    """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
+    hp = _hp(config)
+    task, method = get_task(hp.task), get_method(hp.method)
+    rate = throughput(hp.model, hp.batch_size)
+    seconds = task.train_examples / rate * method.relative_step_cost
+    seconds += task.eval_examples / (rate * EVAL_SPEEDUP)
+    if method.uses_zeta:
+        seconds += min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
+    return seconds
+
+
+def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
+    """Modelled seconds of a whole trial on one GPU: start-up plus every epoch it reports."""
+    return STARTUP_SECONDS + trial_epochs(config) * epoch_seconds(config, shrinkage_tokens)
+
+
+# ------------------------------------------------------------------------------------------------ landscape
+
+
+def _unit(*parts: Any) -> float:
+    """A deterministic number in [0, 1) from ``parts`` (the same in every process, unlike ``hash``)."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def optimum(model: str, task: str, method: str, seed: int = 0) -> dict[str, Any]:
+    """The known best configuration of a group: one value per searched hyperparameter the method uses."""
+    spec = get_method(method)
+    chosen = {}
+    for key, values in OPTIMUM_CANDIDATES.items():
+        if key in ("lam", "zeta") and not spec.uses_zeta:
+            continue  # λ and ζ are searched for I-STAR; CosReg keeps its λ (the paper's grid fixes it)
+        chosen[key] = values[int(_unit(seed, model, task, method, key) * len(values))]
+    if spec.uses_lambda and "lam" not in chosen:
+        chosen["lam"] = spec.default_lambda
+    return chosen
+
+
+def peak(model: str, task: str, method: str, seed: int = 0) -> float:
+    """The group's score at its optimum: in [0.6, 0.9), shifted slightly per method."""
+    shift = {0: 0.0, 1: 0.004, 2: -0.003}[int(_unit(seed, model, task, method, "shift") * 3)]
+    return 0.6 + 0.3 * _unit(seed, model, task, "peak") + shift
+
+
+def expected_score(config: Mapping[str, Any], seed: int = 0) -> float:
+    """The noiseless task metric after the last epoch of ``config`` (a fraction; SQuAD's F1 is this × 100)."""
+    hp = _hp(config)
+    best = optimum(hp.model, hp.task, hp.method, seed)
+    score = peak(hp.model, hp.task, hp.method, seed)
+    distance = {"learning_rate": abs(math.log(hp.learning_rate / best["learning_rate"])),
+                "batch_size": abs(math.log2(hp.batch_size / best["batch_size"])),
+                "epochs": abs(hp.epochs - best["epochs"])}
+    if "lam" in best:
+        distance["lam"] = abs(hp.penalty_weight - best["lam"])
+    if "zeta" in best:
+        distance["zeta"] = abs(hp.zeta - best["zeta"])
+    return score - sum(PENALTIES[key] * value for key, value in distance.items())
+
+
+def epoch_metrics(config: Mapping[str, Any], epoch: int, simulation: Simulation) -> dict[str, float]:
+    """The metrics a simulated trial reports after ``epoch``: its task's metrics, eval IsoScore* and a loss."""
+    hp = _hp(config)
+    task, method = get_task(hp.task), get_method(hp.method)
+    total = trial_epochs(config)
+    noise = simulation.noise * (2.0 * _unit(simulation.seed, sorted(config.items()), epoch, "noise") - 1.0)
+    value = expected_score(config, simulation.seed) - 0.03 * (total - epoch) + noise
+    lam = hp.penalty_weight if method.uses_zeta else 0.0
+    isoscore = min(0.95, max(0.01, 0.2 + 0.04 * lam + 0.02 * _unit(simulation.seed, hp.model, hp.task, epoch)))
+    metrics = {"eval_isoscore_star": isoscore, "train_loss": max(0.01, 1.0 - value)}
+    if task.problem_type == EXTRACTIVE_QA:
+        metrics.update(f1=100.0 * value, exact_match=100.0 * value - 8.0)
+    else:
+        metrics[task.metric] = value
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------- the trial
+
+STATE_FILE = "simulated-state.json"
+PAYLOAD_FILE = "payload.bin"
+WEIGHTS_SHARE = 1.0 / 3.0
+"""Model weights as a share of the full state (AdamW keeps two moments per weight)."""
+
+
+def _checkpoint_bytes(mode: str, final: bool, simulation: Simulation) -> int:
+    if not final or mode == "state":
+        return simulation.checkpoint_bytes
+    if mode == "weights":
+        return int(simulation.checkpoint_bytes * WEIGHTS_SHARE)
+    return 0  # resume: once the trial is over, only its records
+
+
+def simulated_trainable(config: dict[str, Any], settings: dict[str, Any], simulation: Simulation,
+                        keep: int = 1) -> None:
+    """The Tune trainable of a rehearsal: the same reports and checkpoints as :func:`search.trainable`."""
+    import logging
+
+    import ray
+    from ray import tune
+
+    for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
+        logging.getLogger(name).setLevel(logging.WARNING)
+    node = ray.get_runtime_context().get_node_id()
+    mode = settings.get("checkpoint", "state")
+    shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
+    from istar_tune import trial_checkpoints
+
+    start, note = 0, ""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        epoch, note = trial_checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
+        start = int(epoch or 0)
+    epochs = trial_epochs(config)
+    per_epoch = epoch_seconds(config, shrinkage) * simulation.time_factor
+    time.sleep(STARTUP_SECONDS * simulation.time_factor)
+    for epoch in range(start + 1, epochs + 1):
+        began = time.monotonic()
+        time.sleep(per_epoch)
+        record = {"epoch": epoch, **epoch_metrics(config, epoch, simulation), "epoch_time_s": time.monotonic() - began,
+                  "simulated": 1, "torch_imported": int("torch" in sys.modules), "node_id": node}
+        task_metric = get_task(config["task"]).metric
+        record["objective"] = record[task_metric]
+        if note:
+            record["restore_note"], note = note, ""
+        if mode == "none":
+            tune.report(record)
+            continue
+        size = _checkpoint_bytes(mode, epoch == epochs, simulation)
+        record["checkpoint_bytes"] = size
+        with tempfile.TemporaryDirectory(prefix="istar-sim-") as folder:
+            Path(folder, STATE_FILE).write_text(json.dumps({"epoch": epoch, "bytes": size}))
+            if size:
+                with open(Path(folder, PAYLOAD_FILE), "wb") as handle:
+                    handle.write(os.urandom(min(size, 1 << 20)) * (size // (1 << 20)) + os.urandom(size % (1 << 20)))
+            tune.report(record, checkpoint=tune.Checkpoint.from_directory(folder))
+        trial_checkpoints.prune(keep)
+
+
+def _read_state(folder: Path) -> dict[str, Any]:
+    state = json.loads((Path(folder) / STATE_FILE).read_text())
+    payload = Path(folder) / PAYLOAD_FILE
+    if state.get("bytes") and (not payload.is_file() or payload.stat().st_size != state["bytes"]):
+        raise ValueError(f"{payload.name} is truncated")
+    return state

@@ -1,0 +1,120 @@
+"""The Tune callbacks of a search: the MLflow logger and the progress lines.
+
+Both run in the Ray driver, on Tune's event loop, so they only hand work on: the logger queues every write for
+:class:`istar_tune.tracking.RunWriter`'s thread, the printer writes a line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune import Callback
+
+from istar_tune import tracking
+from istar_tune.methods import trial_epochs
+from istar_tune.tasks import get_task
+
+
+class MlflowTrialLogger(Callback):
+    """A child run per trial, its params and tags, per-epoch metrics with ``step = epoch``, its final status.
+
+    Holds only plain values when pickled (Ray stores callbacks with the experiment); the writer thread starts on
+    first use. :meth:`close` flushes it; :meth:`interrupt` marks the trials still open as KILLED.
+    """
+
+    def __init__(self, tracking_uri: str, search_name: str, parent_run_id: str, experiment_id: str,
+                 tags: dict[str, str]):
+        self.tracking_uri = tracking_uri
+        self.search_name = search_name
+        self.parent_run_id = parent_run_id
+        self.experiment_id = experiment_id
+        self.tags = dict(tags)
+        self._writer: tracking.RunWriter | None = None
+        self._nodes: dict[str, str] = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_writer": None, "_nodes": {}}
+
+    @property
+    def writer(self) -> tracking.RunWriter:
+        if self._writer is None:
+            self._writer = tracking.RunWriter(self.tracking_uri, self.experiment_id, self.search_name,
+                                              self.parent_run_id, self.tags)
+        return self._writer
+
+    def setup(self, **info):
+        _ = self.writer
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.writer.start(trial.trial_id, trial.config)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        node = result.get("node_id")
+        if node and self._nodes.get(trial.trial_id) != node:
+            self._nodes[trial.trial_id] = node
+            self.writer.set_tags(trial.trial_id, {tracking.TAG_NODE: node})
+        if result.get("restore_note"):
+            self.writer.set_tags(trial.trial_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
+        self.writer.metrics(trial.trial_id, int(result.get("epoch", result.get("training_iteration", 0))), result)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        last = int((trial.last_result or {}).get("epoch", 0))
+        stopped = last < trial_epochs(trial.config)
+        extra = {"istar_tune.stopped_after_epoch": str(last)} if stopped else {}
+        self.writer.end(trial.trial_id, "stopped_early" if stopped else "finished", "FINISHED", extra)
+        self._nodes.pop(trial.trial_id, None)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self.writer.set_tags(trial.trial_id, {"istar_tune.retries": str(getattr(trial, "num_failures", ""))})
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.writer.end(trial.trial_id, "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)})
+        self._nodes.pop(trial.trial_id, None)
+
+    def on_experiment_end(self, trials, **info):
+        self.writer.flush()
+
+    def interrupt(self, reason: str) -> None:
+        """Mark every trial that started and did not end as KILLED (status ``interrupted``)."""
+        for trial_id in self.writer.open_trials():
+            self.writer.end(trial_id, "interrupted", "KILLED", {tracking.TAG_ERROR: reason})
+
+    def close(self, timeout: float | None = None) -> bool:
+        return self.writer.close(timeout)
+
+
+class ProgressPrinter(Callback):
+    """One line per finished trial, and per reported epoch in small searches (picklable)."""
+
+    EPOCH_LINES_UP_TO = 64
+    """Searches with more trials than this print only finished trials."""
+
+    def __init__(self, total: int, write: Callable[[str], None] | None = None):
+        self.total = total
+        self.done = 0
+        self.write = write or _print
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if self.total > self.EPOCH_LINES_UP_TO:
+            return
+        metric = get_task(trial.config["task"]).metric
+        self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}: {metric} "
+                   f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s)")
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        config: dict[str, Any] = trial.config
+        metric = get_task(config["task"]).metric
+        value = (trial.last_result or {}).get(metric)
+        shown = f": {metric} {value:.4f}" if isinstance(value, float) else ""
+        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done "
+                   f"({config['model']}/{config['task']}/{config['method']}{shown})")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.done += 1
+        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} FAILED: {tracking.trial_error_text(trial)}")
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)

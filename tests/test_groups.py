@@ -1,0 +1,87 @@
+"""The searcher and scheduler that keep the groups of one Tune experiment apart (without a Ray cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from ray.tune.search import Searcher
+
+from istar_tune.groups import GroupPlan, GroupScheduler, GroupSearcher, grid_configs
+from istar_tune.search import group_plans, plan
+from istar_tune.search_space import Domain, load_search_space
+from istar_tune.simulate import trial_seconds
+
+SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
+
+
+def test_grid_configs_are_the_product_of_the_grids_times_the_repeats():
+    domains = {"learning_rate": Domain("grid", (1e-5, 3e-5)), "epochs": Domain("grid", (3, 4, 5)),
+               "zeta": Domain("uniform", (0.2, 0.8)), "batch_size": Domain("constant", (16,))}
+    configs = grid_configs({"model": "bert"}, domains, repeats=2, seed=0)
+    assert len(configs) == 12
+    assert {(c["learning_rate"], c["epochs"]) for c in configs} == {(a, b) for a in (1e-5, 3e-5) for b in (3, 4, 5)}
+    assert all(0.2 <= c["zeta"] <= 0.8 and c["batch_size"] == 16 and c["model"] == "bert" for c in configs)
+    assert grid_configs({"model": "bert"}, domains, 2, seed=0) == configs  # seeded
+
+
+def test_the_paper_grids_hand_out_every_trial_once_longest_first():
+    space = load_search_space(SPACES / "paper_istar.yaml").narrow(models=["bert"])
+    plans = group_plans(space, plan(space))
+    searcher = GroupSearcher(plans)
+    handed = []
+    while (config := searcher.suggest(f"t{len(handed)}")) not in (None, Searcher.FINISHED):
+        handed.append(config)
+    assert searcher.suggest("again") == Searcher.FINISHED
+    assert len(handed) == 9 * 648
+    keys = ("model", "task", "batch_size", "epochs", "learning_rate", "lam", "zeta")
+    assert len({tuple(c[k] for k in keys) for c in handed}) == len(handed)
+    seconds = [trial_seconds(c) for c in handed]
+    ordered = sorted(seconds, reverse=True)
+    assert seconds[0::2] == ordered[:len(seconds[0::2])]  # by turns: the longest remaining ...
+    assert seconds[1::2] == sorted(seconds)[:len(seconds[1::2])]  # ... and the shortest remaining
+    assert max(seconds[-100:]) < ordered[len(ordered) // 4]  # no long trial starts last
+
+
+def test_concurrency_is_per_group_and_a_finished_trial_frees_its_slot():
+    plans = [GroupPlan(key="a", configs=[{"model": "bert", "task": "rte", "method": "base", "epochs": e}
+                                         for e in (3, 4, 5)]),
+             GroupPlan(key="b", configs=[{"model": "bert", "task": "sst2", "method": "base", "epochs": 3}])]
+    searcher = GroupSearcher(plans, concurrency=1)
+    first, second = searcher.suggest("1"), searcher.suggest("2")
+    assert {first["task"], second["task"]} == {"rte", "sst2"}  # both groups in flight at once
+    assert searcher.suggest("3") is None  # each group is at its limit
+    rte = "1" if first["task"] == "rte" else "2"
+    searcher.on_trial_complete(rte, {"objective": 0.5})
+    assert searcher.suggest("3")["task"] == "rte"
+
+
+def test_optuna_groups_get_their_own_study_and_budget():
+    space = load_search_space(SPACES / "optuna_asha.yaml").narrow(models=["bert"], tasks=["rte", "mrpc"],
+                                                                   methods=["istar"])
+    searcher = GroupSearcher(group_plans(space, plan(space)), seed=0)
+    handed = []
+    for index in range(80):
+        config = searcher.suggest(f"t{index}")
+        handed.append(config)
+        searcher.on_trial_complete(f"t{index}", {"objective": 0.5, "training_iteration": 1})
+    assert searcher.suggest("more") == Searcher.FINISHED
+    assert sorted(c["task"] for c in handed) == ["mrpc"] * 40 + ["rte"] * 40
+    assert all(-5 <= c["lam"] <= 5 and 0.2 <= c["zeta"] <= 0.8 and c["grad_accum"] == 2 for c in handed)
+    assert len({id(p.searcher) for p in searcher.plans}) == 2
+
+
+def test_the_scheduler_stops_trials_only_against_their_own_group():
+    scheduler = GroupScheduler({"m/a/istar": 3, "m/b/istar": 3}, grace_period=1, reduction_factor=2)
+
+    def trial(trial_id, task):
+        return SimpleNamespace(trial_id=trial_id, config={"model": "m", "task": task, "method": "istar"})
+
+    trials = [trial("a1", "a"), trial("a2", "a"), trial("b1", "b")]
+    for t in trials:
+        scheduler.on_trial_add(None, t)
+    assert scheduler.on_trial_result(None, trials[0], {"training_iteration": 1, "objective": 0.9}) == "CONTINUE"
+    assert scheduler.on_trial_result(None, trials[1], {"training_iteration": 1, "objective": 0.1}) == "STOP"
+    # group b's first trial is weak compared to group a, but alone in its group: it goes on
+    assert scheduler.on_trial_result(None, trials[2], {"training_iteration": 1, "objective": 0.05}) == "CONTINUE"
+    assert set(scheduler.schedulers) == {"m/a/istar", "m/b/istar"}

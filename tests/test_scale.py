@@ -1,0 +1,162 @@
+"""What a search needs at cluster scale, rehearsed small: groups in flight together, an MLflow server that goes away
+for a while, more runs than one page, a trial whose newest checkpoint is broken (simulated trials: no training)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.search import run_search
+from istar_tune.search_space import load_search_space
+from istar_tune.services import MlflowServer
+from istar_tune.simulate import Simulation
+
+pytestmark = pytest.mark.slow
+
+SPACE = """\
+name: {name}
+models: [bert]
+tasks: [rte, mrpc]
+methods: [base]
+hyperparameters:
+  batch_size: 32
+  epochs: {{grid: [3, 4]}}
+  learning_rate: {{grid: [1.0e-5, 3.0e-5, 5.0e-5]}}
+resources: {{cpu: 1}}
+settings: {{checkpoint: resume}}
+"""
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "disabled")
+    patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+    patch.undo()
+
+
+def _space(tmp_path: Path, name: str, text: str = SPACE):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text.format(name=name))
+    return load_search_space(path)
+
+
+def test_two_groups_trials_are_in_flight_at_once(local_ray, tmp_path):
+    summary = run_search(_space(tmp_path, "together"), storage_path=tmp_path / "runs", write=lambda _: None,
+                         simulation=Simulation(time_factor=0.01))
+    assert not summary.failed and sum(len(g.trials) for g in summary.groups) == 12
+    client = tracking.client(summary.tracking_uri)
+    runs = tracking.trial_runs(summary.tracking_uri, "together", simulated=True)
+    spans = {}
+    for run in runs:
+        info = client.get_run(run.run_id).info
+        spans.setdefault(run.task, []).append((info.start_time, info.end_time))
+    overlapping = [(a, b) for a in spans["rte"] for b in spans["mrpc"] if a[0] < b[1] and b[0] < a[1]]
+    assert overlapping, "the two groups ran one after the other"
+    assert all(r.metrics.get("torch_imported", 0) == 0 for r in runs)  # the stand-in never loads torch
+
+
+def test_the_logger_survives_the_tracking_server_going_away(local_ray, tmp_path):
+    with MlflowServer() as server:
+        space = _space(tmp_path, "outage")
+        outcome = {}
+
+        def search():
+            outcome["summary"] = run_search(space, storage_path=tmp_path / "runs", tracking_uri=server.uri,
+                                            write=lambda _: None, simulation=Simulation(time_factor=0.02))
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        time.sleep(8)  # trials are running and logging
+        server.stop()
+        time.sleep(6)  # trials go on reporting while nothing answers
+        server.start()
+        thread.join(timeout=300)
+        summary = outcome["summary"]
+        assert not summary.failed and not summary.mlflow_errors
+        runs = tracking.trial_runs(server.uri, "outage", simulated=True)
+        assert len(runs) == 12 and len({r.trial_id for r in runs}) == 12
+        client = tracking.client(server.uri)
+        for run in runs:
+            assert run.status == "finished"
+            steps = [m.step for m in client.get_metric_history(run.run_id, "accuracy")]
+            assert sorted(steps) == list(range(1, run.config["epochs"] + 1))  # every epoch, exactly once
+
+
+def test_tables_read_every_run_of_a_store_with_more_than_one_page(tmp_path):
+    from mlflow.entities import Metric, Param, RunTag
+
+    from istar_tune.tables import build_table
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = client.create_experiment("big", artifact_location=(tmp_path / "art").as_uri())
+    tasks = ["rte", "mrpc", "cola"]
+    count = tracking.PAGE_SIZE + 30
+    for index in range(count):
+        task = tasks[index * len(tasks) // count]  # cola's runs are all past the first page
+        run = client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: f"t{index:05d}",
+                                                  tracking.TAG_STATUS: "finished"})
+        metric = "mcc" if task == "cola" else "accuracy"
+        client.log_batch(run.info.run_id, metrics=[Metric(metric, index / count, 0, 1)],
+                         params=[Param("model", "bert"), Param("task", task), Param("method", "base"),
+                                 Param("learning_rate", "3e-05")], tags=[RunTag("task", task)])
+    table = build_table(uri, "big", "best", tasks=tasks)
+    assert list(table.task) == tasks
+    assert int(table.trials.sum()) == count
+    assert table.set_index("task").loc["cola", "trial_id"] == f"t{count - 1:05d}"
+
+
+def test_a_trial_whose_newest_checkpoint_is_broken_resumes_from_the_one_before(local_ray, tmp_path):
+    """A trial's worker is killed after its second epoch and its newest checkpoint truncated: the retry resumes
+    from the first checkpoint and says so in MLflow."""
+    import os
+    import signal
+
+    import psutil
+
+    text = SPACE.replace("tasks: [rte, mrpc]", "tasks: [rte]").replace("epochs: {{grid: [3, 4]}}", "epochs: 4") \
+        .replace("learning_rate: {{grid: [1.0e-5, 3.0e-5, 5.0e-5]}}", "learning_rate: 3.0e-5") \
+        .replace("settings: {{checkpoint: resume}}", "settings: {{checkpoint: state}}\ncheckpoints_to_keep: 2\n"
+                 "max_failures: 1")
+    space = _space(tmp_path, "broken", text)
+    storage = tmp_path / "runs"
+    sabotaged = []
+
+    def sabotage():
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            newest = sorted((storage / "broken").glob("*/checkpoint_000001/simulated-state.json"))
+            if newest:
+                time.sleep(0.3)  # the report reaches the driver; the next epoch takes over a second
+                for process in psutil.process_iter(["cmdline"]):
+                    if (process.info["cmdline"] or [""])[0].startswith("ray::ImplicitFunc"):
+                        os.kill(process.pid, signal.SIGKILL)
+                payload = newest[0].parent / "payload.bin"
+                payload.write_bytes(payload.read_bytes()[:10])
+                sabotaged.append(newest[0].parent.name)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=sabotage)
+    thread.start()
+    summary = run_search(space, storage_path=storage, write=lambda _: None,
+                         simulation=Simulation(time_factor=0.3, checkpoint_bytes=4096))
+    thread.join()
+    assert sabotaged == ["checkpoint_000001"]
+    assert not summary.failed
+    runs = tracking.trial_runs(summary.tracking_uri, "broken", simulated=True)
+    assert len(runs) == 1 and runs[0].status == "finished"
+    client = tracking.client(summary.tracking_uri)
+    note = client.get_run(runs[0].run_id).data.tags.get(tracking.TAG_RESTORED_FROM)
+    assert note and note.startswith("resumed from checkpoint_000000") and "truncated" in note
+    assert sorted(m.step for m in client.get_metric_history(runs[0].run_id, "accuracy")) == [1, 2, 3, 4]

@@ -1,0 +1,71 @@
+"""The rehearsal stand-in: its cost model and its landscape (the Ray side is in test_scale.py)."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+
+from istar_tune.errors import ConfigError
+from istar_tune.simulate import OPTIMUM_CANDIDATES, Simulation, epoch_metrics, expected_score, optimum, trial_seconds
+
+
+def _grid(model, task, method):
+    keys = ["learning_rate", "batch_size", "epochs"] + (["lam", "zeta"] if method == "istar" else [])
+    fixed = {"lam": 1.0} if method == "cosreg" else {}  # as paper_cosreg.yaml
+    for values in itertools.product(*(OPTIMUM_CANDIDATES[k] for k in keys)):
+        yield {"model": model, "task": task, "method": method, **fixed, **dict(zip(keys, values))}
+
+
+@pytest.mark.parametrize("model,task,method", [("bert", "rte", "istar"), ("albert", "squad", "base"),
+                                                ("distilbert", "cola", "cosreg")])
+def test_the_noisy_best_of_the_paper_grid_is_the_known_optimum(model, task, method):
+    simulation = Simulation(noise=0.002, seed=3)
+    configs = list(_grid(model, task, method))
+    metric = "f1" if task == "squad" else ("mcc" if task == "cola" else "accuracy")
+
+    def final(config):
+        return epoch_metrics(config, config["epochs"], simulation)[metric]
+
+    best = max(configs, key=final)
+    want = optimum(model, task, method, seed=3)
+    assert {k: best[k] for k in want} == want
+    runner_up = sorted(expected_score(c, 3) for c in configs)[-2]
+    assert expected_score(best, 3) - runner_up >= 0.0065  # the smallest step beats twice the noise
+
+
+def test_metrics_are_deterministic_and_seeds_vary_them_within_the_noise():
+    config = {"model": "bert", "task": "sst2", "method": "base", "learning_rate": 3e-5, "batch_size": 16,
+              "epochs": 3}
+    simulation = Simulation(noise=0.002)
+    first = epoch_metrics(config, 3, simulation)
+    assert epoch_metrics(dict(config), 3, simulation) == first
+    seeded = [epoch_metrics({**config, "seed": s}, 3, simulation)["accuracy"] for s in range(1, 6)]
+    assert len(set(seeded)) == 5
+    assert all(abs(v - expected_score(config)) <= 0.002 for v in seeded)
+    # earlier epochs score lower: the curve rises to the final value
+    assert epoch_metrics(config, 1, simulation)["accuracy"] < first["accuracy"]
+
+
+def test_the_cost_model_grows_with_data_epochs_and_small_batches_and_i_star_costs_more():
+    base = {"model": "bert", "task": "rte", "method": "base", "learning_rate": 3e-5, "batch_size": 32, "epochs": 3}
+    assert trial_seconds({**base, "task": "qqp"}) > 50 * trial_seconds(base) / 2
+    assert trial_seconds({**base, "epochs": 5}) > trial_seconds(base)
+    assert trial_seconds({**base, "batch_size": 8}) > trial_seconds(base)
+    assert trial_seconds({**base, "method": "istar"}) > trial_seconds(base)
+    assert trial_seconds({**base, "model": "distilbert"}) < trial_seconds(base)
+
+
+def test_simulation_settings_are_validated():
+    with pytest.raises(ConfigError, match="time_factor"):
+        Simulation(time_factor=-1)
+    with pytest.raises(ConfigError, match="noise"):
+        Simulation(noise=0.01)
+
+
+def test_the_simulator_module_does_not_import_torch():
+    code = "import sys, istar_tune.simulate, istar_tune.search; print('torch' in sys.modules, 'ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

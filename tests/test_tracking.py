@@ -1,0 +1,122 @@
+"""MLflow tracking without Ray: paginated reads, the background run writer, simulated runs kept apart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.errors import ConfigError
+
+
+@pytest.fixture
+def store(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = client.create_experiment("exp", artifact_location=(tmp_path / "artifacts").as_uri())
+    return uri, client, experiment
+
+
+CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
+          "epochs": 2, "lam": -1.0, "zeta": 0.2}
+
+
+def test_find_runs_reads_every_page(store, monkeypatch):
+    uri, client, experiment = store
+    for index in range(7):
+        client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: f"t{index}"})
+    client.create_run(experiment, tags={tracking.TAG_ROLE: "search"})
+    monkeypatch.setattr(tracking, "PAGE_SIZE", 3)
+    runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+    assert sorted(r.data.tags[tracking.TAG_TRIAL_ID] for r in runs) == [f"t{i}" for i in range(7)]
+
+
+@pytest.mark.parametrize("value", ["it's", 'say "hi"', "back\\slash", "tick`s"])
+def test_tag_values_with_quotes_are_matched_exactly(store, value):
+    _, client, experiment = store
+    client.create_run(experiment, tags={tracking.TAG_SEARCH: value})
+    client.create_run(experiment, tags={tracking.TAG_SEARCH: value + "x"})
+    assert len(tracking.find_runs(client, experiment, **{tracking.TAG_SEARCH: value})) == 1
+
+
+class Flaky:
+    """A client whose first ``failures`` writes raise, as a server that is briefly away would."""
+
+    def __init__(self, real, failures: int):
+        self.real, self.failures, self.calls = real, failures, 0
+
+    def __getattr__(self, name):
+        method = getattr(self.real, name)
+        if name not in ("log_batch", "create_run", "set_terminated", "update_run"):
+            return method
+
+        def call(*args, **kwargs):
+            self.calls += 1
+            if self.failures > 0:
+                self.failures -= 1
+                raise ConnectionError("tracking server unreachable")
+            return method(*args, **kwargs)
+        return call
+
+
+def test_the_writer_retries_until_the_store_answers_and_logs_each_epoch_once(store):
+    uri, client, experiment = store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search"}).info.run_id
+    flaky = Flaky(client, failures=3)
+    writer = tracking.RunWriter(uri, experiment, "exp", parent, {"extra": "1"}, threads=1,
+                                make_client=lambda _uri: flaky)
+    writer.start("t1", CONFIG)
+    for epoch in (1, 2, 2):  # epoch 2 re-reported, as after a restore
+        writer.metrics("t1", epoch, {"accuracy": 0.5 + epoch / 10, "epoch": epoch, "training_iteration": epoch})
+    writer.end("t1", "finished", "FINISHED")
+    assert writer.close(timeout=60)
+    assert flaky.calls > 3 and not writer.errors
+    runs = tracking.trial_runs(uri, "exp")
+    assert len(runs) == 1 and runs[0].status == "finished" and runs[0].config["lam"] == -1.0
+    history = client.get_metric_history(runs[0].run_id, "accuracy")
+    assert sorted((m.step, m.value) for m in history) == [(1, 0.6), (2, 0.7)]
+    assert client.get_run(runs[0].run_id).info.status == "FINISHED"
+    assert len(writer.latencies_ms) == 5
+
+
+def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(store):
+    uri, client, experiment = store
+    first = tracking.RunWriter(uri, experiment, "exp", "p", {})
+    first.start("t1", CONFIG)
+    first.metrics("t1", 1, {"accuracy": 0.6})
+    assert first.close(timeout=30)
+    second = tracking.RunWriter(uri, experiment, "exp", "p", {})
+    second.start("t1", CONFIG)
+    second.metrics("t1", 1, {"accuracy": 0.99})  # already logged: skipped
+    second.metrics("t1", 2, {"accuracy": 0.7})
+    second.end("t1", "finished", "FINISHED")
+    assert second.close(timeout=30)
+    runs = tracking.trial_runs(uri, "exp")
+    assert len(runs) == 1
+    assert sorted((m.step, m.value) for m in client.get_metric_history(runs[0].run_id, "accuracy")) == \
+        [(1, 0.6), (2, 0.7)]
+
+
+def test_simulated_runs_are_refused_by_tables_of_real_runs_and_the_reverse(store):
+    uri, client, experiment = store
+    client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SIMULATED: "true",
+                                        tracking.TAG_TRIAL_ID: "t1"})
+    with pytest.raises(ConfigError, match="simulated runs"):
+        tracking.trial_runs(uri, "exp")
+    from istar_tune.tables import build_table
+
+    with pytest.raises(ConfigError, match="--simulated"):
+        build_table(uri, "exp", "best")
+    real = tracking.client(uri).create_experiment("real")
+    tracking.client(uri).create_run(real, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: "t2"})
+    with pytest.raises(ConfigError, match="real runs"):
+        tracking.trial_runs(uri, "real", simulated=True)
+
+
+def test_reading_runs_back_loads_neither_ray_nor_torch():
+    code = ("import sys, istar_tune.tables, istar_tune.tracking, istar_tune.config; "
+            "print('ray' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
