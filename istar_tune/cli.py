@@ -188,6 +188,22 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    import time
+
+    from istar_tune.status import search_status
+    from istar_tune.tables import markdown
+
+    while True:
+        table, headline = search_status(_tracking_uri(args), args.experiment)
+        print(headline)
+        print(markdown(table), end="", flush=True)
+        if not args.watch:
+            return 0
+        time.sleep(args.watch)
+        print()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from istar_tune.demo import run_demo
 
@@ -293,6 +309,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     "runs)")
     table.set_defaults(handler=cmd_table)
 
+    status = commands.add_parser("status", help="how a search stands, per group, from MLflow alone",
+                                 description="Trials running, pending, finished, stopped early, failed and "
+                                             "interrupted per model × task × method, and the best so far.")
+    _add_store_flags(status)
+    status.add_argument("--watch", type=float, default=0, metavar="SECONDS",
+                        help="refresh every SECONDS until interrupted (default: print once)")
+    status.set_defaults(handler=cmd_status)
+
     demo = commands.add_parser("demo", help="Base against I-STAR on real SST-2 with MiniLM, end to end",
                                description="Run search_spaces/demo.yaml on a local Ray instance, tracked in MLflow "
                                            "under --storage-path, and print the results. Re-running reuses finished "
@@ -337,7 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", required=True, metavar="NAME", help="the search name (MLflow experiment)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///STORAGE/mlflow.db)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
+                                               "sqlite:///STORAGE/mlflow.db)")
     parser.add_argument("--storage-path", default="istar-runs", help="the search's storage path, for the default "
                                                                      "tracking URI (default: %(default)s)")
 

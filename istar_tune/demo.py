@@ -20,11 +20,11 @@ from istar_tune.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.errors import DataError
 from istar_tune.methods import label, uses_lambda
 from istar_tune.search import results_exist, run_search
-from istar_tune.search_space import load_search_space
+from istar_tune.search_space import load_search_space, resolve_space
 from istar_tune.tables import build_table, lambda_groups, markdown
 from istar_tune.tracking import trial_runs
 
-DEMO_SPACE = Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml"
+DEMO_SPACE = "demo"  # the shipped search_spaces/demo.yaml
 SMOKE_SETTINGS = {"max_train_samples": 128, "max_eval_samples": 128, "max_length": 32, "shrinkage_tokens": 5000}
 
 
@@ -61,7 +61,7 @@ def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
 def run_demo(data_dir: str | None = None, storage_path: str = "istar-runs", smoke: bool = False,
              space_file: str | Path | None = None, address: str | None = None,
              write: Callable[[str], None] | None = None) -> DemoReport:
-    space_file = Path(space_file or DEMO_SPACE)
+    space_file = resolve_space(space_file or DEMO_SPACE)
     if not space_file.is_file():
         raise DataError(f"{space_file} not found: run the demo from a clone of istar-tune, or give --space")
     if resolve_data_dir(data_dir) is None and not hub_reachable():

@@ -351,6 +351,8 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
     if simulated:
         tags[tracking.TAG_SIMULATED] = "true"
     parent = tracking.parent_run(mlflow, experiment_id, name, tags)
+    mlflow.set_tag(parent, tracking.TAG_PLAN, tracking.encode_plan(
+        {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}": p.trials for p in planned}))
 
     total = sum(p.trials for p in planned)
     # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver

@@ -180,9 +180,35 @@ _SCHEDULER_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("sc
 _RESOURCE_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("resources.")}
 
 
+def shipped_spaces() -> dict[str, Path]:
+    """The search spaces installed with the package (``search_spaces/`` of the repository), by name."""
+    from importlib import resources
+
+    try:
+        folder = resources.files("istar_tune.search_spaces")
+    except ModuleNotFoundError:
+        return {}
+    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if str(entry).endswith(".yaml")}
+
+
+def resolve_space(name_or_path: str | Path) -> Path:
+    """A search-space file: an existing path, else a shipped space by name (``paper_istar``, ``paper-istar`` or
+    ``paper_istar.yaml``)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    key = Path(str(name_or_path)).stem.replace("-", "_")
+    shipped = shipped_spaces()
+    if not path.parent.parts and key in shipped:
+        return shipped[key]
+    raise ConfigError(f"search space {str(name_or_path)!r} does not exist: give a YAML file or the name of a shipped "
+                      f"space ({', '.join(sorted(shipped)) or 'none installed'})")
+
+
 def load_search_space(path: str | Path) -> SearchSpace:
-    """Read and validate a search-space YAML; raises one :class:`ConfigError` listing every problem."""
-    path = Path(path)
+    """Read and validate a search-space YAML (a path, or a shipped space's name); raises one :class:`ConfigError`
+    listing every problem."""
+    path = resolve_space(path)
     raw = load_yaml(path)
     problems: list[str] = []
 

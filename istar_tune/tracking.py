@@ -33,6 +33,7 @@ TAG_NODE = "istar_tune.node_id"  # the Ray node that ran the trial (its last att
 TAG_PARENT = "mlflow.parentRunId"
 TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
 TAG_RESTORED_FROM = "istar_tune.restored_from"
+TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
 MAX_TAG_CHARS = 7000
 PAGE_SIZE = 5000
 
@@ -64,6 +65,14 @@ def prepare_store(tracking_uri: str) -> None:
             client(tracking_uri).search_experiments(max_results=1)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def encode_plan(plan: dict[str, int]) -> str:
+    """Trials planned per group as a tag value (the total alone when the groups would not fit in a tag)."""
+    import json
+
+    text = json.dumps(plan, separators=(",", ":"))
+    return text if len(text) <= MAX_TAG_CHARS else json.dumps({"*": sum(plan.values())})
 
 
 def git_commit() -> str:

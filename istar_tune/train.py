@@ -102,10 +102,10 @@ def resolve_device(setting: str) -> torch.device:
 
 
 def resolve_precision(setting: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype (``None`` = full float32)."""
-    if device.type != "cuda" or setting == "fp32":
-        if setting in ("fp16", "bf16") and device.type != "cuda":
-            log.warning("precision %s needs CUDA; training in float32 on %s", setting, device)
+    """The autocast dtype (``None`` = full float32). ``auto`` is bf16 on CUDA when supported, else fp16 (with a
+    gradient scaler), and float32 on CPU; ``fp16`` and ``bf16`` are honoured on CPU too (slow there, but the same
+    code path, so tests run it)."""
+    if setting == "fp32" or (setting == "auto" and device.type != "cuda"):
         return None
     if setting == "fp16":
         return torch.float16

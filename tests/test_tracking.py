@@ -120,3 +120,23 @@ def test_reading_runs_back_loads_neither_ray_nor_torch():
             "print('ray' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_status_counts_each_groups_trials_and_its_best_so_far(store, capsys):
+    from istar_tune.cli import main
+
+    uri, client, experiment = store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search",
+                                                 tracking.TAG_PLAN: tracking.encode_plan({"m/rte/base": 4})})
+    writer = tracking.RunWriter(uri, experiment, "exp", parent.info.run_id, {})
+    config = {**CONFIG, "model": "m", "method": "base"}
+    for trial_id, status, value in (("a", "finished", 0.7), ("b", "failed", 0.9), ("c", None, 0.8)):
+        writer.start(trial_id, config)
+        writer.metrics(trial_id, 1, {"accuracy": value})
+        if status:
+            writer.end(trial_id, status, "FINISHED" if status == "finished" else "FAILED")
+    assert writer.close(timeout=60)
+    assert main(["status", "--experiment", "exp", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 4 trials ended, 1 running" in out
+    assert "| m/rte/base | 1 | 1 | 1 | 0 | 1 | 0 | accuracy | 0.8 |" in out

@@ -1,0 +1,166 @@
+"""Every input error reachable from the command line: exit code 2, one line naming the problem, nothing created.
+
+None of these starts Ray or trains: they are refused before (the preflight runs before the cluster is joined).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import GLUE_TINY
+
+from istar_tune.cli import main
+
+SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
+
+TRAIN = ["train", "--model", "tiny-bert", "--task", "rte", "--max-train-samples", "8", "--max-eval-samples", "8",
+         "--max-length", "32", "--no-progress"]
+SPACE = """\
+name: bad
+models: [tiny-bert]
+tasks: [rte]
+methods: [base]
+hyperparameters:
+  learning_rate: {grid: [1.0e-3]}
+  epochs: 1
+settings: {max_length: 32, data_dir: DATA}
+"""
+
+
+def _data(tmp: Path, break_rte=None) -> Path:
+    """A copy of glue-tiny's RTE, optionally broken by ``break_rte(train_file)``."""
+    root = tmp / "data"
+    shutil.copytree(GLUE_TINY / "RTE", root / "RTE")
+    if break_rte:
+        break_rte(root / "RTE" / "train.tsv")
+    return root
+
+
+def _space(tmp: Path, text: str = SPACE, data: Path | None = None) -> str:
+    path = tmp / "space.yaml"
+    path.write_text(text.replace("DATA", str(data or GLUE_TINY)))
+    return str(path)
+
+
+def _columns(path: Path) -> None:
+    path.write_text(path.read_text() + "1\tonly two columns\n")
+
+
+def _latin1(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + "99\tcaf\xe9\tbar\tentailment\n".encode("latin-1"))
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(bytes(range(256)) * 40)
+
+
+def _no_task(tmp: Path) -> Path:
+    (tmp / "empty").mkdir()
+    return tmp / "empty"
+
+
+CASES = {
+    # istar-tune train
+    "train: unknown task": (lambda t: [*TRAIN, "--task", "nope"], "unknown"),
+    "train: model path missing": (lambda t: [*TRAIN, "--model", str(t / "no-model")], "does not exist"),
+    "train: lam not a number": (lambda t: [*TRAIN, "--lam", "abc"], "lam"),
+    "train: zeta outside [0, 1]": (lambda t: [*TRAIN, "--zeta", "1.5"], "zeta"),
+    "train: data dir missing": (lambda t: [*TRAIN, "--data-dir", str(t / "nowhere")], "does not exist"),
+    "train: data dir without the task": (lambda t: [*TRAIN, "--data-dir", str(_no_task(t))], "not found"),
+    "train: wrong column count": (lambda t: [*TRAIN, "--data-dir", str(_data(t, _columns))], "columns"),
+    "train: not UTF-8": (lambda t: [*TRAIN, "--data-dir", str(_data(t, _latin1))], "not UTF-8"),
+    "train: binary garbage": (lambda t: [*TRAIN, "--data-dir", str(_data(t, _garbage))], "train.tsv"),
+    "train: config file missing": (lambda t: [*TRAIN, "--config", str(t / "none.yaml")], "does not exist"),
+    "train: config not a mapping": (lambda t: [*TRAIN, "--config", _write(t, "c.yaml", "- 1\n- 2\n")], "mapping"),
+    "train: config not YAML": (lambda t: [*TRAIN, "--config", _write(t, "c.yaml", "a: [1, 2\n")], "not valid YAML"),
+    "train: config unknown key": (lambda t: [*TRAIN, "--config", _write(t, "c.yaml", "colour: red\n")], "colour"),
+    "train: negative batch size": (lambda t: [*TRAIN, "--batch-size", "-4"], "batch_size"),
+    "train: zero epochs": (lambda t: [*TRAIN, "--epochs", "0"], "epochs"),
+    "train: unknown precision": (lambda t: [*TRAIN, "--precision", "fp8"], "precision"),
+    "train: max length past the model": (lambda t: [*TRAIN, "--max-length", "100000", "--data-dir",
+                                                     str(GLUE_TINY)], "positions"),
+    "train: isolayer on SQuAD": (lambda t: [*TRAIN, "--task", "squad", "--method", "isolayer"], "extractive QA"),
+    "train: layer 0": (lambda t: [*TRAIN, "--layer", "0"], "1-based"),
+    "train: unknown checkpoint mode": (lambda t: [*TRAIN, "--checkpoint", "everything"], "checkpoint"),
+    "train: warm-up ratio 1.5": (lambda t: [*TRAIN, "--warmup-ratio", "1.5"], "warmup_ratio"),
+    "train: unknown method": (lambda t: [*TRAIN, "--method", "whiten"], "unknown"),
+    # istar-tune search (all refused before Ray starts)
+    "search: space missing": (lambda t: ["search", str(t / "none.yaml")], "does not exist"),
+    "search: unknown key": (lambda t: ["search", _space(t, SPACE + "colour: red\n")], "colour"),
+    "search: unknown task": (lambda t: ["search", _space(t, SPACE.replace("[rte]", "[nope]"))], "nope"),
+    "search: unknown method": (lambda t: ["search", _space(t, SPACE.replace("[base]", "[whiten]"))], "whiten"),
+    "search: grid of mixed kinds": (lambda t: ["search", _space(t, SPACE.replace(
+        "epochs: 1", "batch_size: {grid: [16, '8', 8.0]}\n  epochs: 1"))], "mixes"),
+    "search: grid with a repeat": (lambda t: ["search", _space(t, SPACE.replace(
+        "epochs: 1", "batch_size: {grid: [8, 8.0]}\n  epochs: 1"))], "repeats"),
+    "search: loguniform reversed": (lambda t: ["search", _space(t, SPACE.replace(
+        "{grid: [1.0e-3]}", "{loguniform: [1e-3, 1e-5]}"))], "low < high"),
+    "search: two GPUs per trial": (lambda t: ["search", _space(t, SPACE + "resources: {gpu: 2}\n")], "one GPU"),
+    "search: --tasks unknown": (lambda t: ["search", _space(t), "--tasks", "nope"], "nope"),
+    "search: --methods unknown": (lambda t: ["search", _space(t), "--methods", "whiten"], "whiten"),
+    "search: name with ..": (lambda t: ["search", _space(t), "--name", "../x"], "not usable"),
+    "search: absolute name": (lambda t: ["search", _space(t), "--name", str(t / "x")], "not usable"),
+    "search: unknown URI scheme": (lambda t: ["search", _space(t), "--tracking-uri", "foo://bar"], "unknown scheme"),
+    "search: server not answering": (lambda t: ["search", _space(t), "--tracking-uri", "http://127.0.0.1:9"],
+                                     "does not answer"),
+    "search: storage path is a file": (lambda t: ["search", _space(t), "--storage-path", _write(t, "f", "x")],
+                                       "is a file"),
+    "search: resume of nothing": (lambda t: ["search", _space(t), "--resume", "--storage-path", str(t / "runs")],
+                                  "nothing to resume|no results"),
+    "search: data without the task": (lambda t: ["search", _space(t, data=_no_task(t))], "not found"),
+    "search: not UTF-8": (lambda t: ["search", _space(t, data=_data(t, _latin1))], "not UTF-8"),
+    "search: wrong column count": (lambda t: ["search", _space(t, data=_data(t, _columns))], "columns"),
+    "search: max length past the model": (lambda t: ["search", _space(t, SPACE.replace("max_length: 32",
+                                                                                       "max_length: 100000"))],
+                                          "positions"),
+    "search: model path missing": (lambda t: ["search", _space(t), "--models", str(t / "no-model")],
+                                   "does not exist"),
+    # istar-tune table / plots / analyze
+    "table: no store": (lambda t: ["table", "--experiment", "x", "--storage-path", str(t / "runs")], "no MLflow store"),
+    "table: unknown kind": (lambda t: ["table", "--experiment", "x", "--kind", "worst", "--storage-path",
+                                       str(t / "runs")], "worst|no MLflow store"),
+    "table: unknown URI scheme": (lambda t: ["table", "--experiment", "x", "--tracking-uri", "foo://bar"],
+                                  "unknown scheme"),
+    "table: server not answering": (lambda t: ["table", "--experiment", "x", "--tracking-uri",
+                                               "http://127.0.0.1:9"], "cannot reach"),
+    "plots: no store": (lambda t: ["plots", "--experiment", "x", "--storage-path", str(t / "runs")],
+                        "no MLflow store"),
+    "analyze: checkpoint missing": (lambda t: ["analyze", str(t / "no-checkpoint")], "no-checkpoint"),
+}
+
+
+def _write(tmp: Path, name: str, text: str) -> str:
+    (tmp / name).write_text(text)
+    return str(tmp / name)
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_exits_2_with_one_line_and_creates_nothing(case, tmp_path, monkeypatch, capsys):
+    import re
+
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    make_argv, expected = CASES[case]
+    argv = make_argv(tmp_path)
+    before = _tree(tmp_path)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, (out, err)
+    assert len(lines) == 1 and lines[0].startswith("istar-tune: error: "), err
+    assert re.search(expected, lines[0]), lines[0]
+    assert _tree(tmp_path) == before  # no results folder, no store, no output
+
+
+def test_the_table_has_at_least_forty_cases():
+    assert len(CASES) >= 40

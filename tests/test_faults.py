@@ -1,0 +1,125 @@
+"""Safe and honest under faults, as a user meets them from the command line (simulated trials: no training)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+SPACE = """\
+name: faults
+models: [bert]
+tasks: [rte]
+methods: [base]
+hyperparameters:
+  batch_size: 32
+  epochs: 3
+  learning_rate: {grid: [1.0e-5, 2.0e-5, 3.0e-5, 4.0e-5, 5.0e-5, 6.0e-5]}
+concurrency: 2
+resources: {cpu: 1}
+settings: {checkpoint: resume}
+"""
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+                                                              "MLFLOW_TRACKING_URI", "GLUE_DIR")}
+    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+
+
+def _search(tmp_path: Path, *flags: str, space: str = SPACE) -> list[str]:
+    path = tmp_path / "space.yaml"
+    path.write_text(space)
+    return [str(BIN / "istar-tune"), "search", str(path), "--storage-path", str(tmp_path / "runs"), "--simulate",
+            "--time-factor", "0.05", *flags]
+
+
+def _tree_pids(root: int) -> set[int]:
+    import psutil
+
+    try:
+        parent = psutil.Process(root)
+    except psutil.NoSuchProcess:
+        return set()
+    return {root, *(p.pid for p in parent.children(recursive=True))}
+
+
+def test_a_local_search_listens_on_loopback_only(tmp_path):
+    import psutil
+
+    driver = subprocess.Popen(_search(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=_env(), start_new_session=True)
+    listening = set()
+    try:
+        for line in driver.stdout:
+            if " done " in line:  # trials are running: every Ray process is up
+                pids = _tree_pids(driver.pid)
+                for connection in psutil.net_connections(kind="inet"):
+                    if connection.status == psutil.CONN_LISTEN and connection.pid in pids:
+                        listening.add(connection.laddr.ip)
+                break
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    assert listening, "no listening socket found"
+    assert listening <= {"127.0.0.1", "::1"}, listening
+
+
+def test_ctrl_c_stops_honestly_and_resume_finishes_a_search_named_with_a_quote(tmp_path):
+    name = "it's"
+    command = _search(tmp_path, "--name", name)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                              start_new_session=True)
+    output = []
+    for line in driver.stdout:
+        output.append(line)
+        if line.startswith("[2/6]"):
+            driver.send_signal(signal.SIGINT)
+            break
+    rest, _ = driver.communicate(timeout=180)
+    output.append(rest)
+    text = "".join(output)
+    assert driver.returncode == 130, text[-3000:]
+    assert "INTERRUPTED" in text and "continue with --resume" in text
+
+    uri = tracking.default_tracking_uri(tmp_path / "runs")
+    client = tracking.client(uri)
+    experiment = client.get_experiment_by_name(name).experiment_id
+    runs = tracking.find_runs(client, experiment)
+    assert runs and all(r.info.status != "RUNNING" for r in runs)
+    parent = [r for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "search"]
+    assert len(parent) == 1 and parent[0].info.status == "KILLED"
+    trials = [r for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "trial"]
+    finished = [r for r in trials if r.data.tags[tracking.TAG_STATUS] == "finished"]
+    assert all(int(r.data.metrics["epoch"]) == 3 for r in finished)  # nothing counted finished that did not
+    assert all(r.data.tags[tracking.TAG_STATUS] in ("finished", "interrupted") for r in trials)
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(), timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "6 trials, 6 finished" in resumed.stdout
+    trials = tracking.trial_runs(uri, name, simulated=True)
+    assert len(trials) == 6 and len({t.trial_id for t in trials}) == 6  # one run per trial across both drivers
+    assert all(t.status == "finished" for t in trials)
+    for trial in trials:
+        steps = sorted(m.step for m in client.get_metric_history(trial.run_id, "accuracy"))
+        assert steps == [1, 2, 3]
+
+
+def test_a_trial_no_node_can_hold_is_refused_within_seconds(tmp_path):
+    began = time.monotonic()
+    done = subprocess.run(_search(tmp_path, space=SPACE.replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 1}")),
+                          capture_output=True, text=True, env=_env(), timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "asks for 1 GPU(s)" in done.stderr and "the cluster has 0 GPU(s)" in done.stderr
+    assert time.monotonic() - began < 60
+    assert not (tmp_path / "runs").exists()  # nothing created
