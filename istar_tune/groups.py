@@ -79,6 +79,10 @@ class GroupPlan:
     """Modelled seconds of one of its Optuna trials (grid configurations are estimated one by one)."""
     live: int = 0
     searcher: Any = None
+    study: str = ""
+    """Optuna: the study's name in ``GroupSearcher.storage``."""
+    points: list[dict] = field(default_factory=list)
+    """Optuna: configurations to try first."""
 
     def next_place(self) -> int:
         return self.order[-1]
@@ -113,12 +117,13 @@ class GroupSearcher(Searcher):
     Optuna study per Optuna group (seeded with ``seed``)."""
 
     def __init__(self, plans: list[GroupPlan], concurrency: int | None = None, seed: int | None = None,
-                 metric: str = "objective", mode: str = "max"):
+                 metric: str = "objective", mode: str = "max", storage: str | None = None):
         super().__init__(metric=metric, mode=mode)
         hand_out_order(plans)
         self.plans = plans
         self.concurrency = concurrency
         self.seed = seed
+        self.storage = storage
         self.owner: dict[str, int] = {}
         self.suggested = 0
 
@@ -129,8 +134,15 @@ class GroupSearcher(Searcher):
         if plan.searcher is None:
             from ray.tune.search.optuna import OptunaSearch
 
+            storage = None
+            if self.storage:
+                import optuna
+
+                storage = optuna.storages.RDBStorage(self.storage)
+            points = [{k: v for k, v in p.items() if k in plan.optuna_space} for p in plan.points]
             plan.searcher = OptunaSearch(space=plan.optuna_space, metric=self.metric, mode=self.mode,
-                                         seed=self.seed)
+                                         seed=self.seed, storage=storage, study_name=plan.study or None,
+                                         points_to_evaluate=[p for p in points if p] or None)
         return plan.searcher
 
     def suggest(self, trial_id: str):

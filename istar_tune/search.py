@@ -178,7 +178,7 @@ def _base_config(planned: PlannedGroup) -> dict[str, Any]:
             **planned.param_space}
 
 
-def group_plans(space: SearchSpace, planned: list[PlannedGroup]):
+def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
     an Optuna budget and space for Optuna groups."""
     from istar_tune.groups import GroupPlan, grid_configs
@@ -195,8 +195,14 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup]):
         constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
         sampled = {k: _tune_domain(d) for k, d in domains.items() if d.kind != "constant"}
         typical = {**base, **constants, **{k: d.values[0] for k, d in domains.items() if d.kind == "choice"}}
+        for point in space.points_to_evaluate:
+            missing = sorted(set(sampled) - set(point))
+            if missing:
+                raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
+                                  f"sampled in group {key}: give every sampled hyperparameter")
         plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
-                               estimate=trial_seconds(typical)))
+                               estimate=trial_seconds(typical), study=f"{name or space.name}:{key}",
+                               points=[dict(p) for p in space.points_to_evaluate]))
     return plans
 
 
@@ -385,8 +391,8 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
                                        resume_errored=False)
             _replace_callbacks(tuner, callbacks)
         else:
-            searcher = GroupSearcher(group_plans(space, planned), concurrency=space.concurrency, seed=space.seed,
-                                     metric=OBJECTIVE)
+            searcher = GroupSearcher(group_plans(space, planned, name), concurrency=space.concurrency,
+                                     seed=space.seed, metric=OBJECTIVE, storage=_optuna_storage(space, storage))
             scheduler = None
             if space.scheduler == "asha" and space.stage != "seeds":
                 horizons = {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}":
@@ -421,6 +427,19 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
                             mlflow_latencies_ms=list(logger.writer.latencies_ms),
                             mlflow_errors=list(logger.writer.errors))
     return summary
+
+
+def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
+    """Where an Optuna search keeps its studies: ``search.storage``, else a sqlite file beside the results (a
+    remote storage path without ``search.storage`` keeps them in the driver's memory)."""
+    if space.algorithm != "optuna":
+        return None
+    if space.optuna_storage:
+        return space.optuna_storage
+    if "://" in storage:
+        log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
+        return None
+    return f"sqlite:///{Path(storage) / 'optuna.db'}"
 
 
 def _slots(cluster: dict[str, float], space: SearchSpace) -> int:

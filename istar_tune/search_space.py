@@ -89,6 +89,10 @@ class SearchSpace:
     """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per group."""
     seed: int | None = None
     """Seed of the searcher's sampling."""
+    optuna_storage: str | None = None
+    """Optuna: the RDB URL of the studies (None: ``sqlite:///<storage-path>/optuna.db`` for a local storage path)."""
+    points_to_evaluate: tuple[dict, ...] = ()
+    """Optuna: configurations every group tries first (warm start)."""
     scheduler: str = "none"
     grace_period: int = 1
     reduction_factor: float = 3.0
@@ -157,6 +161,10 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
     "search.algorithm": ("grid", "`grid` (every combination) or `optuna` (TPE; ranges and choices, no grids)."),
     "search.num_samples": ("1", "grid: repeats of the grid; optuna: trials per model × task × method."),
     "search.seed": ("none", "Seed of the searcher's sampling."),
+    "search.storage": ("optuna.db beside the results", "Optuna: RDB URL where each group's study lives (so `--resume` "
+                                                       "continues it and `optuna-dashboard URL` shows it)."),
+    "search.points_to_evaluate": ("[]", "Optuna: configurations each group tries first, e.g. "
+                                        "`[{learning_rate: 3e-5, batch_size: 16}]`."),
     "scheduler.type": ("none", "`none`, or `asha`: stop weak trials early on the task metric per epoch."),
     "scheduler.grace_period": ("1", "ASHA: epochs every trial runs before it can be stopped."),
     "scheduler.reduction_factor": ("3", "ASHA: the share of trials kept at each rung is 1/reduction_factor."),
@@ -256,6 +264,21 @@ def load_search_space(path: str | Path) -> SearchSpace:
     seed = search.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         problem("search.seed", f"must be an integer, got {seed!r}")
+    optuna_storage = search.get("storage")
+    if optuna_storage is not None and (not isinstance(optuna_storage, str) or "://" not in optuna_storage):
+        problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {optuna_storage!r}")
+    points = search.get("points_to_evaluate") or []
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        problem("search.points_to_evaluate", f"must be a list of mappings of hyperparameters, got {points!r}")
+        points = []
+    for point in points:
+        for key, value in point.items():
+            if key not in SEARCHED_KEYS:
+                problem("search.points_to_evaluate", f"unknown hyperparameter {key!r}")
+            else:
+                _check_value(key, value, "search.points_to_evaluate", problem)
+    if points and algorithm != "optuna":
+        problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
 
     hyperparameters = _domains(raw.get("hyperparameters", {}), "hyperparameters", algorithm, problem)
     method_hyperparameters: dict[str, dict[str, Domain]] = {}
@@ -320,7 +343,8 @@ def load_search_space(path: str | Path) -> SearchSpace:
     return SearchSpace(
         path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
-        algorithm=algorithm, num_samples=num_samples, seed=seed, scheduler=scheduler_type,
+        algorithm=algorithm, num_samples=num_samples, seed=seed, optuna_storage=optuna_storage,
+        points_to_evaluate=tuple(points), scheduler=scheduler_type,
         grace_period=grace_period, reduction_factor=float(reduction_factor), cpu=float(cpu), gpu=float(gpu),
         concurrency=concurrency, max_failures=max_failures, checkpoints_to_keep=checkpoints_to_keep,
         settings=dict(settings), stage=stage, seeds=seeds, best_of=best_of)

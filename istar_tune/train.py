@@ -187,20 +187,38 @@ def quiet_libraries(quiet: bool) -> None:
 # ------------------------------------------------------------------------------------- the pieces of an epoch
 
 
+def shrinkage_order(size: int, seed: int, draw: int) -> list[int]:
+    """The order in which the Σ_S pass ``draw`` reads the training set: a seeded random permutation, a fresh one
+    per draw (draw 0 before training, draw k after epoch k), the same for the same seed."""
+    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(draw))
+    return torch.randperm(size, generator=generator).tolist()
+
+
 @torch.no_grad()
-def estimate_shrinkage(run: _Run) -> torch.Tensor:
-    """Σ_S: covariance of up to ``shrinkage_tokens`` all-layer training tokens (eval mode, no gradient)."""
+def estimate_shrinkage(run: _Run, draw: int = 0) -> torch.Tensor:
+    """Σ_S: covariance of up to ``shrinkage_tokens`` training tokens drawn in a seeded random order of the whole
+    training set (:func:`shrinkage_order`), from the points the penalty sees (all layers, or ``layer``; padding
+    as ``include_padding``); eval mode, no gradient."""
     run.model.eval()
     estimator = StreamingCovariance(hidden_size(run.model), budget=run.settings.shrinkage_tokens)
-    for batch in run.loader(run.data.train, run.settings.eval_batch_size):
+    order = shrinkage_order(len(run.data.train), run.hparams.seed, draw)
+    loader = torch.utils.data.DataLoader(run.data.train, batch_size=run.settings.eval_batch_size, sampler=order,
+                                         collate_fn=run.collate)
+    for batch in loader:
         batch = run.to_device(batch)
         with run.autocast():
             outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
-        points, mask = layer_points(outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
+        points, mask = _cloud(run, outputs.hidden_states, batch["attention_mask"])
         estimator.update(points, mask)
         if estimator.full:
             break
     return estimator.covariance(torch.float32)
+
+
+def _cloud(run: _Run, hidden_states, attention_mask) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The token points I-STAR regularises (all layers or ``layer``; padding masked unless ``include_padding``):
+    the same selection for Σ_S, the penalty and the eval IsoScore*."""
+    return layer_points(hidden_states, attention_mask, run.hparams.layer, run.hparams.include_padding)
 
 
 def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -287,7 +305,7 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
         batch = run.to_device(batch)
         with run.autocast():
             outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
-        points, mask = layer_points(outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
+        points, mask = _cloud(run, outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
         cloud.update(points, mask)
         keys = ("start_logits", "end_logits") if run.task.problem_type == EXTRACTIVE_QA else ("logits",)
         for key in keys:
@@ -431,18 +449,21 @@ def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from,
         result.best_epoch = best[0]
         log.info("resuming after epoch %d of %d", start, epochs)
     params = [p for _, p in named if p.requires_grad]
+    # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here. After each epoch one
+    # new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's training.
+    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < epochs else None
     for epoch in range(start + 1, epochs + 1):
         began = time.perf_counter()
-        shrinkage_cov = estimate_shrinkage(run).to(run.device)
-        shrinkage_time = time.perf_counter() - began
         losses = train_epoch(run, _loss_fn(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
                              f"epoch {epoch}/{epochs}")
         trained = time.perf_counter()
+        shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device)
+        estimated = time.perf_counter()
         metrics = evaluate(run, shrinkage_cov)
         ended = time.perf_counter()
         record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
-                  "shrinkage_time_s": shrinkage_time, "train_time_s": trained - began - shrinkage_time,
-                  "eval_time_s": ended - trained, "epoch_time_s": ended - began}
+                  "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
+                  "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
         result.epochs.append(record)
         if record[run.task.metric] > best[1]:
             best = (epoch, record[run.task.metric])

@@ -85,3 +85,25 @@ def test_the_scheduler_stops_trials_only_against_their_own_group():
     # group b's first trial is weak compared to group a, but alone in its group: it goes on
     assert scheduler.on_trial_result(None, trials[2], {"training_iteration": 1, "objective": 0.05}) == "CONTINUE"
     assert set(scheduler.schedulers) == {"m/a/istar", "m/b/istar"}
+
+
+def test_optuna_studies_live_in_a_database_and_start_from_the_given_points(tmp_path):
+    import optuna
+
+    text = (SPACES / "optuna_asha.yaml").read_text().replace(
+        "search: {algorithm: optuna, num_samples: 40, seed: 0}",
+        "search:\n  algorithm: optuna\n  num_samples: 4\n  seed: 0\n"
+        "  points_to_evaluate: [{learning_rate: 2.0e-5, batch_size: 16, epochs: 4, lam: -3, zeta: 0.5}]")
+    (tmp_path / "space.yaml").write_text(text)
+    space = load_search_space(tmp_path / "space.yaml").narrow(models=["bert"], tasks=["rte"], methods=["istar"])
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    searcher = GroupSearcher(group_plans(space, plan(space), "s"), seed=0, storage=storage)
+    first = searcher.suggest("t0")
+    assert (first["learning_rate"], first["batch_size"], first["epochs"], first["lam"], first["zeta"]) == \
+        (2e-5, 16, 4, -3, 0.5)
+    searcher.on_trial_complete("t0", {"objective": 0.7, "training_iteration": 3})
+    second = searcher.suggest("t1")
+    searcher.on_trial_complete("t1", {"objective": 0.6, "training_iteration": 3})
+    assert second != first
+    study = optuna.load_study(study_name="s:bert/rte/istar", storage=storage)  # what optuna-dashboard shows
+    assert [t.value for t in study.trials] == [0.7, 0.6]

@@ -140,3 +140,26 @@ def test_status_counts_each_groups_trials_and_its_best_so_far(store, capsys):
     out = capsys.readouterr().out
     assert "2 of 4 trials ended, 1 running" in out
     assert "| m/rte/base | 1 | 1 | 1 | 0 | 1 | 0 | accuracy | 0.8 |" in out
+
+
+def test_searches_starting_together_create_a_new_sqlite_store_once(tmp_path):
+    import threading
+
+    uri = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}"
+    errors = []
+
+    def start():
+        try:
+            tracking.prepare_store(uri)
+            client = tracking.client(uri)
+            tracking.ensure_experiment(client, f"e{threading.get_ident()}", str(tmp_path / "artifacts"))
+        except Exception as err:  # noqa: BLE001 - collected for the assertion
+            errors.append(err)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(tracking.client(uri).search_experiments()) == 4  # Default + one per search

@@ -125,3 +125,62 @@ def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(precision, gl
     assert math.isfinite(result.final["train_loss"]) and math.isfinite(result.final["accuracy"])
     assert seen and set(seen) == {torch.float32}
     assert scaled and all(scaled) == (precision == "fp16")  # the scaler is on for fp16 only
+
+
+def test_sigma_s_draws_a_fresh_seeded_random_sample_of_the_whole_training_set_each_time():
+    from istar_tune.train import shrinkage_order
+
+    first, second = shrinkage_order(1000, seed=42, draw=0), shrinkage_order(1000, seed=42, draw=1)
+    assert sorted(first) == list(range(1000)) and first != second
+    assert shrinkage_order(1000, seed=42, draw=1) == second  # the same seed draws the same sample
+    assert max(first[:100]) > 500 and min(first[:100]) < 500  # a budget's worth spans the whole file
+
+
+def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(glue_tiny, monkeypatch):
+    import istar_tune.train as train_module
+
+    events = []
+    estimate, epoch_fn, evaluate = (train_module.estimate_shrinkage, train_module.train_epoch,
+                                    train_module.evaluate)
+
+    def spy_estimate(run, draw=0):
+        cov = estimate(run, draw)
+        events.append(("sigma", draw, cov))
+        return cov
+
+    def spy_epoch(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc):
+        events.append(("train", epoch, None))
+        return epoch_fn(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc)
+
+    def spy_evaluate(run, cov):
+        events.append(("eval", None, cov))
+        return evaluate(run, cov)
+
+    monkeypatch.setattr(train_module, "estimate_shrinkage", spy_estimate)
+    monkeypatch.setattr(train_module, "train_epoch", spy_epoch)
+    monkeypatch.setattr(train_module, "evaluate", spy_evaluate)
+    train(_hparams(task="rte", epochs=2), _settings(glue_tiny, max_train_samples=32, max_eval_samples=16))
+    assert [(kind, step) for kind, step, _ in events] == [("sigma", 0), ("train", 1), ("sigma", 1), ("eval", None),
+                                                          ("train", 2), ("sigma", 2), ("eval", None)]
+    import torch
+
+    for at in (3, 6):  # each eval gets the Σ_S estimated right after its epoch's updates
+        assert torch.equal(events[at][2].cpu(), events[at - 1][2].cpu())
+    assert not torch.equal(events[0][2].cpu(), events[2][2].cpu())
+
+
+def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(glue_tiny):
+    import torch
+
+    from istar_tune.train import _model_inputs, estimate_shrinkage, prepare
+
+    run = prepare(_hparams(task="rte", layer=2), _settings(glue_tiny, max_train_samples=8, shrinkage_tokens=10**6))
+    sigma = estimate_shrinkage(run).double()
+    run.model.eval()
+    points = []
+    with torch.no_grad():
+        for batch in run.loader(run.data.train, 4):
+            hidden = run.model(**_model_inputs(batch), output_hidden_states=True).hidden_states[2]  # (B, T, d)
+            points.append(hidden[batch["attention_mask"].bool()].double())
+    expected = torch.cov(torch.cat(points).T)
+    assert torch.allclose(sigma, expected, rtol=1e-4, atol=1e-6)
