@@ -58,7 +58,8 @@ def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) 
             label += f" λ = {point['lam']:g}"
         ax.errorbar(point["isoscore_mean"], point["metric_mean"], xerr=point["isoscore_std"],
                     yerr=point["metric_std"], fmt="o", capsize=3, label=f"{label} (n = {point['runs']})")
-    ax.set_xlabel("eval IsoScore* (ζ = 0.2)")
+    zetas = sorted({r.metrics["eval_zeta"] for r in runs if "eval_zeta" in r.metrics})
+    ax.set_xlabel(f"eval IsoScore* (ζ = {', '.join(f'{z:g}' for z in zetas)})" if zetas else "eval IsoScore*")
     ax.set_ylabel(metric)
     ax.set_title(f"{model} on {get_task(task).display_name}: isotropy against {metric}")
     ax.grid(alpha=0.3)

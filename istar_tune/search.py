@@ -62,6 +62,7 @@ class TuneReporter:
 
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
+_USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")
 RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
@@ -364,7 +365,8 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
     # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
     # died is not run again on --resume; in large ones, Ray's adaptive period keeps snapshots under 5% of the time
     # (a re-run trial still gets one MLflow run: it is found by its trial id).
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1" if total <= 500 else "auto")
+    if _USER_CHECKPOINT_S is None:  # per search (one process may run several, as the benchmark does)
+        os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = "1" if total <= 500 else "auto"
     # Every epoch checkpoints by design; Ray's warning about frequent snapshots would repeat all search long.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; our progress lines instead
@@ -393,11 +395,11 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
         else:
             searcher = GroupSearcher(group_plans(space, planned, name), concurrency=space.concurrency,
                                      seed=space.seed, metric=OBJECTIVE, storage=_optuna_storage(space, storage))
-            scheduler = None
+            horizons = None
             if space.scheduler == "asha" and space.stage != "seeds":
                 horizons = {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}":
                             _max_epochs(p.group) for p in planned}
-                scheduler = GroupScheduler(horizons, space.grace_period, space.reduction_factor, metric=OBJECTIVE)
+            scheduler = GroupScheduler(horizons, space.grace_period, space.reduction_factor, metric=OBJECTIVE)
             tuner = tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
                 metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
                 # Trials are independent (each seeds and loads its own model): starting a new worker process per

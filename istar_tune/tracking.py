@@ -39,6 +39,12 @@ PAGE_SIZE = 5000
 
 log = logging.getLogger(__name__)
 
+# Before MLflow is imported (it reads these once): no "View run" lines per terminated run of a tracking server
+# (thousands in a large search), and no usage telemetry wrapped around every client call (measurable driver time
+# at thousands of trials). Both can be set otherwise in the environment.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
 
 def default_tracking_uri(storage_path: str | os.PathLike) -> str:
     """``sqlite:///<storage>/mlflow.db`` for a local storage path."""
@@ -85,10 +91,6 @@ def git_commit() -> str:
 
 
 def client(tracking_uri: str):
-    # MLflow prints two "View run" lines per terminated run of a tracking server: thousands in a large search.
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    # MLflow's usage telemetry wraps every client call: measurable driver time at thousands of trials.
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
@@ -208,7 +210,8 @@ class RunWriter:
     """
 
     def __init__(self, tracking_uri: str, experiment_id: str, search_name: str, parent_run_id: str,
-                 tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None):
+                 tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None,
+                 window_s: float = 0.5):
         self.tracking_uri = tracking_uri
         self.make_client = make_client or client
         self.experiment_id = experiment_id
@@ -216,6 +219,7 @@ class RunWriter:
         self.parent_run_id = parent_run_id
         self.tags = dict(tags)
         self.retry_for_s = retry_for_s
+        self.window_s = window_s
         self.latencies_ms: list[float] = []
         """Time from each call to its write landing in the store (kept for the first 500,000 calls)."""
         self.errors: list[str] = []
@@ -291,6 +295,8 @@ class RunWriter:
             if first is None:
                 events.task_done()
                 return
+            if self.window_s:
+                time.sleep(self.window_s)  # let a trial's next writes join this batch: fewer calls to the store
             batch, stop = [first], False
             while len(batch) < 1000:
                 try:

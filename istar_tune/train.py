@@ -321,6 +321,7 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
         zeta = run.settings.eval_zeta
         shrunk = (1 - zeta) * eval_cov + zeta * shrinkage_cov.to(eval_cov)
         metrics["eval_isoscore_star"] = float(isoscore_star_from_cov(shrunk))
+        metrics["eval_zeta"] = zeta  # logged with the score, so plots and tables say which ζ it used
     return metrics
 
 

@@ -78,9 +78,10 @@ def _smoke(argv: list[str], tmp_path: Path) -> list[str]:
                 "--epochs", "1", "--max-length", "32", "--no-progress", "--output-dir", str(tmp_path / "train")]
     if command == "analyze":
         return ["analyze", str(tmp_path / "train"), *rest[1:], "--max-eval-samples", "16"]
-    if command in ("table", "plots"):
+    if command in ("table", "plots", "status"):
         rest = [str(tmp_path / Path(a).name) if i and rest[i - 1] in ("--output", "--output-dir") else a
                 for i, a in enumerate(rest)]
+        rest = [a for a in rest if a != "--watch" and not (rest.index(a) > 0 and rest[rest.index(a) - 1] == "--watch")]
         return [command, *rest, "--storage-path", str(tmp_path / "runs")]
     raise AssertionError(f"no smoke form for README command {command}")
 
@@ -92,17 +93,20 @@ def stores(tmp_path):
 
     (tmp_path / "runs").mkdir()
     client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
-    for name in ("smoke", "paper-istar", "paper-seeds"):
+    for name in ("smoke", "paper-istar", "paper-seeds", "rehearsal"):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
             _trial(client, exp, f"{name}-{seed}", "bert", "rte", "istar",
                    {"accuracy": [0.6 + seed / 100], "eval_isoscore_star": [0.1]}, lam=-1.0, zeta=0.8, seed=seed)
+    rehearsal = client.get_experiment_by_name("rehearsal").experiment_id
+    for run in tracking.find_runs(client, rehearsal, **{tracking.TAG_ROLE: "trial"}):
+        client.set_tag(run.info.run_id, tracking.TAG_SIMULATED, "true")
     return tmp_path
 
 
 def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(stores, capsys):
-    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4}
+    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
         smoke = _smoke(argv, stores)
         assert main(smoke) == 0, (smoke, capsys.readouterr().err)
