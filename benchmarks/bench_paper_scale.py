@@ -188,7 +188,8 @@ def main() -> None:
         all_durations: list[float] = []
         try:
             for stage in args.stages:
-                space = load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models, tasks=args.tasks)
+                space = load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models,
+                                                                                        tasks=args.tasks)
                 cpu_before = time.process_time()
                 began = time.monotonic()
                 summary = run_search(space, storage_path=storage, tracking_uri=server.uri,

@@ -307,8 +307,9 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
                trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None) -> SearchSummary:
     """Run (or resume) every group of ``space``; returns what finished, stopped early, failed or was interrupted.
 
-    ``trainable_fn(config, settings)`` runs one trial (default: :func:`trainable`, which fine-tunes). With
-    ``simulation``, trials are rehearsed by :func:`istar_tune.simulate.simulated_trainable` instead.
+    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`trainable`, which fine-tunes; ``keep``:
+    how many of its newest checkpoints it keeps). With ``simulation``, trials are rehearsed by
+    :func:`istar_tune.simulate.simulated_trainable` instead.
     """
     from istar_tune import preflight
     from istar_tune.groups import GroupScheduler, GroupSearcher
