@@ -192,11 +192,17 @@ def shipped_spaces() -> dict[str, Path]:
     """The search spaces installed with the package (``search_spaces/`` of the repository), by name."""
     from importlib import resources
 
+    folders = [Path(__file__).resolve().parents[1] / "search_spaces"]  # a source checkout (or editable install)
     try:
-        folder = resources.files("istar_tune.search_spaces")
-    except ModuleNotFoundError:
-        return {}
-    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if str(entry).endswith(".yaml")}
+        folders.append(Path(str(resources.files("istar_tune.search_spaces"))))  # an installed wheel
+    except (ModuleNotFoundError, TypeError):
+        pass
+    found: dict[str, Path] = {}
+    for folder in folders:
+        if folder.is_dir():
+            for entry in sorted(folder.glob("*.yaml")):
+                found.setdefault(entry.stem, entry)
+    return found
 
 
 def resolve_space(name_or_path: str | Path) -> Path:

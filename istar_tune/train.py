@@ -202,8 +202,9 @@ def estimate_shrinkage(run: _Run, draw: int = 0) -> torch.Tensor:
     run.model.eval()
     estimator = StreamingCovariance(hidden_size(run.model), budget=run.settings.shrinkage_tokens)
     order = shrinkage_order(len(run.data.train), run.hparams.seed, draw)
+    # Its own generator: the pass must not draw from the global RNG (a resumed run repeats it before training).
     loader = torch.utils.data.DataLoader(run.data.train, batch_size=run.settings.eval_batch_size, sampler=order,
-                                         collate_fn=run.collate)
+                                         collate_fn=run.collate, generator=torch.Generator().manual_seed(draw))
     for batch in loader:
         batch = run.to_device(batch)
         with run.autocast():

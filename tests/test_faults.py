@@ -72,7 +72,7 @@ def test_a_local_search_listens_on_loopback_only(tmp_path):
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
     assert listening, "no listening socket found"
-    assert listening <= {"127.0.0.1", "::1"}, listening
+    assert listening <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, listening
 
 
 def test_ctrl_c_stops_honestly_and_resume_finishes_a_search_named_with_a_quote(tmp_path):

@@ -102,12 +102,16 @@ def test_seeds_stage_reruns_the_best_configuration_with_each_seed(two_node_clust
 def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):
     space = tmp_path / "space.yaml"
     space.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0"))
-    code = main(["search", str(space), "--models", "tiny-bert", str(tmp_path / "no-such-model"), "--tasks", "rte",
+    # A model whose config resolves (so the preflight lets it through) but that cannot be loaded in the trial.
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "bert", "max_position_embeddings": 512}')
+    code = main(["search", str(space), "--models", "tiny-bert", str(broken), "--tasks", "rte",
                  "--methods", "base", "--storage-path", str(tmp_path / "runs"), "--name", "failing"])
     out = capsys.readouterr().out
     assert code == 1
     assert "2 finished, 0 stopped early, 2 failed" in out
-    assert out.count("FAILED") >= 2 and "does not exist" in out
+    assert out.count("FAILED") >= 2 and "cannot load model" in out
     runs = tracking.trial_runs(tracking.default_tracking_uri(tmp_path / "runs"), "failing")
     by_status = {}
     for run in runs:
@@ -117,7 +121,7 @@ def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node
     for run in by_status["failed"]:
         info = client.get_run(run.run_id)
         assert info.info.status == "FAILED"
-        assert "does not exist" in info.data.tags[tracking.TAG_ERROR]
+        assert "cannot load model" in info.data.tags[tracking.TAG_ERROR]
 
 
 def test_existing_results_are_not_overwritten_without_resume(two_node_cluster, tmp_path, capsys):
