@@ -103,7 +103,7 @@ class SearchSpace:
     max_failures: int = 1
     """Retries of a failed trial (it continues from its last epoch's checkpoint)."""
     checkpoints_to_keep: int = 2
-    """Checkpoints kept per trial: the best by the task metric, and always the latest (for retries)."""
+    """With ``checkpoint: state``: the newest checkpoints each trial keeps (the other modes keep one)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Run settings for every trial (data options, precision, ...)."""
     stage: str = "search"
@@ -173,7 +173,8 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
                            "trials per GPU)."),
     "concurrency": ("none", "Trials at once per model × task × method (none: as many as the resources allow)."),
     "max_failures": ("1", "Retries of a failed trial; it continues from its last epoch's checkpoint."),
-    "checkpoints_to_keep": ("2", "Checkpoints kept per trial: the best by the task metric, and always the latest."),
+    "checkpoints_to_keep": ("2", "With `settings.checkpoint: state`: the newest checkpoints each trial keeps (other "
+                                 "modes keep one)."),
     "settings": ("{}", "Run settings of every trial (see the run settings above)."),
     "stage": ("search", "`search`, or `seeds`: re-run the best configuration of each group of `best_of`."),
     "seeds": ("(stage seeds)", "Seeds of the seeds stage, e.g. [1, 2, 3, 4, 5]."),
