@@ -22,12 +22,8 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from istar_tune.search_space import Domain
+from istar_tune.search_space import Domain, group_key
 from istar_tune.simulate import trial_seconds
-
-
-def group_key(config: dict[str, Any]) -> str:
-    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
 
 
 def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int, seed: int | None) -> list[dict]:

@@ -10,25 +10,19 @@ only (no weights).
 from __future__ import annotations
 
 import time
-import urllib.request
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
 
-SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
-
 
 def check_tracking(tracking_uri: str) -> list[str]:
     """The tracking URI has a known scheme and, for a server, answers quickly."""
-    if not tracking_uri.startswith(SCHEMES):
-        return [f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
-                f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or http://host:5000)"]
-    if tracking_uri.startswith(("http://", "https://")):
-        try:
-            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=5)
-        except OSError as err:
-            reason = getattr(err, "reason", err)
-            return [f"tracking server {tracking_uri} does not answer ({reason}): start it or fix --tracking-uri"]
+    from istar_tune.tracking import check_reachable
+
+    try:
+        check_reachable(tracking_uri)
+    except IstarTuneError as err:
+        return [str(err)]
     return []
 
 

@@ -23,7 +23,7 @@ from istar_tune import tracking, trial_checkpoints
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method, trial_epochs
-from istar_tune.search_space import Domain, Group, SearchSpace
+from istar_tune.search_space import Domain, Group, SearchSpace, group_key
 from istar_tune.simulate import Simulation
 from istar_tune.tasks import get_task
 
@@ -188,7 +188,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
     plans = []
     for item in planned:
         base, domains = _base_config(item), item.group.domains
-        key = f"{base['model']}/{base['task']}/{base['method']}"
+        key = group_key(base)
         if space.stage == "seeds" or space.algorithm == "grid":
             repeats = 1 if space.stage == "seeds" else space.num_samples
             plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed)))
@@ -360,7 +360,7 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
         tags[tracking.TAG_SIMULATED] = "true"
     parent = tracking.parent_run(mlflow, experiment_id, name, tags)
     mlflow.set_tag(parent, tracking.TAG_PLAN, tracking.encode_plan(
-        {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}": p.trials for p in planned}))
+        {group_key(_base_config(p)): p.trials for p in planned}))
 
     total = sum(p.trials for p in planned)
     # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
@@ -398,8 +398,7 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
                                      seed=space.seed, metric=OBJECTIVE, storage=_optuna_storage(space, storage))
             horizons = None
             if space.scheduler == "asha" and space.stage != "seeds":
-                horizons = {f"{_absolute_if_path(p.group.model)}/{p.group.task}/{p.group.method}":
-                            _max_epochs(p.group) for p in planned}
+                horizons = {group_key(_base_config(p)): _max_epochs(p.group) for p in planned}
             scheduler = GroupScheduler(horizons, space.grace_period, space.reduction_factor, metric=OBJECTIVE)
             tuner = tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
                 metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
@@ -530,7 +529,7 @@ def _outcomes(planned: list[PlannedGroup], grid) -> list[GroupOutcome]:
         trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
         epochs = int(metrics.get("epoch", 0) or 0)
         value = metrics.get(OBJECTIVE)
-        key = f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+        key = group_key(config)
         if result.error is not None:
             error = tracking.error_summary(str(result.error), type(result.error).__name__)
             outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error)
@@ -543,7 +542,7 @@ def _outcomes(planned: list[PlannedGroup], grid) -> list[GroupOutcome]:
     outcomes = []
     for item in planned:
         group = item.group
-        trials = by_group.get(f"{_absolute_if_path(group.model)}/{group.task}/{group.method}", [])
+        trials = by_group.get(group_key(_base_config(item)), [])
         scored = sorted((t for t in trials if t.status in ("finished", "stopped_early") and t.value is not None),
                         key=lambda t: t.trial_id)
         best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do

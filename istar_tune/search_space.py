@@ -51,6 +51,11 @@ class Domain:
         return f"{self.kind}{list(self.values)}"
 
 
+def group_key(config: dict[str, Any]) -> str:
+    """``model/task/method`` of a trial's configuration: the group it belongs to."""
+    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+
+
 @dataclass(frozen=True)
 class Group:
     """One (model, task, method) of a search and the domains of its trials."""

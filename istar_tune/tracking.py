@@ -96,21 +96,19 @@ def client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def check_store(tracking_uri: str) -> None:
-    """Fail with one clear line when a store to read from is missing or unreachable (MLflow itself would create
-    an empty sqlite file, or retry an unreachable server for minutes)."""
+SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
+"""Tracking URI schemes istar-tune accepts."""
+
+
+def check_reachable(tracking_uri: str) -> None:
+    """Fail with one clear line for an unknown scheme or a tracking server that does not answer in 5 s (MLflow
+    itself retries an unreachable server for minutes)."""
     from istar_tune.errors import ConfigError
 
-    schemes = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
-    if not tracking_uri.startswith(schemes):
+    if not tracking_uri.startswith(SCHEMES):
         raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
-                          f"{', '.join(s.rstrip(':/') for s in schemes)} (e.g. sqlite:///path/mlflow.db)")
-    if tracking_uri.startswith("sqlite:///"):
-        path = Path(tracking_uri[len("sqlite:///"):])
-        if not path.is_file():
-            raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "
-                              "existing store")
-        return
+                          f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or "
+                          "http://host:5000)")
     if tracking_uri.startswith(("http://", "https://")):
         import urllib.request
 
@@ -119,6 +117,17 @@ def check_store(tracking_uri: str) -> None:
         except OSError as err:
             raise ConfigError(f"cannot reach the MLflow server at {tracking_uri} ({getattr(err, 'reason', err)}): "
                               "start it or fix --tracking-uri / MLFLOW_TRACKING_URI") from None
+
+
+def check_store(tracking_uri: str) -> None:
+    """As :func:`check_reachable`, and a local sqlite store to read from must exist (MLflow would create an empty
+    one)."""
+    from istar_tune.errors import ConfigError
+
+    check_reachable(tracking_uri)
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():
+        raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "
+                          "existing store")
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None) -> str:

@@ -104,7 +104,7 @@ CASES = {
     "search: absolute name": (lambda t: ["search", _space(t), "--name", str(t / "x")], "not usable"),
     "search: unknown URI scheme": (lambda t: ["search", _space(t), "--tracking-uri", "foo://bar"], "unknown scheme"),
     "search: server not answering": (lambda t: ["search", _space(t), "--tracking-uri", "http://127.0.0.1:9"],
-                                     "does not answer"),
+                                     "cannot reach"),
     "search: storage path is a file": (lambda t: ["search", _space(t), "--storage-path", _write(t, "f", "x")],
                                        "is a file"),
     "search: resume of nothing": (lambda t: ["search", _space(t), "--resume", "--storage-path", str(t / "runs")],
