@@ -7,7 +7,10 @@ over PostgreSQL.
 Everything but the GPU work is real: Ray nodes on 127.0.0.1 (``ray.cluster_utils.Cluster``) scheduling each
 trial's ``resources: {cpu: 4, gpu: 1}``, Tune with a checkpoint every epoch, the MLflow logger writing to
 ``mlflow server`` over a PostgreSQL server (both started and stopped here), and the tables read back from it.
-Each trial waits for its modelled duration × the time factor (``istar_tune/simulate.py``).
+Each trial waits for its modelled duration × the time factor (``istar_tune/simulate.py``). The four stages run as
+one experiment (``run_searches``: each group's seeds start when that group's grid has ended), then the seeds stage
+once more on its own (``seeds_alone``: its configurations read back from MLflow); ``--separate`` runs the stages one
+search after another instead.
 
 It prints per stage and in total: trials, wall time, the theoretical minimum makespan (the larger of total
 GPU-seconds / GPUs and the longest dependency chain), their ratio, GPU utilisation, driver CPU seconds per trial,
@@ -23,11 +26,13 @@ import json
 import os
 import re
 import resource
+import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +54,7 @@ class LineLog:
 
     def __call__(self, line: str) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+            handle.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
 
 class MemorySampler(threading.Thread):
@@ -145,10 +150,21 @@ def main() -> None:
                         help="seconds waited per modelled second of a trial (default: %(default)s)")
     parser.add_argument("--checkpoint-bytes", type=int, default=65536)
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    parser.add_argument("--separate", action="store_true",
+                        help="run the stages one search after another (default: the four as one experiment, each "
+                             "group's seeds starting when its grid has ended)")
+    parser.add_argument("--seeds-time-factor", type=float, default=None,
+                        help="time factor of the seeds stage re-run on its own after the others (default: "
+                             "--time-factor)")
+    parser.add_argument("--max-pending", type=int, default=None,
+                        help="TUNE_MAX_PENDING_TRIALS_PG (default: the search's choice)")
     parser.add_argument("--log", default=None, help="file for the progress lines (default: a temporary file)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers and the cluster on a kill too
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if args.max_pending:
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(args.max_pending)
     from istar_tune.search import loopback_only
 
     loopback_only()
@@ -156,7 +172,7 @@ def main() -> None:
     from ray.cluster_utils import Cluster
 
     from istar_tune import tracking
-    from istar_tune.search import run_search
+    from istar_tune.search import run_searches
     from istar_tune.search_space import load_search_space
     from istar_tune.services import MlflowServer, PostgresServer
     from istar_tune.simulate import Simulation, trial_seconds
@@ -181,43 +197,70 @@ def main() -> None:
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
         print(f"cluster: {len(ray.nodes())} nodes, {ray.cluster_resources().get('GPU', 0):.0f} GPUs; MLflow "
               f"{server.uri} over {postgres.url}", flush=True)
-        stages = {}
+        session = Path(ray._private.worker._global_node.get_session_dir_path())
+        stages: dict[str, dict] = {}
         latencies: list[float] = []
+        durations_of: dict[str, list[float]] = {}
+        spaces = [load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models,
+                                                                                   tasks=args.tasks)
+                  for stage in args.stages]
+        stage_of = {space.name: stage for stage, space in zip(args.stages, spaces)}
+        runs_of = [[space] for space in spaces] if args.separate else [spaces]
         total_wall = total_cpu = 0.0
-        grid_longest = seeds_longest = 0.0
-        all_durations: list[float] = []
+        phases: list[dict] = []
+        seeds_alone: dict = {}
         try:
-            for stage in args.stages:
-                space = load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models,
-                                                                                        tasks=args.tasks)
+            for batch in runs_of:
                 cpu_before = time.process_time()
                 began = time.monotonic()
-                summary = run_search(space, storage_path=storage, tracking_uri=server.uri,
-                                     address=cluster.address, simulation=simulation,
-                                     write=LineLog(log_file))
+                began_unix = time.time()
+                summaries = run_searches(batch, storage_path=storage, tracking_uri=server.uri,
+                                         address=cluster.address, simulation=simulation, write=LineLog(log_file))
                 wall = time.monotonic() - began
-                cpu = time.process_time() - cpu_before
-                trials = [t for g in summary.groups for t in g.trials]
-                durations = [trial_seconds(t.config) * args.time_factor for t in trials]
-                minimum = stage_minimum(durations, gpus)
-                stages[stage] = {"trials": len(trials), "failed": len(summary.failed), "wall_s": round(wall, 1),
-                                 "min_makespan_s": round(minimum, 1), "ratio": round(wall / minimum, 3),
-                                 "utilisation": round(sum(durations) / (gpus * wall), 3),
-                                 "driver_cpu_s_per_trial": round(cpu / max(len(trials), 1), 4),
-                                 "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
-                                 "mlflow_log_p99_ms": round(percentile(summary.mlflow_latencies_ms, 99), 1)}
-                print(f"{stage}: {json.dumps(stages[stage])}", flush=True)
-                latencies += summary.mlflow_latencies_ms
                 total_wall += wall
-                total_cpu += cpu
-                all_durations += durations
-                if stage == "paper_seeds":
-                    seeds_longest = max(durations, default=0.0)
-                else:
-                    grid_longest = max(grid_longest, max(durations, default=0.0))
+                total_cpu += time.process_time() - cpu_before
+                phases.append({k: round(v, 1) for k, v in summaries[0].phases_s.items()})
+                for space, summary in zip(batch, summaries):
+                    stage = stage_of[space.name]
+                    trials = [t for g in summary.groups for t in g.trials]
+                    durations = [trial_seconds(t.config) * args.time_factor for t in trials]
+                    durations_of[stage] = durations
+                    ended = max((t.ended_at for t in trials if t.ended_at), default=began_unix) - began_unix
+                    stages[stage] = {"trials": len(trials), "failed": len(summary.failed),
+                                     "last_trial_ended_s": round(ended, 1),
+                                     "min_makespan_s": round(stage_minimum(durations, gpus), 1),
+                                     "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
+                                     "mlflow_log_p99_ms": round(percentile(summary.mlflow_latencies_ms, 99), 1)}
+                    if args.separate:
+                        minimum = stage_minimum(durations, gpus)
+                        stages[stage].update(wall_s=round(wall, 1), ratio=round(wall / minimum, 3))
+                    latencies += summary.mlflow_latencies_ms
+                    print(f"{stage}: {json.dumps(stages[stage])}", flush=True)
+                print(f"run of {', '.join(s.name for s in batch)}: {wall:.1f} s; phases {phases[-1]}", flush=True)
+            if "paper_seeds" in args.stages and not args.separate:
+                # The seeds stage on its own, as a user re-running it would (its configurations read from MLflow).
+                space = replace(next(s for s in spaces if s.stage == "seeds"), name="paper-seeds-alone")
+                alone = Simulation(time_factor=args.seeds_time_factor or args.time_factor,
+                                   checkpoint_bytes=args.checkpoint_bytes)
+                began = time.monotonic()
+                summary = run_searches([space], storage_path=storage, tracking_uri=server.uri,
+                                       address=cluster.address, simulation=alone, write=LineLog(log_file))[0]
+                wall = time.monotonic() - began
+                durations = [trial_seconds(t.config) * alone.time_factor for g in summary.groups for t in g.trials]
+                minimum = stage_minimum(durations, gpus)
+                seeds_alone = {"trials": len(durations), "wall_s": round(wall, 1), "min_makespan_s": round(minimum, 1),
+                               "ratio": round(wall / minimum, 3), "time_factor": alone.time_factor,
+                               "phases_s": {k: round(v, 1) for k, v in summary.phases_s.items()}}
+                print(f"paper_seeds alone: {json.dumps(seeds_alone)}", flush=True)
         finally:
+            # Worker processes Ray started (one log each): trial actors, including any started and then discarded.
+            workers_started = len(list((session / "logs").glob("python-core-worker-*.log")))
             ray.shutdown()
             cluster.shutdown()
+        all_durations = [d for durations in durations_of.values() for d in durations]
+        seeds_longest = max(durations_of.get("paper_seeds", []), default=0.0)
+        grid_longest = max((d for stage, durations in durations_of.items() if stage != "paper_seeds"
+                            for d in durations), default=0.0)
 
         client = tracking.client(server.uri)
         runs, trial_ids = 0, []
@@ -243,7 +286,12 @@ def main() -> None:
         "makespan_s": round(total_wall, 1),
         "min_makespan_s": round(minimum, 1),
         "ratio": round(total_wall / minimum, 3),
-        "seeds_ratio": stages.get("paper_seeds", {}).get("ratio"),
+        "seeds_ratio": seeds_alone.get("ratio", stages.get("paper_seeds", {}).get("ratio")),
+        "seeds_alone": seeds_alone,
+        "mode": "separate" if args.separate else "one experiment",
+        "phases_s": phases,
+        "worker_processes_started": workers_started,
+        "max_pending_trials": os.environ.get("TUNE_MAX_PENDING_TRIALS_PG", "per search"),
         "utilisation": round(sum(all_durations) / (gpus * total_wall), 3),
         "driver_cpu_s_per_trial": round(total_cpu / max(trials, 1), 4),
         "mlflow_log_p50_ms": round(percentile(latencies, 50), 1),

@@ -21,6 +21,7 @@ _API = {
     "RunSettings": "istar_tune.config",
     "load_search_space": "istar_tune.search_space",
     "run_search": "istar_tune.search",
+    "run_searches": "istar_tune.search",
     "Simulation": "istar_tune.simulate",
     "build_table": "istar_tune.tables",
     "render": "istar_tune.tables",

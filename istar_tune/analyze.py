@@ -20,7 +20,13 @@ import torch
 import yaml
 
 from istar_tune.errors import ConfigError
-from istar_tune.isotropy import isoscore_star_from_cov, twonn_intrinsic_dimension
+from istar_tune.forward import forward_pass
+from istar_tune.isotropy import (
+    cosine_similarity_from_sum,
+    explained_variance_from_cov,
+    isoscore_star_from_cov,
+    twonn_intrinsic_dimension,
+)
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
 
@@ -84,7 +90,6 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     data_dir = data_dir or source.settings.get("data_dir")
     max_length = max_length or source.settings.get("max_length") or 128
     model, tokenizer = _load(source, the_task)
-    model.eval()
     raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples)
     data = encode(the_task, raw, tokenizer, max_length)
     loader = torch.utils.data.DataLoader(data.validation, batch_size=batch_size,
@@ -93,9 +98,8 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     layers: list[StreamingCovariance] = []
     cls: list[list[torch.Tensor]] = []
     unit_sum, token_count = torch.zeros(d, dtype=torch.float64), 0
-    for batch in loader:
-        inputs = {k: v for k, v in batch.items() if k != "labels"}
-        hidden = model(**inputs, output_hidden_states=True).hidden_states[1:]  # L × (B, T, d)
+    for batch, outputs in forward_pass(model, loader, "cpu"):
+        hidden = outputs.hidden_states[1:]  # L × (B, T, d)
         if not layers:
             layers = [StreamingCovariance(d, budget=2**62) for _ in hidden]
             cls = [[] for _ in hidden]
@@ -106,15 +110,12 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
         tokens = hidden[-1][mask.bool()].double()  # (M, d) real last-layer tokens
         unit_sum += torch.nn.functional.normalize(tokens, dim=1).sum(dim=0)
         token_count += tokens.shape[0]
-    last_cov = layers[-1].covariance()
-    eigen = torch.linalg.eigvalsh(last_cov).flip(0).clamp_min(0)
     result = {
         "checkpoint": str(checkpoint), "task": the_task.name, "eval_examples": len(data.validation),
         "layer_isoscore_star": [float(isoscore_star_from_cov(est.covariance())) for est in layers],
         "cls_intrinsic_dimension": [twonn_intrinsic_dimension(torch.cat(c)) for c in cls],
-        "last_layer_explained_variance": [float(v) for v in (torch.cumsum(eigen, 0)[:3] / eigen.sum())],
-        "last_layer_avg_cosine_similarity": float((unit_sum @ unit_sum - token_count)
-                                                  / (token_count * (token_count - 1))),
+        "last_layer_explained_variance": [float(v) for v in explained_variance_from_cov(layers[-1].covariance(), 3)],
+        "last_layer_avg_cosine_similarity": float(cosine_similarity_from_sum(unit_sum, token_count)),
         "last_layer_mean_activation": [float(v) for v in layers[-1].mean()],
     }
     if output_dir is not None:

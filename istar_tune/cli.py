@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import inspect
 import json
 import logging
@@ -22,6 +23,7 @@ from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
 from istar_tune.errors import IstarTuneError
+from istar_tune.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root
 
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
@@ -107,8 +109,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"best epoch {result.best_epoch}: {summary}")
     if settings.output_dir:
         print(f"wrote {Path(settings.output_dir) / METRICS_FILE}")
-    if result.extra.get("isolayer"):
-        print("isolayer: " + json.dumps(result.extra["isolayer"], default=float))
+    if result.second_stage is not None:
+        print("second stage: " + json.dumps(dataclasses.asdict(result.second_stage), default=float))
     return 0
 
 
@@ -140,38 +142,44 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from istar_tune.search import dry_run_report, exit_code, plan, run_search
+    from istar_tune.search import dry_run_report, exit_code, plan, run_searches
     from istar_tune.search_space import load_search_space
 
-    space = load_search_space(args.space).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
-    if args.name:
-        space = replace(space, name=args.name)
+    spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
+              for path in args.space]
+    if args.name and len(spaces) == 1:
+        spaces = [replace(spaces[0], name=args.name)]
     if args.dry_run:
-        tracking_uri = None
-        if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
-
-            candidate = _tracking_uri(args)
-            store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
-            tracking_uri = candidate if store is None or store.is_file() else None
-        print(dry_run_report(space, plan(space, tracking_uri)))
+        names = [s.name for s in spaces]
+        reports = []
+        for index, space in enumerate(spaces):
+            tracking_uri = None
+            if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
+                candidate = _tracking_uri(args)
+                store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
+                tracking_uri = candidate if store is None or store.is_file() else None
+            reports.append(dry_run_report(space, plan(space, tracking_uri,
+                                                      chained=dict(zip(names[:index], spaces[:index])))))
+        print("\n\n".join(reports))
         return 0
     simulation = None
     if args.simulate:
         from istar_tune.simulate import Simulation
 
         simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
-    summary = run_search(space, storage_path=args.storage_path,
-                         tracking_uri=args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
-                         address=args.address, resume=args.resume, data_dir=args.data_dir, simulation=simulation)
-    print(summary.report())
-    return exit_code(summary)
+    summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
+                             name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
+                             simulation=simulation)
+    for summary in summaries:
+        print(summary.report())
+    return max(exit_code(summary) for summary in summaries)
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the store under ``--storage-path``."""
-    from istar_tune.tracking import default_tracking_uri
+    from istar_tune.storage import tracking_uri
 
-    return args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(args.storage_path)
+    return tracking_uri(args.tracking_uri, args.storage_path)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -262,18 +270,23 @@ def build_parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", help="run a search space on Ray Tune, tracked in MLflow",
                                  description="Run every trial of a search space on a Ray cluster (or a local Ray "
                                              "instance) and record them in MLflow.")
-    search.add_argument("space", metavar="SPACE.yaml", help="search space file, e.g. search_spaces/smoke.yaml")
+    search.add_argument("space", metavar="SPACE.yaml", nargs="+",
+                        help="search space file or shipped space name, e.g. search_spaces/smoke.yaml or paper_istar; "
+                             "several run as one Ray Tune experiment (a seeds space re-running one of them starts "
+                             "each group's seeds when that group has ended)")
     search.add_argument("--models", nargs="+", metavar="NAME", help="replace the space's models (comma or space "
                                                                     "separated)")
     search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks")
     search.add_argument("--methods", nargs="+", metavar="NAME", help="replace the space's methods")
     search.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the space's data_dir)")
-    search.add_argument("--storage-path", default="istar-runs",
+    search.add_argument("--storage-path",
                         help="Ray results: a local folder, or a shared path/URI on multi-node clusters "
-                             "(default: %(default)s)")
+                             f"(default: ${STORAGE_ENV}, else {DEFAULT_STORAGE})")
     search.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///STORAGE/mlflow.db; use an "
                                                "http:// server on clusters)")
-    search.add_argument("--name", help="search name: MLflow experiment and results folder (default: the space's)")
+    search.add_argument("--name", help="search name: MLflow experiment and results folder (default: the space's); "
+                                       "with several spaces, the results folder only (default: their names joined "
+                                       "by +)")
     search.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local instance)")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
@@ -322,8 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "under --storage-path, and print the results. Re-running reuses finished "
                                            "trials.")
     demo.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the Hugging Face hub)")
-    demo.add_argument("--storage-path", default="istar-runs", help="Ray results and the MLflow store "
-                                                                   "(default: %(default)s)")
+    demo.add_argument("--storage-path", help=f"Ray results and the MLflow store (default: ${STORAGE_ENV}, else "
+                                             f"{DEFAULT_STORAGE})")
     demo.add_argument("--smoke", action="store_true", help="the same search on 128 training and 128 dev examples "
                                                            "(about a minute)")
     demo.add_argument("--space", help="another search space to run instead of search_spaces/demo.yaml")
@@ -363,13 +376,15 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", required=True, metavar="NAME", help="the search name (MLflow experiment)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
                                                "sqlite:///STORAGE/mlflow.db)")
-    parser.add_argument("--storage-path", default="istar-runs", help="the search's storage path, for the default "
-                                                                     "tracking URI (default: %(default)s)")
+    parser.add_argument("--storage-path", help="the search's storage path, for the default tracking URI (default: "
+                                               f"${STORAGE_ENV}, else {DEFAULT_STORAGE})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.storage)
+        args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
         from istar_tune.search import loopback_only
 

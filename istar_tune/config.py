@@ -34,7 +34,7 @@ class Hyperparameters:
     method: str = "base"
     """base, cosreg, istar or isolayer."""
     learning_rate: float = 3e-5
-    """Peak AdamW learning rate of the linear schedule."""
+    """AdamW learning rate (recipe modern: the peak of the linear schedule; paper: constant)."""
     batch_size: int = 32
     """Examples per forward pass (the effective batch is ``batch_size × grad_accum``)."""
     epochs: int = 3
@@ -48,9 +48,9 @@ class Hyperparameters:
     grad_accum: int = 2
     """Gradient accumulation steps (the paper uses 2)."""
     warmup_ratio: float = 0.1
-    """Share of optimizer steps spent warming the learning rate up linearly from 0."""
+    """Share of optimizer steps spent warming the learning rate up linearly from 0 (recipe modern)."""
     weight_decay: float = 0.01
-    """AdamW weight decay (not applied to biases and LayerNorm weights)."""
+    """AdamW weight decay, not applied to biases and LayerNorm weights (recipe modern; paper: 0)."""
     layer: int | None = None
     """I-STAR on one hidden layer (1-based, negative from the last) instead of the union of all layers."""
     include_padding: bool = False
@@ -92,18 +92,51 @@ class RunSettings:
     device: str = "auto"
     """auto (CUDA when available), cpu, cuda or cuda:N."""
     max_grad_norm: float = 1.0
-    """Gradient clipping norm (0 disables)."""
+    """Gradient clipping norm (0 disables; recipe paper does not clip)."""
     init_checkpoint: str | None = None
     """IsoLayer: start stage 2 from this fine-tuned checkpoint folder instead of training stage 1."""
     save_checkpoint: bool = True
     """Keep the best epoch's model and tokenizer in ``output_dir/best-checkpoint``."""
     progress: bool = True
     """Show progress bars."""
+    recipe: str = "modern"
+    """The training recipe: modern (AdamW with weight decay, linear warm-up and decay, clipping at max_grad_norm,
+    bf16 on CUDA when supported, SQuAD windows of max_length) or paper (the I-STAR release: AdamW without weight
+    decay, a constant learning rate, no clipping, fp16 with a gradient scaler on CUDA, SQuAD windows of 384 tokens
+    with stride 128)."""
     checkpoint: str = "state"
     """What a search trial checkpoints: state (the full resumable state every epoch, kept), resume (the full state
     while the trial runs, only its records once it finished), weights (as resume, plus the final model weights) or
     none (a retried trial starts over)."""
 
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a run trains beyond its hyperparameters (``RunSettings.recipe``)."""
+
+    name: str
+    weight_decay: float | None
+    """AdamW weight decay (``None``: the ``weight_decay`` hyperparameter)."""
+    schedule: str
+    """``linear`` (warm-up for ``warmup_ratio`` of the steps, then linear decay to 0) or ``constant``."""
+    clip: bool
+    """Clip gradients at ``max_grad_norm``."""
+    auto_precision_on_cuda: str
+    """What ``precision: auto`` is on CUDA: ``bf16`` (when supported, else fp16) or ``fp16`` (with a scaler)."""
+    squad_window: int | None
+    """Tokens per SQuAD window (``None``: ``max_length``)."""
+    squad_stride: int | None
+    """Overlap of SQuAD windows (``None``: a quarter of the window)."""
+
+
+RECIPES = {
+    "modern": Recipe("modern", weight_decay=None, schedule="linear", clip=True, auto_precision_on_cuda="bf16",
+                     squad_window=None, squad_stride=None),
+    # The released I-STAR code: AdamW(weight_decay=0), no scheduler, no clipping, torch.cuda.amp with a GradScaler,
+    # SQuAD features of 384 tokens with a 128-token stride.
+    "paper": Recipe("paper", weight_decay=0.0, schedule="constant", clip=False, auto_precision_on_cuda="fp16",
+                    squad_window=384, squad_stride=128),
+}
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 CHECKPOINT_MODES = ("state", "resume", "weights", "none")
@@ -220,6 +253,8 @@ def _range_problems(obj: Any) -> list[str]:
             problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
         if obj.precision not in PRECISIONS:
             problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
+        if obj.recipe not in RECIPES:
+            problems.append(f"recipe must be one of {', '.join(RECIPES)}, got {obj.recipe!r}")
         if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
             problems.append(f"shrinkage_tokens must be at least 2, got {obj.shrinkage_tokens}")
     return problems

@@ -26,17 +26,19 @@ MAX_ANSWER_TOKENS = 30
 N_BEST = 20
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
-    """The data directory to read: ``data_dir``, else ``$GLUE_DIR``, else ``None`` (the hub)."""
-    chosen = data_dir if data_dir not in (None, "") else os.environ.get(GLUE_DIR_ENV) or None
-    if chosen is None:
-        return None
-    path = Path(chosen).expanduser()
-    if not path.is_dir():
-        source = "--data-dir" if data_dir not in (None, "") else f"${GLUE_DIR_ENV}"
-        raise DataError(f"data directory {str(path)!r} (from {source}) does not exist: point it at a folder in the "
-                        "GLUE layout, e.g. ../shared/data/glue")
-    return path
+def resolve_data_dir(data_dir: str | os.PathLike | None, space_value: str | os.PathLike | None = None) -> Path | None:
+    """The data folder, by one rule everywhere: ``data_dir`` (the flag), else ``space_value`` (a search space's
+    ``data_dir``), else ``$GLUE_DIR``, else ``None`` (the Hugging Face hub)."""
+    for chosen, source in ((data_dir, "--data-dir"), (space_value, "the search space's data_dir"),
+                           (os.environ.get(GLUE_DIR_ENV), f"${GLUE_DIR_ENV}")):
+        if chosen in (None, ""):
+            continue
+        path = Path(chosen).expanduser()
+        if not path.is_dir():
+            raise DataError(f"data directory {str(path)!r} (from {source}) does not exist: point it at a folder in "
+                            "the GLUE layout, e.g. ../shared/data/glue")
+        return path
+    return None
 
 
 def hub_reachable(timeout: float = 5.0) -> bool:
@@ -229,10 +231,14 @@ class EncodedData:
         return None if "labels" not in self.validation.column_names else np.asarray(self.validation["labels"])
 
 
-def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 128) -> EncodedData:
-    """Tokenise once with ``datasets.map(batched=True)``; padding is left to the collator (dynamic)."""
+def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 128, squad_window: int | None = None,
+           squad_stride: int | None = None) -> EncodedData:
+    """Tokenise once with ``datasets.map(batched=True)``; padding is left to the collator (dynamic). SQuAD contexts
+    are split into windows of ``squad_window`` tokens (default ``max_length``) overlapping by ``squad_stride``
+    (default a quarter of the window)."""
     if task.problem_type == EXTRACTIVE_QA:
-        return _encode_squad(raw, tokenizer, max_length)
+        window = squad_window or max_length
+        return _encode_squad(raw, tokenizer, window, squad_stride or squad_doc_stride(window))
 
     def tokenize(batch):
         encoded = tokenizer(*[batch[f] for f in task.text_fields], truncation=True, max_length=max_length)
@@ -249,8 +255,7 @@ def squad_doc_stride(max_length: int) -> int:
     return max(8, max_length // 4)
 
 
-def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int) -> EncodedData:
-    stride = squad_doc_stride(max_length)
+def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride: int) -> EncodedData:
     pad_right = tokenizer.padding_side == "right"
 
     def windows(batch):

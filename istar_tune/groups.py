@@ -5,7 +5,9 @@ trials, the next group's trials take the free GPUs instead of the cluster draini
 :class:`GroupSearcher` hands out each group's trials (a grid's configurations, or one Optuna study per group) in an
 order from the cost model (:func:`istar_tune.simulate.trial_seconds`): the longest and the shortest remaining trial
 by turns, so no long trial starts last and short trials, spread over the whole search, never arrive all at once
-(which would make the driver, not the GPUs, the limit at the end);
+(which would make the driver, not the GPUs, the limit at the end). A group can wait for another (``after``): a seeds
+group in the same experiment as the search it re-runs gets its configurations when that search's group has ended
+(its best trial, by its last reported metric, re-run with each seed) and goes to the front of the queue;
 :class:`GroupScheduler` keeps one ASHA instance per group, so early stopping compares only a group's trials.
 """
 
@@ -22,7 +24,8 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from istar_tune.search_space import Domain, group_key
+from istar_tune.config import HYPERPARAMETER_KEYS
+from istar_tune.search_space import Domain, trial_group
 from istar_tune.simulate import trial_seconds
 
 
@@ -81,13 +84,32 @@ class GroupPlan:
     """Optuna: the study's name in ``GroupSearcher.storage``."""
     points: list[dict] = field(default_factory=list)
     """Optuna: configurations to try first."""
+    concurrency: int | None = None
+    """Trials of this group at once (``None``: the searcher's setting)."""
+    after: str = ""
+    """Key of the group whose best trial this group re-runs with ``seeds``; it waits until that group has ended."""
+    seeds: list[int] = field(default_factory=list)
+    waiting: bool = False
+    note: str = ""
+    """Why a released group has nothing to run (its source had no scored trial)."""
 
     def next_place(self) -> int:
         return self.order[-1]
 
     @property
     def exhausted(self) -> bool:
-        return not self.configs and self.budget <= 0
+        return not self.waiting and not self.configs and self.budget <= 0
+
+
+def best_trial(results: list[tuple[str, float | None, dict]]) -> tuple[str, float, dict] | None:
+    """The best of ``(trial_id, last reported metric, config)``: the highest metric, ties to the lowest trial id
+    (the rule of :func:`istar_tune.tracking.best_trials`, which reads the same from MLflow)."""
+    scored = sorted((r for r in results if r[1] is not None and r[1] == r[1]), key=lambda r: r[0])
+    best = None
+    for result in scored:
+        if best is None or result[1] > best[1]:
+            best = result
+    return best
 
 
 def hand_out_order(plans: list[GroupPlan]) -> None:
@@ -124,6 +146,20 @@ class GroupSearcher(Searcher):
         self.storage = storage
         self.owner: dict[str, int] = {}
         self.suggested = 0
+        for plan in plans:
+            plan.waiting = plan.waiting or bool(plan.after)
+        keys = {plan.key: i for i, plan in enumerate(plans)}
+        self.dependents: dict[int, list[int]] = {}
+        for i, plan in enumerate(plans):
+            if plan.after:
+                if plan.after not in keys:
+                    raise ValueError(f"group {plan.key} waits for {plan.after}, which is not in this experiment")
+                self.dependents.setdefault(keys[plan.after], []).append(i)
+        self.results: dict[int, list[tuple[str, float | None, dict]]] = {i: [] for i in self.dependents}
+        """Per group with dependents: (trial id, last metric, config) of each trial that ended."""
+        self.configs: dict[str, dict] = {}
+        """Configurations of the live trials of groups with dependents."""
+        self.released = 0
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
@@ -144,8 +180,8 @@ class GroupSearcher(Searcher):
         return plan.searcher
 
     def suggest(self, trial_id: str):
-        open_plans = [i for i, p in enumerate(self.plans) if not p.exhausted
-                      and (self.concurrency is None or p.live < self.concurrency)]
+        open_plans = [i for i, p in enumerate(self.plans) if not p.exhausted and not p.waiting
+                      and p.live < (p.concurrency or self.concurrency or 2**31)]
         for index in sorted(open_plans, key=lambda i: self.plans[i].next_place()):
             plan = self.plans[index]
             if plan.configs:
@@ -160,6 +196,8 @@ class GroupSearcher(Searcher):
                 plan.order.pop()
             plan.live += 1
             self.owner[trial_id] = index
+            if index in self.dependents:
+                self.configs[trial_id] = config
             self.suggested += 1
             return config
         if all(p.exhausted for p in self.plans):
@@ -179,6 +217,26 @@ class GroupSearcher(Searcher):
         plan.live -= 1
         if plan.searcher is not None:
             plan.searcher.on_trial_complete(trial_id, result=result, error=error)
+        if index in self.dependents:
+            config = self.configs.pop(trial_id, {})
+            value = None if error or not result else result.get(self.metric)
+            self.results[index].append((trial_id, value, config))
+            if plan.exhausted and plan.live == 0:
+                self._release(index)
+
+    def _release(self, source: int) -> None:
+        """Hand the dependents of a group that ended its best configuration, one trial per seed, first in line."""
+        best = best_trial(self.results.pop(source))
+        for index in self.dependents.pop(source):
+            plan = self.plans[index]
+            plan.waiting = False
+            if best is None:
+                plan.note = f"{self.plans[source].key} ended without a scored trial: nothing to re-run"
+                continue
+            hyperparameters = {k: v for k, v in best[2].items() if k in HYPERPARAMETER_KEYS and k != "seed"}
+            plan.configs = [{**hyperparameters, **plan.base, "seed": seed} for seed in reversed(plan.seeds)]
+            self.released += 1
+            plan.order = [-(2**40) + self.released] * len(plan.configs)  # before every group that never waited
 
     def save(self, checkpoint_path: str):
         with open(checkpoint_path, "wb") as handle:
@@ -220,7 +278,7 @@ class GroupScheduler(FIFOScheduler):
     def _of(self, trial) -> TrialScheduler | None:
         if not self.asha:
             return None
-        key = group_key(trial.config)
+        key = trial_group(trial.config)
         if key not in self.schedulers:
             from ray.tune.schedulers import ASHAScheduler
 

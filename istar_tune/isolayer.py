@@ -1,10 +1,11 @@
 """IsoLayer (the second paper): a d × d layer between the sentence embedding and the task head.
 
 Stage 1 fine-tunes the model as Base does (``train.py``), or starts from ``init_checkpoint``. Stage 2 freezes the
-encoder and the head, inserts one identity-initialised linear layer on the sentence embedding that feeds the head,
-and trains only that layer with ``α·L̂1 + (1 − α)·L̂2``: L1 the task loss, L2 = log(1/IsoScore) of the batch's
-sentence embeddings after the layer, both normalised by :class:`LossBalancer`. Stage 2 runs through the same
-epoch loop as every method (:func:`istar_tune.train.train_epoch`).
+encoder and the head, inserts one identity-initialised linear layer on the sentence embedding that feeds the head
+(:class:`IsoLayerHook`), and trains only that layer with :class:`IsoLayerLoss`: ``α·L̂1 + (1 − α)·L̂2``, L1 the task
+loss, L2 = log(1/IsoScore) of the batch's sentence embeddings after the layer, both normalised by
+:class:`LossBalancer`. This module holds those pieces; stage 2 runs them through the same epoch loop as every method
+(``train.py``), which measures the sentence space before and after (:func:`sentence_space`, :class:`IsoLayerResult`).
 
 Where the sentence embedding is found: the head is the part of the model outside ``model.base_model``; its first
 linear layer (in module order) takes the sentence embedding — BERT's and ALBERT's pooler output, DistilBERT's
@@ -13,7 +14,7 @@ linear layer (in module order) takes the sentence embedding — BERT's and ALBER
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -84,68 +85,46 @@ class IsoLayerHook:
         self._handle.remove()
 
 
-def isolayer_loss_fn(run, hook: IsoLayerHook, alpha: float):
-    """batch → (α·L̂1 + (1 − α)·L̂2, L1, L2) for :func:`istar_tune.train.train_epoch`."""
-    balancer = LossBalancer()
+class IsoLayerLoss:
+    """``α·L̂1 + (1 − α)·L̂2`` of a batch: L1 the task loss, L2 = log(1/IsoScore) of the batch's sentence embeddings
+    after the layer (ζ = 0: the batch's own IsoScore, differentiable), both normalised by a :class:`LossBalancer`."""
 
-    def compute(batch):
-        with run.autocast():
-            outputs = run.model(**batch)
-        task_loss = outputs.loss.float()
-        score = isoscore_star(hook.embeddings)  # ζ = 0: the batch's IsoScore, differentiable
-        iso_loss = -torch.log(score.clamp_min(MIN_ISOSCORE))
-        task_hat, iso_hat = balancer([task_loss, iso_loss])
-        return alpha * task_hat + (1 - alpha) * iso_hat, task_loss, iso_loss
+    def __init__(self, alpha: float):
+        self.alpha = alpha
+        self.balancer = LossBalancer()
 
-    return compute
-
-
-@torch.no_grad()
-def sentence_space(run, hook: IsoLayerHook) -> dict[str, float]:
-    """Task metric, IsoScore and EV_1..EV_3 of the validation set's sentence embeddings (after the layer)."""
-    run.model.eval()
-    embeddings, logits = [], []
-    for batch in run.loader(run.data.validation, run.settings.eval_batch_size):
-        batch = run.to_device(batch)
-        with run.autocast():
-            outputs = run.model(**{k: v for k, v in batch.items() if k != "labels"})
-        embeddings.append(hook.embeddings.float().cpu())
-        logits.append(outputs.logits.float().cpu().numpy())
-    points = torch.cat(embeddings)  # (n_eval, d)
-    metrics = classification_metrics(run.task, np.concatenate(logits), run.data.labels)
-    ev = explained_variance(points, 3)
-    return {**metrics, "sentence_isoscore": float(isoscore(points)),
-            **{f"sentence_ev{k + 1}": float(ev[k]) for k in range(3)}}
+    def __call__(self, task_loss: torch.Tensor, embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the joint loss, L2) for a batch's task loss and its (B, d) sentence embeddings."""
+        iso_loss = -torch.log(isoscore_star(embeddings).clamp_min(MIN_ISOSCORE))
+        task_hat, iso_hat = self.balancer([task_loss, iso_loss])
+        return self.alpha * task_hat + (1 - self.alpha) * iso_hat, iso_loss
 
 
-def run_stage_two(run, result, reporter) -> None:
-    """Freeze the fine-tuned model, train the inserted layer, report per epoch, record before/after."""
-    from istar_tune.train import make_optimizer, train_epoch
+@dataclass
+class SentenceSpace:
+    """What IsoLayer's paper reports of the validation set's sentence embeddings (after the layer)."""
 
-    hp = run.hparams
-    for param in run.model.parameters():
-        param.requires_grad_(False)
-    hook = IsoLayerHook(run.model)
-    try:
-        before = sentence_space(run, hook)
-        named = list(hook.layer.named_parameters())
-        optimizer, scheduler, scaler = make_optimizer(run, named, hp.isolayer_learning_rate, hp.isolayer_epochs,
-                                                      hp.warmup_ratio)
-        loss_fn = isolayer_loss_fn(run, hook, hp.alpha)
-        stage_one_epochs = len(result.epochs)
-        after = before
-        for stage_epoch in range(1, hp.isolayer_epochs + 1):
-            epoch = stage_one_epochs + stage_epoch
-            losses = train_epoch(run, loss_fn, [p for _, p in named], optimizer, scheduler, scaler, epoch,
-                                 f"isolayer {stage_epoch}/{hp.isolayer_epochs}", train_modules=hook.layer)
-            after = sentence_space(run, hook)
-            record = {"epoch": epoch, "stage": 2, **after, "train_loss": losses["train_loss"],
-                      "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
-            result.epochs.append(record)
-            if record[run.task.metric] >= result.best.get(run.task.metric, -math.inf):
-                result.best_epoch = epoch
-            if reporter is not None:
-                reporter(record, None)
-        result.extra["isolayer"] = {"before": before, "after": after}
-    finally:
-        hook.remove()
+    metrics: dict[str, float]
+    """The task metric(s) of the model with the layer."""
+    isoscore: float
+    explained_variance: list[float]
+    """EV_1..EV_3 (cumulative)."""
+
+    def as_record(self) -> dict[str, float]:
+        return {**self.metrics, "sentence_isoscore": self.isoscore,
+                **{f"sentence_ev{k + 1}": v for k, v in enumerate(self.explained_variance)}}
+
+
+@dataclass
+class IsoLayerResult:
+    """Stage 2's measurements: the sentence space before the layer trained (stage 1's model) and after."""
+
+    before: SentenceSpace
+    after: SentenceSpace
+
+
+def sentence_space(task, embeddings: torch.Tensor, logits: np.ndarray, labels) -> SentenceSpace:
+    """Task metric, IsoScore and EV_1..EV_3 of (n, d) sentence embeddings and the model's (n, classes) logits."""
+    ev = explained_variance(embeddings, 3)
+    return SentenceSpace(metrics=classification_metrics(task, logits, labels), isoscore=float(isoscore(embeddings)),
+                         explained_variance=[float(v) for v in ev])

@@ -238,10 +238,15 @@ def average_cosine_similarity(points) -> torch.Tensor:
     x = as_points(points).detach()
     norms = torch.linalg.vector_norm(x, dim=1)
     x = x[norms > 0] / norms[norms > 0, None]  # (m, d) unit rows
-    m = x.shape[0]
-    _check_counts(m, x.shape[1])
-    total = x.sum(dim=0)  # (d,)
-    return (total @ total - m) / (m * (m - 1))
+    _check_counts(x.shape[0], x.shape[1])
+    return cosine_similarity_from_sum(x.sum(dim=0), x.shape[0])
+
+
+def cosine_similarity_from_sum(unit_sum: torch.Tensor, count: int) -> torch.Tensor:
+    """:func:`average_cosine_similarity` from the sum of ``count`` unit vectors (streamed over batches)."""
+    if count < 2:
+        raise IsotropyError(f"the average cosine similarity needs at least 2 points, got {count}")
+    return (unit_sum @ unit_sum - count) / (count * (count - 1))
 
 
 def explained_variance(points, k: int = 3) -> torch.Tensor:
@@ -251,8 +256,16 @@ def explained_variance(points, k: int = 3) -> torch.Tensor:
     _check_counts(n, d)
     if not 1 <= k <= min(n, d):
         raise IsotropyError(f"k must lie in [1, min(n, d) = {min(n, d)}], got {k}")
-    singular = torch.linalg.svdvals(x - x.mean(dim=0))
-    energy = singular**2
+    return explained_variance_from_cov(masked_covariance(x), k)
+
+
+def explained_variance_from_cov(cov, k: int = 3) -> torch.Tensor:
+    """:func:`explained_variance` from the points' (d, d) covariance (streamed over batches): the cumulative share of
+    its top-k eigenvalues."""
+    cov = torch.as_tensor(cov).detach().to(torch.float64)
+    if not 1 <= k <= cov.shape[0]:
+        raise IsotropyError(f"k must lie in [1, d = {cov.shape[0]}], got {k}")
+    energy = torch.linalg.eigvalsh(cov).flip(0).clamp_min(0)
     total = energy.sum()
     if total == 0:
         raise IsotropyError("explained variance is undefined for points with no variance")

@@ -27,7 +27,9 @@ def check_tracking(tracking_uri: str) -> list[str]:
 
 
 def check_storage(storage: str) -> list[str]:
-    if "://" in storage:
+    from istar_tune.storage import is_remote
+
+    if is_remote(storage):
         return []
     path = Path(storage)
     for parent in (path, *path.parents):

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,8 +24,10 @@ from istar_tune import tracking, trial_checkpoints
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method, trial_epochs
-from istar_tune.search_space import Domain, Group, SearchSpace, group_key
+from istar_tune.search_space import SEARCH_KEY, Domain, Group, SearchSpace, for_search, group_key, trial_group
 from istar_tune.simulate import Simulation
+from istar_tune.storage import artifact_root, is_remote, join, storage_root
+from istar_tune.storage import tracking_uri as resolve_tracking_uri
 from istar_tune.tasks import get_task
 
 log = logging.getLogger(__name__)
@@ -67,8 +70,9 @@ RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
 
-def trainable(config: dict[str, Any], settings: dict[str, Any], keep: int = 1) -> None:
-    """The Ray Tune trainable: a plain function of the sampled config (plus fixed run settings)."""
+def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep: dict[str, int]) -> None:
+    """The Ray Tune trainable: a plain function of the sampled config (plus the fixed run settings and checkpoints
+    to keep of each search in the experiment, by search name)."""
     from ray import tune
 
     from istar_tune.train import read_state, train
@@ -77,8 +81,8 @@ def trainable(config: dict[str, Any], settings: dict[str, Any], keep: int = 1) -
         logging.getLogger(name).setLevel(logging.WARNING)
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
-    run_settings = from_dict(RunSettings, settings, source="settings")
-    reporter = TuneReporter(get_task(hparams.task).metric, keep, run_settings.checkpoint != "none")
+    run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
+    reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none")
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         train(hparams, run_settings, reporter)
@@ -101,24 +105,46 @@ class PlannedGroup:
     group: Group
     trials: int
     param_space: dict[str, Any] = field(default_factory=dict)
+    after: str = ""
+    """Seeds stage: the group (``search:model/task/method``, same experiment) whose best trial this re-runs."""
 
 
-def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False) -> list[PlannedGroup]:
+def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False, search: str | None = None,
+         chained: dict[str, SearchSpace] | None = None) -> list[PlannedGroup]:
     """The groups of a search and their trial counts.
 
     The seeds stage reads its configurations from MLflow at ``tracking_uri``; without one it plans every group of
-    the space (an upper bound: only groups with a finished trial in ``best_of`` run).
+    the space (an upper bound: only groups with a finished trial in ``best_of`` run). Its groups that re-run a search
+    of ``chained`` (``{name: space}`` run in the same experiment) wait for that search's group instead (``after``).
     """
-    if space.stage == "seeds" and tracking_uri is not None:
-        return _plan_seeds(space, tracking_uri, simulated)
+    search = search or space.name
+    chained = chained or {}
+    if space.stage == "seeds" and (tracking_uri is not None or chained):
+        return _plan_seeds(space, tracking_uri, simulated, search, chained)
     return [PlannedGroup(group=g, trials=space.trials_in(g)) for g in space.groups()]
 
 
-def _plan_seeds(space: SearchSpace, tracking_uri: str, simulated: bool) -> list[PlannedGroup]:
-    tracking.check_store(tracking_uri)
+def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, search: str,
+                chained: dict[str, SearchSpace]) -> list[PlannedGroup]:
     wanted = {(g.model, g.task, g.method) for g in space.groups()}
-    planned, missing = [], []
+    seeds = {"seed": Domain("grid", tuple(space.seeds))}
+    planned, missing, sources = [], [], {}
     for experiment in space.best_of:
+        if experiment in chained:
+            for model, task, method in sorted(wanted & {(g.model, g.task, g.method)
+                                                        for g in chained[experiment].groups()}):
+                source = {"model": _absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
+                sources.setdefault((model, task, method), []).append(trial_group(source))
+            continue
+        if tracking_uri is None:
+            continue
+        try:
+            tracking.check_store(tracking_uri)
+        except ConfigError:
+            if not chained:
+                raise
+            missing.append(experiment)  # no store yet: this run's searches are the ones re-run
+            continue
         try:
             best = tracking.best_trials(tracking_uri, experiment, simulated)
         except ConfigError:
@@ -128,9 +154,16 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str, simulated: bool) -> list[
             if (model, task, method) not in wanted:
                 continue
             config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k != "seed"}
-            group = Group(model=model, task=task, method=method,
-                          domains={"seed": Domain("grid", tuple(space.seeds))})
+            group = Group(model=model, task=task, method=method, domains=seeds)
             planned.append(PlannedGroup(group=group, trials=len(space.seeds), param_space=config))
+    for (model, task, method), keys in sources.items():
+        group = Group(model=model, task=task, method=method, domains=seeds)
+        planned += [PlannedGroup(group=group, trials=len(space.seeds), after=key) for key in keys]
+    repeated = sorted({group_key(_base_config(p)) for p in planned
+                       if sum(group_key(_base_config(q)) == group_key(_base_config(p)) for q in planned) > 1})
+    if repeated:
+        raise ConfigError(f"{space.path}: best_of {', '.join(space.best_of)}: the groups {', '.join(repeated)} are in "
+                          "more than one of those searches; name one search per group")
     if not planned:
         absent = f" (no experiment {', '.join(missing)})" if missing else ""
         raise ConfigError(f"{space.path}: no finished trial of {', '.join(space.models)} × {', '.join(space.tasks)}"
@@ -147,8 +180,11 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup]) -> str:
              f"scheduler {space.scheduler}"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
     if space.stage == "seeds":
+        chained = sorted({p.after.split(":")[0] for p in planned if p.after})
+        source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
+                  "ended") if chained else "MLflow when the search runs"
         lines.append(f"(at most: the best configuration of each group found in {', '.join(space.best_of)} is re-run "
-                     f"with seeds {list(space.seeds)}; they are read from MLflow when the search runs)")
+                     f"with seeds {list(space.seeds)}; read from {source})")
     total = sum(p.trials for p in planned)
     concurrency = space.concurrency or "as the cluster allows"
     lines.append(f"total {total} trials in {len(planned)} groups; each trial {space.cpu:g} CPU, {space.gpu:g} GPU; "
@@ -173,25 +209,32 @@ def _tune_domain(domain: Domain):
     return tune.randint(values[0], values[1] + 1)  # both bounds included
 
 
-def _base_config(planned: PlannedGroup) -> dict[str, Any]:
+def _base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, Any]:
     group = planned.group
-    return {"model": _absolute_if_path(group.model), "task": group.task, "method": group.method,
+    base = {"model": _absolute_if_path(group.model), "task": group.task, "method": group.method,
             **planned.param_space}
+    return {**base, SEARCH_KEY: search} if search else base
 
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
-    an Optuna budget and space for Optuna groups."""
+    an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
     from istar_tune.groups import GroupPlan, grid_configs
     from istar_tune.simulate import trial_seconds
 
+    name = name or space.name
     plans = []
     for item in planned:
-        base, domains = _base_config(item), item.group.domains
-        key = group_key(base)
+        base, domains = _base_config(item, name), item.group.domains
+        key = trial_group(base)
+        if item.after:
+            plans.append(GroupPlan(key=key, base=base, after=item.after, seeds=list(space.seeds),
+                                   concurrency=space.concurrency))
+            continue
         if space.stage == "seeds" or space.algorithm == "grid":
             repeats = 1 if space.stage == "seeds" else space.num_samples
-            plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed)))
+            plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed),
+                                   concurrency=space.concurrency))
             continue
         constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
         sampled = {k: _tune_domain(d) for k, d in domains.items() if d.kind != "constant"}
@@ -202,8 +245,8 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
                 raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
                                   f"sampled in group {key}: give every sampled hyperparameter")
         plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
-                               estimate=trial_seconds(typical), study=f"{name or space.name}:{key}",
-                               points=[dict(p) for p in space.points_to_evaluate]))
+                               estimate=trial_seconds(typical), study=key,
+                               points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))
     return plans
 
 
@@ -224,6 +267,8 @@ class TrialOutcome:
     value: float | None
     epochs: int
     error: str = ""
+    ended_at: float | None = None
+    """Unix time of its last report."""
 
 
 @dataclass
@@ -248,6 +293,9 @@ class SearchSummary:
     """Why the search stopped before every trial ended (empty when it ran to the end)."""
     mlflow_latencies_ms: list[float] = field(default_factory=list)
     mlflow_errors: list[str] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
+    ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
 
     @property
     def failed(self) -> list[tuple[Group, TrialOutcome]]:
@@ -301,34 +349,60 @@ def validate_name(name: str) -> str:
     return text
 
 
-def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-runs", tracking_uri: str | None = None,
-               name: str | None = None, address: str | None = None, resume: bool = False,
-               data_dir: str | None = None, write: Callable[[str], None] | None = None,
-               trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None) -> SearchSummary:
-    """Run (or resume) every group of ``space``; returns what finished, stopped early, failed or was interrupted.
+def run_search(space: SearchSpace, **options) -> SearchSummary:
+    """Run (or resume) every group of ``space``: :func:`run_searches` of one space (``name`` names its MLflow
+    experiment and results folder)."""
+    return run_searches([space], **options)[0]
 
-    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`trainable`, which fine-tunes; ``keep``:
-    how many of its newest checkpoints it keeps). With ``simulation``, trials are rehearsed by
+
+def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
+                 tracking_uri: str | None = None, name: str | None = None, address: str | None = None,
+                 resume: bool = False, data_dir: str | None = None, write: Callable[[str], None] | None = None,
+                 trainable_fn: Callable[..., None] = trainable,
+                 simulation: Simulation | None = None) -> list[SearchSummary]:
+    """Run (or resume) several searches as one Tune experiment; one summary per search, in order.
+
+    Each search keeps its own MLflow experiment (its space's name; with one space, ``name`` if given), settings and
+    groups; their trials share the cluster, so it stays full from the first trial of the first search to the last
+    trial of the last. A seeds search whose ``best_of`` names a search of the same run does not wait for that
+    whole search: each of its groups starts as soon as the group it re-runs has ended. ``name`` names the Tune
+    experiment (results folder; default: the searches' names joined by ``+``).
+
+    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`trainable`, which fine-tunes;
+    ``settings`` and ``keep`` map each search's name to its run settings and to how many of its newest
+    checkpoints a trial keeps). With ``simulation``, trials are rehearsed by
     :func:`istar_tune.simulate.simulated_trainable` instead.
     """
     from istar_tune import preflight
     from istar_tune.groups import GroupScheduler, GroupSearcher
     from istar_tune.tune_callbacks import MlflowTrialLogger, ProgressPrinter
 
-    name = validate_name(name or space.name)
-    storage = _storage_root(storage_path)
-    tracking_uri = tracking_uri or _default_tracking(storage)
+    if not spaces:
+        raise ConfigError("no search space to run: give at least one")
+    names = [validate_name(name or spaces[0].name)] if len(spaces) == 1 else [validate_name(s.name) for s in spaces]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"searches run together need different names; {', '.join(repeated)} is given twice")
+    _check_shared(spaces)
+    name = names[0] if len(spaces) == 1 else validate_name(name or "+".join(names))
+    storage = storage_root(storage_path)
+    tracking_uri = resolve_tracking_uri(tracking_uri, storage)
     simulated = simulation is not None
-    settings = _trial_settings(space, data_dir)
+    settings = {n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)}
     say = write or _print
+    began = time.monotonic()
+    phases: dict[str, float] = {}
     checks = [("storage", lambda: preflight.check_storage(storage)),
               ("tracking", lambda: preflight.check_tracking(tracking_uri))]
     if not simulated:  # a rehearsal reads no data and loads no model
-        checks += [("data", lambda: preflight.check_data(list(space.tasks), settings.data_dir)),
-                   ("models", lambda: preflight.check_models(list(space.models), settings.max_length))]
+        for n, space in zip(names, spaces):
+            checks += [(f"data of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir)),
+                       (f"models of {n}", lambda s=space, n=n: preflight.check_models(list(s.models),
+                                                                                    settings[n].max_length))]
     checked_s = preflight.run_checks(checks)
-    planned = plan(space, tracking_uri, simulated)
-    results_root = _join(storage, name)
+    planned = {n: plan(space, tracking_uri, simulated, search=n, chained=dict(zip(names[:i], spaces[:i])))
+               for i, (n, space) in enumerate(zip(names, spaces))}
+    results_root = join(storage, name)
     _refuse_to_overwrite(results_root, resume)
     if resume and not results_exist(storage, name):
         raise ConfigError(f"--resume: search {name!r} has no results in {storage} to continue; run it without "
@@ -343,26 +417,31 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
     import ray
     from ray import tune
 
-    checked_s += preflight.run_checks([("resources", lambda: preflight.check_resources(space.cpu, space.gpu,
+    first = spaces[0]
+    checked_s += preflight.run_checks([("resources", lambda: preflight.check_resources(first.cpu, first.gpu,
                                                                                          ray.nodes()))])
     say(f"preflight: storage, tracking{'' if simulated else ', data, models'} and cluster resources checked in "
         f"{checked_s:.1f} s")
-    if "://" not in storage:
+    if not is_remote(storage):
         Path(storage).mkdir(parents=True, exist_ok=True)
     tracking.prepare_store(tracking_uri)
     mlflow = tracking.client(tracking_uri)
     # A tracking server keeps artifacts where it serves them from; a local store gets a folder beside it.
-    artifact_root = None if tracking.is_server(tracking_uri) or "://" in str(storage) else str(Path(storage) /
-                                                                                               "mlartifacts")
-    experiment_id = tracking.ensure_experiment(mlflow, name, artifact_root)
-    tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(), tracking.TAG_STAGE: space.stage}
-    if simulated:
-        tags[tracking.TAG_SIMULATED] = "true"
-    parent = tracking.parent_run(mlflow, experiment_id, name, tags)
-    mlflow.set_tag(parent, tracking.TAG_PLAN, tracking.encode_plan(
-        {group_key(_base_config(p)): p.trials for p in planned}))
+    artifacts = artifact_root(tracking_uri, storage)
+    loggers, parents = {}, {}
+    for n, space in zip(names, spaces):
+        experiment_id = tracking.ensure_experiment(mlflow, n, artifacts)
+        tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(),
+                tracking.TAG_STAGE: space.stage}
+        if simulated:
+            tags[tracking.TAG_SIMULATED] = "true"
+        parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
+        mlflow.set_tag(parents[n], tracking.TAG_PLAN, tracking.encode_plan(
+            {group_key(_base_config(p)): p.trials for p in planned[n]}))
+        loggers[n] = MlflowTrialLogger(tracking_uri, n, parents[n], experiment_id, tags,
+                                       threads=max(2, 8 // len(spaces)))
 
-    total = sum(p.trials for p in planned)
+    total = sum(p.trials for n in names for p in planned[n])
     # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
     # died is not run again on --resume; in large ones, Ray's adaptive period keeps snapshots under 5% of the time
     # (a re-run trial still gets one MLflow run: it is found by its trial id).
@@ -377,34 +456,43 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
     # Tune lets a custom searcher keep only one trial pending; with as many pending as the cluster has slots, a
     # finished trial's worker is handed the next trial at once (actor reuse) and a new GPU node is never idle.
     if _USER_PENDING is None:
-        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(8, _slots(ray.cluster_resources(), space)))
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(8, _slots(ray.cluster_resources(), first)))
 
     printer = ProgressPrinter(total, say)
-    logger = MlflowTrialLogger(tracking_uri, name, parent, experiment_id, tags)
     from ray.tune.logger import JsonLoggerCallback
 
-    callbacks = [logger, printer, JsonLoggerCallback()]
-    run_trial = _trainable(space, settings, trainable_fn, **extra)
-    printer.write(f"== {name}: {total} trials in {len(planned)} groups")
+    callbacks = [*loggers.values(), printer, JsonLoggerCallback()]
+    keep = {n: (s.checkpoints_to_keep if settings[n].checkpoint == "state" else 1) for n, s in zip(names, spaces)}
+    run_trial = tune.with_resources(tune.with_parameters(trainable_fn, settings={n: as_dict(v) for n, v in
+                                                                                 settings.items()},
+                                                         keep=keep, **extra), {"cpu": first.cpu, "gpu": first.gpu})
+    headline = " then ".join(f"{n} ({sum(p.trials for p in planned[n])} trials in {len(planned[n])} groups)"
+                             for n in names)
+    printer.write(f"== {headline}" if len(names) > 1 else f"== {name}: {total} trials in {len(planned[name])} groups")
     interrupted = ""
     grid = None
+    phases["setup"] = time.monotonic() - began
     try:
         if resume and tune.Tuner.can_restore(results_root):
             tuner = tune.Tuner.restore(results_root, trainable=run_trial, resume_unfinished=True,
                                        resume_errored=False)
             _replace_callbacks(tuner, callbacks)
         else:
-            searcher = GroupSearcher(group_plans(space, planned, name), concurrency=space.concurrency,
-                                     seed=space.seed, metric=OBJECTIVE, storage=_optuna_storage(space, storage))
-            horizons = None
-            if space.scheduler == "asha" and space.stage != "seeds":
-                horizons = {group_key(_base_config(p)): _max_epochs(p.group) for p in planned}
-            scheduler = GroupScheduler(horizons, space.grace_period, space.reduction_factor, metric=OBJECTIVE)
+            plans = [p for n, space in zip(names, spaces) for p in group_plans(space, planned[n], n)]
+            storages = {_optuna_storage(s, storage) for s in spaces} - {None}
+            if len(storages) > 1:
+                raise ConfigError(f"searches run together keep their Optuna studies in one database; they name "
+                                  f"{len(storages)} ({', '.join(sorted(storages))}): give them the same search.storage")
+            searcher = GroupSearcher(plans, seed=first.seed, metric=OBJECTIVE, storage=next(iter(storages), None))
+            horizons = {trial_group(_base_config(p, n)): _max_epochs(p.group) for n, space in zip(names, spaces)
+                        if space.scheduler == "asha" and space.stage != "seeds" for p in planned[n]}
+            asha = next((s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"), first)
+            scheduler = GroupScheduler(horizons or None, asha.grace_period, asha.reduction_factor, metric=OBJECTIVE)
             tuner = tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
                 metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
                 # Trials are independent (each seeds and loads its own model): starting a new worker process per
                 # trial would cost more than a short trial.
-                reuse_actors=True), run_config=_run_config(space, settings, name, storage, callbacks))
+                reuse_actors=True), run_config=_run_config(first, name, storage, callbacks))
         grid = tuner.fit()
     except KeyboardInterrupt:
         interrupted = "interrupted by a signal"
@@ -413,22 +501,51 @@ def run_search(space: SearchSpace, *, storage_path: str | os.PathLike = "istar-r
         interrupted = f"{type(err).__name__}: {err}"
         raise
     finally:
-        outcomes = _outcomes(planned, grid) if grid is not None else []
-        ended = sum(len(g.trials) - g.count("interrupted") for g in outcomes)
-        if not interrupted and ended < total:
+        phases["fit"] = time.monotonic() - began - phases["setup"]
+        results = list(grid) if grid is not None else []
+        statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
+        outcomes = {n: _outcomes(planned[n], results, statuses, n) for n in names}
+        ended = sum(len(g.trials) - g.count("interrupted") for n in names for g in outcomes[n])
+        if not interrupted and ended < _expected_trials(names, planned, outcomes):
             interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
-        if interrupted:
-            logger.interrupt(interrupted)
-        flushed = logger.close(timeout=None if not interrupted else 120)
-        failed = any(t.status == "failed" for g in outcomes for t in g.trials)
-        mlflow.set_terminated(parent, "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
+        flushing = time.monotonic()
+        for logger in loggers.values():
+            if interrupted:
+                logger.interrupt(interrupted)
+        flushed = all([logger.close(timeout=None if not interrupted else 120) for logger in loggers.values()])
+        phases["flush"] = time.monotonic() - flushing
+        for n in names:
+            failed = any(t.status == "failed" for g in outcomes[n] for t in g.trials)
+            mlflow.set_terminated(parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
         if not flushed:
             log.error("some MLflow writes did not land before the search ended")
-    summary = SearchSummary(name=name, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes,
-                            planned_trials=total, interrupted=interrupted,
-                            mlflow_latencies_ms=list(logger.writer.latencies_ms),
-                            mlflow_errors=list(logger.writer.errors))
-    return summary
+    return [SearchSummary(name=n, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes[n],
+                          planned_trials=sum(p.trials for p in planned[n]), interrupted=interrupted,
+                          mlflow_latencies_ms=list(loggers[n].writer.latencies_ms),
+                          mlflow_errors=list(loggers[n].writer.errors), phases_s=phases) for n in names]
+
+
+def _check_shared(spaces: list[SearchSpace]) -> None:
+    """Searches in one Tune experiment share what Tune sets per experiment: trial resources, retries, ASHA."""
+    first = spaces[0]
+    for space in spaces[1:]:
+        for what, of in (("resources", lambda s: {"cpu": s.cpu, "gpu": s.gpu}),
+                         ("max_failures", lambda s: s.max_failures)):
+            if of(space) != of(first):
+                raise ConfigError(f"searches run together share {what}: {first.path} has {of(first)}, {space.path} "
+                                  f"has {of(space)}; make them equal or run the searches one by one")
+    asha = [s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"]
+    if len({(s.grace_period, s.reduction_factor) for s in asha}) > 1:
+        raise ConfigError(f"searches run together share one ASHA setting; {asha[0].path} and {asha[1].path} differ "
+                          "in scheduler.grace_period or scheduler.reduction_factor")
+
+
+def _expected_trials(names: list[str], planned: dict[str, list[PlannedGroup]],
+                     outcomes: dict[str, list[GroupOutcome]]) -> int:
+    """Trials that run when every trial ends: the planned ones, less the seeds of groups that wait for a group
+    which ended without a scored trial."""
+    best = {trial_group(_base_config(p, n)): o.best for n in names for p, o in zip(planned[n], outcomes[n])}
+    return sum(p.trials for n in names for p in planned[n] if not p.after or best.get(p.after) is not None)
 
 
 def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
@@ -438,7 +555,7 @@ def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
         return None
     if space.optuna_storage:
         return space.optuna_storage
-    if "://" in storage:
+    if is_remote(storage):
         log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
         return None
     return f"sqlite:///{Path(storage) / 'optuna.db'}"
@@ -487,16 +604,7 @@ def _replace_callbacks(tuner, callbacks) -> None:
         local.get_run_config().callbacks = callbacks
 
 
-def _trainable(space: SearchSpace, settings: RunSettings, trainable_fn: Callable[..., None], **extra):
-    from ray import tune
-
-    resources = {"cpu": space.cpu, "gpu": space.gpu}
-    keep = space.checkpoints_to_keep if settings.checkpoint == "state" else 1
-    return tune.with_resources(tune.with_parameters(trainable_fn, settings=as_dict(settings), keep=keep, **extra),
-                               resources)
-
-
-def _run_config(space: SearchSpace, settings: RunSettings, name: str, storage: str, callbacks):
+def _run_config(space: SearchSpace, name: str, storage: str, callbacks):
     from ray import tune
 
     # Tune keeps every checkpoint it is told of; the trial itself prunes all but its newest (trial_checkpoints.py):
@@ -518,26 +626,30 @@ def _max_epochs(group: Group) -> int:
                          "isolayer_epochs": largest("isolayer_epochs")})
 
 
-def _outcomes(planned: list[PlannedGroup], grid) -> list[GroupOutcome]:
+def _outcomes(planned: list[PlannedGroup], results: list, statuses: dict[str, str],
+              search: str) -> list[GroupOutcome]:
+    """Each planned group's trials among ``results`` (Tune's, of every search in the experiment) of ``search``."""
     from ray.tune.experiment import Trial
 
     by_group: dict[str, list[TrialOutcome]] = {}
-    statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
-    for result in grid:
+    for result in results:
         config = dict(result.config or {})
+        if config.get(SEARCH_KEY, search) != search:
+            continue
         metrics = result.metrics or {}
         trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
         epochs = int(metrics.get("epoch", 0) or 0)
         value = metrics.get(OBJECTIVE)
+        ended = metrics.get("timestamp")
         key = group_key(config)
         if result.error is not None:
             error = tracking.error_summary(str(result.error), type(result.error).__name__)
-            outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error)
+            outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error, ended)
         elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
-            outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs)
+            outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs, ended_at=ended)
         else:
             status = "stopped_early" if epochs < trial_epochs(config) else "finished"
-            outcome = TrialOutcome(trial_id, status, config, value, epochs)
+            outcome = TrialOutcome(trial_id, status, config, value, epochs, ended_at=ended)
         by_group.setdefault(key, []).append(outcome)
     outcomes = []
     for item in planned:
@@ -550,48 +662,28 @@ def _outcomes(planned: list[PlannedGroup], grid) -> list[GroupOutcome]:
     return outcomes
 
 
-def _storage_root(storage_path) -> str:
-    text = str(storage_path)
-    return text if "://" in text else str(Path(text).expanduser().resolve())
-
-
-def _join(root: str, child: str) -> str:
-    return f"{root.rstrip('/')}/{child}" if "://" in root else str(Path(root) / child)
-
-
-def _default_tracking(storage: str) -> str:
-    if "://" in storage:
-        raise ConfigError(f"storage path {storage!r} is remote: give --tracking-uri (an http:// MLflow server)")
-    return tracking.default_tracking_uri(storage)
-
-
 def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
     """Whether a search called ``name`` has Ray results under ``storage_path`` (what ``--resume`` continues)."""
     from ray import tune
 
-    root = _storage_root(storage_path)
-    if "://" not in root and not Path(root, name).is_dir():
+    root = storage_root(storage_path)
+    if not is_remote(root) and not Path(root, name).is_dir():
         return False
-    return bool(tune.Tuner.can_restore(_join(root, name)))
+    return bool(tune.Tuner.can_restore(join(root, name)))
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
-    """Settings of every trial. Data: ``--data-dir``, else the space's ``data_dir``, else ``$GLUE_DIR`` (the one
-    precedence rule: flag, then search-space file, then environment)."""
-    chosen = data_dir or space.settings.get("data_dir") or os.environ.get("GLUE_DIR") or None
-    settings = space.run_settings(data_dir=chosen)
-    chosen = settings.data_dir
-    if chosen:
-        path = Path(chosen).expanduser()
-        if not path.is_dir():
-            raise ConfigError(f"data directory {chosen!r} does not exist: give --data-dir or GLUE_DIR of a folder "
-                              "in the GLUE layout")
-        settings = replace(settings, data_dir=str(path.resolve()))  # trials run in their own working folders
+    """Settings of every trial, its data folder by the one rule (:func:`istar_tune.data.resolve_data_dir`: flag,
+    then search-space file, then ``$GLUE_DIR``), made absolute: trials run in their own working folders."""
+    from istar_tune.data import resolve_data_dir
+
+    chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))
+    settings = space.run_settings(data_dir=str(chosen.resolve()) if chosen is not None else None)
     return replace(settings, progress=False, output_dir=None, save_checkpoint=False)
 
 
 def _refuse_to_overwrite(results_root: str, resume: bool) -> None:
-    if resume or "://" in results_root:
+    if resume or is_remote(results_root):
         return
     if Path(results_root).exists() and any(Path(results_root).iterdir()):
         raise ConfigError(f"search results already exist in {results_root}: pass --resume to continue that search, "

@@ -9,8 +9,9 @@ A domain is a constant (``batch_size: 32``) or a mapping with one key:
 * ``loguniform: [low, high]`` / ``uniform: [low, high]`` — a float range;
 * ``randint: [low, high]`` — an integer in [low, high] (both included).
 
-Searches run per (model, task, method) group: each group is one Ray Tune experiment, so a searcher or scheduler
-only ever compares trials of one task's metric.
+A search runs as one Ray Tune experiment holding all its (model, task, method) groups (several searches can share
+one: ``run_searches``); the searcher and the scheduler of a group only ever compare that group's trials, so one task's
+metric.
 """
 
 from __future__ import annotations
@@ -51,9 +52,28 @@ class Domain:
         return f"{self.kind}{list(self.values)}"
 
 
+SEARCH_KEY = "search"
+"""Key of a trial's configuration naming the search (MLflow experiment) it belongs to."""
+
+
 def group_key(config: dict[str, Any]) -> str:
     """``model/task/method`` of a trial's configuration: the group it belongs to."""
     return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+
+
+def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:
+    """What ``by_search`` (``{search name: value}``) holds for the search of a trial's configuration."""
+    search = config.get(SEARCH_KEY)
+    if search not in by_search:
+        raise KeyError(f"trial configuration of search {search!r}; this experiment runs {', '.join(by_search)}")
+    return by_search[search]
+
+
+def trial_group(config: dict[str, Any]) -> str:
+    """``search:model/task/method``: the group a trial is compared within when several searches share one Tune
+    experiment (``model/task/method`` for a configuration without a search)."""
+    search = config.get(SEARCH_KEY)
+    return f"{search}:{group_key(config)}" if search else group_key(config)
 
 
 @dataclass(frozen=True)

@@ -187,9 +187,10 @@ def _checkpoint_bytes(mode: str, final: bool, simulation: Simulation) -> int:
     return 0  # resume: once the trial is over, only its records
 
 
-def simulated_trainable(config: dict[str, Any], settings: dict[str, Any], simulation: Simulation,
-                        keep: int = 1) -> None:
-    """The Tune trainable of a rehearsal: the same reports and checkpoints as :func:`search.trainable`."""
+def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], simulation: Simulation,
+                        keep: dict[str, int]) -> None:
+    """The Tune trainable of a rehearsal: the same reports and checkpoints as :func:`search.trainable` (``settings``
+    and ``keep`` by search name, as there)."""
     import logging
 
     import ray
@@ -198,6 +199,9 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, Any], simula
     for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
         logging.getLogger(name).setLevel(logging.WARNING)
     node = ray.get_runtime_context().get_node_id()
+    from istar_tune.search_space import for_search
+
+    settings, keep = for_search(config, settings), for_search(config, keep)
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
     from istar_tune import trial_checkpoints

@@ -46,16 +46,6 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
-def default_tracking_uri(storage_path: str | os.PathLike) -> str:
-    """``sqlite:///<storage>/mlflow.db`` for a local storage path."""
-    return f"sqlite:///{Path(storage_path).expanduser().resolve() / 'mlflow.db'}"
-
-
-def is_server(tracking_uri: str) -> bool:
-    """Whether ``tracking_uri`` names a tracking server (which stores and serves artifacts itself)."""
-    return tracking_uri.startswith(("http://", "https://", "databricks"))
-
-
 def prepare_store(tracking_uri: str) -> None:
     """Create a new sqlite store's tables once, under a file lock, so searches starting together on a new store do
     not race MLflow's schema creation."""

@@ -3,8 +3,8 @@
 :func:`train` takes a run's :class:`~istar_tune.config.Hyperparameters` (what a search samples) and
 :class:`~istar_tune.config.RunSettings`, fine-tunes, evaluates after every epoch and hands each epoch's record to
 a reporter (the CLI prints it; a Ray trial reports it to Tune with a checkpoint). Methods differ only in the loss
-built by :func:`_loss_fn`; the IsoLayer method adds a second stage through the same epoch loop
-(``isolayer.py``).
+built by :func:`_loss_fn`; a method with a second stage (IsoLayer) runs it through the same epoch loop with its own
+loss and hook (``isolayer.py``).
 
 Per epoch: Σ_S is re-estimated from up to ``shrinkage_tokens`` training tokens (no gradient, streaming), the model
 trains with AdamW and a linear schedule (gradient accumulation, clipping, mixed precision on CUDA with the
@@ -14,6 +14,7 @@ cloud shrunk towards Σ_S with ``eval_zeta``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -23,7 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,9 +32,11 @@ import numpy as np
 import torch
 import yaml
 
-from istar_tune.config import Hyperparameters, RunSettings, as_dict, validate
+from istar_tune.config import RECIPES, Hyperparameters, RunSettings, as_dict, validate
 from istar_tune.data import EncodedData, encode, load_raw, squad_predictions, squad_references
 from istar_tune.errors import TrainingError
+from istar_tune.forward import forward_pass
+from istar_tune.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.isotropy import isoscore_star_from_cov
 from istar_tune.losses import layer_points, penalty
 from istar_tune.methods import PENALISED, get_method
@@ -73,8 +76,9 @@ class TrainResult:
     epochs: list[dict[str, Any]]
     best_epoch: int
     status: str = "finished"
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Method-specific results (IsoLayer: the sentence-embedding space before and after stage 2)."""
+    second_stage: IsoLayerResult | None = None
+    """What a method's second stage measured (IsoLayer: the sentence space before and after its layer trained)."""
+    error: str = ""
 
     @property
     def final(self) -> dict[str, Any]:
@@ -85,8 +89,11 @@ class TrainResult:
         return next((r for r in self.epochs if r["epoch"] == self.best_epoch), {})
 
     def as_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"error": self.error} if self.error else {}
+        if self.second_stage is not None:
+            extra["second_stage"] = dataclasses.asdict(self.second_stage)
         return {"status": self.status, "metric": self.metric, "best_epoch": self.best_epoch, "final": self.final,
-                "best": self.best, "epochs": self.epochs, **self.extra}
+                "best": self.best, "epochs": self.epochs, **extra}
 
 
 # ------------------------------------------------------------------------------------------------ set-up
@@ -101,13 +108,13 @@ def resolve_device(setting: str) -> torch.device:
     return device
 
 
-def resolve_precision(setting: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype (``None`` = full float32). ``auto`` is bf16 on CUDA when supported, else fp16 (with a
-    gradient scaler), and float32 on CPU; ``fp16`` and ``bf16`` are honoured on CPU too (slow there, but the same
-    code path, so tests run it)."""
+def resolve_precision(setting: str, device: torch.device, recipe: str = "modern") -> torch.dtype | None:
+    """The autocast dtype (``None`` = full float32). ``auto`` is float32 on CPU and, on CUDA, the recipe's choice:
+    bf16 when supported, else fp16 (with a gradient scaler), or fp16 (``paper``); ``fp16`` and ``bf16`` are honoured
+    on CPU too (slow there, but the same code path, so tests run it)."""
     if setting == "fp32" or (setting == "auto" and device.type != "cuda"):
         return None
-    if setting == "fp16":
+    if setting == "fp16" or (setting == "auto" and RECIPES[recipe].auto_precision_on_cuda == "fp16"):
         return torch.float16
     if setting == "bf16" or torch.cuda.is_bf16_supported():
         return torch.bfloat16
@@ -165,11 +172,12 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
     check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
                      settings.init_checkpoint or hparams.model)
     raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
-    data = encode(task, raw, tokenizer, settings.max_length)
+    recipe = RECIPES[settings.recipe]
+    data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
     model_source = settings.init_checkpoint or hparams.model
     model = load_model(model_source, task).to(device)
     return _Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
-                device=device, amp_dtype=resolve_precision(settings.precision, device),
+                device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
                 collate=DataCollatorWithPadding(tokenizer))
 
 
@@ -194,21 +202,16 @@ def shrinkage_order(size: int, seed: int, draw: int) -> list[int]:
     return torch.randperm(size, generator=generator).tolist()
 
 
-@torch.no_grad()
 def estimate_shrinkage(run: _Run, draw: int = 0) -> torch.Tensor:
     """Σ_S: covariance of up to ``shrinkage_tokens`` training tokens drawn in a seeded random order of the whole
     training set (:func:`shrinkage_order`), from the points the penalty sees (all layers, or ``layer``; padding
     as ``include_padding``); eval mode, no gradient."""
-    run.model.eval()
     estimator = StreamingCovariance(hidden_size(run.model), budget=run.settings.shrinkage_tokens)
     order = shrinkage_order(len(run.data.train), run.hparams.seed, draw)
     # Its own generator: the pass must not draw from the global RNG (a resumed run repeats it before training).
     loader = torch.utils.data.DataLoader(run.data.train, batch_size=run.settings.eval_batch_size, sampler=order,
                                          collate_fn=run.collate, generator=torch.Generator().manual_seed(draw))
-    for batch in loader:
-        batch = run.to_device(batch)
-        with run.autocast():
-            outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
+    for batch, outputs in forward_pass(run.model, loader, run.device, run.autocast):
         points, mask = _cloud(run, outputs.hidden_states, batch["attention_mask"])
         estimator.update(points, mask)
         if estimator.full:
@@ -220,10 +223,6 @@ def _cloud(run: _Run, hidden_states, attention_mask) -> tuple[torch.Tensor, torc
     """The token points I-STAR regularises (all layers or ``layer``; padding masked unless ``include_padding``):
     the same selection for Σ_S, the penalty and the eval IsoScore*."""
     return layer_points(hidden_states, attention_mask, run.hparams.layer, run.hparams.include_padding)
-
-
-def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in batch.items() if k not in ("labels", "start_positions", "end_positions")}
 
 
 LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
@@ -279,7 +278,7 @@ def train_epoch(run: _Run, loss_fn: LossFn, params: list[torch.nn.Parameter], op
                                 f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
         scaler.scale(loss / accum).backward()
         if (step + 1) % accum == 0 or step + 1 == steps:
-            if run.settings.max_grad_norm > 0:
+            if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(params, run.settings.max_grad_norm)
             scaler.step(optimizer)
@@ -298,14 +297,11 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
     the all-layer token cloud of the whole validation set."""
     from tqdm.auto import tqdm
 
-    run.model.eval()
     cloud = StreamingCovariance(hidden_size(run.model), budget=2**62)
     outputs_by_key: dict[str, list[np.ndarray]] = {}
     loader = run.loader(run.data.validation, run.settings.eval_batch_size)
-    for batch in tqdm(loader, desc="evaluating", disable=not run.settings.progress, leave=False, unit="batch"):
-        batch = run.to_device(batch)
-        with run.autocast():
-            outputs = run.model(**_model_inputs(batch), output_hidden_states=True)
+    bar = tqdm(loader, desc="evaluating", disable=not run.settings.progress, leave=False, unit="batch")
+    for batch, outputs in forward_pass(run.model, bar, run.device, run.autocast):
         points, mask = _cloud(run, outputs.hidden_states, batch["attention_mask"])  # (L·B·T, d), (L·B·T,)
         cloud.update(points, mask)
         keys = ("start_logits", "end_logits") if run.task.problem_type == EXTRACTIVE_QA else ("logits",)
@@ -328,16 +324,22 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
 
 def make_optimizer(run: _Run, params: list[tuple[str, torch.nn.Parameter]], learning_rate: float,
                    epochs: int, warmup_ratio: float):
-    from transformers import get_linear_schedule_with_warmup
+    """AdamW (no decay on biases and LayerNorm weights), the recipe's schedule, and a gradient scaler for fp16."""
+    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
+    recipe = RECIPES[run.settings.recipe]
+    weight_decay = run.hparams.weight_decay if recipe.weight_decay is None else recipe.weight_decay
     decay = [p for n, p in params if p.requires_grad and not _no_decay(n)]
     no_decay = [p for n, p in params if p.requires_grad and _no_decay(n)]
-    groups = [{"params": decay, "weight_decay": run.hparams.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     # The fused kernel is several times faster than the per-parameter loop (7x for MiniLM on 2 CPU cores).
     optimizer = torch.optim.AdamW(groups, lr=learning_rate, fused=True)
-    steps_per_epoch = math.ceil(math.ceil(len(run.data.train) / run.hparams.batch_size) / run.hparams.grad_accum)
-    total = steps_per_epoch * epochs
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
+    if recipe.schedule == "constant":
+        scheduler = get_constant_schedule(optimizer)
+    else:
+        steps_per_epoch = math.ceil(math.ceil(len(run.data.train) / run.hparams.batch_size) / run.hparams.grad_accum)
+        total = steps_per_epoch * epochs
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
     scaler = torch.amp.GradScaler(run.device.type, enabled=run.amp_dtype == torch.float16)
     return optimizer, scheduler, scaler
 
@@ -426,13 +428,11 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     try:
         _fit(run, result, reporter, resume_from, output_dir)
         if get_method(hparams.method).second_stage:
-            from istar_tune.isolayer import run_stage_two
-
-            run_stage_two(run, result, reporter)
+            _second_stage(run, result, reporter)
         result.status = "finished"
     except BaseException as err:
         result.status = "failed"
-        result.extra["error"] = f"{type(err).__name__}: {err}"
+        result.error = f"{type(err).__name__}: {err}"
         raise
     finally:
         if output_dir is not None:
@@ -479,6 +479,56 @@ def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from,
             else "state"
         _report(reporter, record, lambda d, e=epoch, b=best, c=contents: save_state(
             d, run, optimizer, scheduler, scaler, e, result.epochs, b, c))
+
+
+def _second_stage(run: _Run, result: TrainResult, reporter: Reporter | None) -> None:
+    """IsoLayer's stage 2 through the same epoch loop: freeze the fine-tuned model, insert the layer (a hook), train
+    it with the joint loss, report each epoch, and record the sentence space before and after."""
+    hp = run.hparams
+    for param in run.model.parameters():
+        param.requires_grad_(False)
+    hook = IsoLayerHook(run.model)
+    try:
+        before = _sentence_space(run, hook)
+        named = list(hook.layer.named_parameters())
+        optimizer, scheduler, scaler = make_optimizer(run, named, hp.isolayer_learning_rate, hp.isolayer_epochs,
+                                                      hp.warmup_ratio)
+        joint = IsoLayerLoss(hp.alpha)
+
+        def loss_fn(batch):
+            with run.autocast():
+                outputs = run.model(**batch)
+            task_loss = outputs.loss.float()
+            total, iso_loss = joint(task_loss, hook.embeddings)
+            return total, task_loss, iso_loss
+
+        after = before
+        stage_one_epochs = len(result.epochs)
+        for stage_epoch in range(1, hp.isolayer_epochs + 1):
+            epoch = stage_one_epochs + stage_epoch
+            losses = train_epoch(run, loss_fn, [p for _, p in named], optimizer, scheduler, scaler, epoch,
+                                 f"second stage {stage_epoch}/{hp.isolayer_epochs}", train_modules=hook.layer)
+            after = _sentence_space(run, hook)
+            record = {"epoch": epoch, "stage": 2, **after.as_record(), "train_loss": losses["train_loss"],
+                      "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
+            result.epochs.append(record)
+            if record[run.task.metric] >= result.best.get(run.task.metric, -math.inf):
+                result.best_epoch = epoch
+            if reporter is not None:
+                reporter(record, None)
+        result.second_stage = IsoLayerResult(before=before, after=after)
+    finally:
+        hook.remove()
+
+
+def _sentence_space(run: _Run, hook: IsoLayerHook) -> SentenceSpace:
+    """The validation set's sentence embeddings after the IsoLayer (read by its hook) and the task metric."""
+    embeddings, logits = [], []
+    loader = run.loader(run.data.validation, run.settings.eval_batch_size)
+    for _, outputs in forward_pass(run.model, loader, run.device, run.autocast, hidden_states=False):
+        embeddings.append(hook.embeddings.float().cpu())
+        logits.append(outputs.logits.float().cpu().numpy())
+    return sentence_space(run.task, torch.cat(embeddings), np.concatenate(logits), run.data.labels)
 
 
 def _report(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None]) -> None:

@@ -13,6 +13,7 @@ from ray.tune import Callback
 
 from istar_tune import tracking
 from istar_tune.methods import trial_epochs
+from istar_tune.search_space import SEARCH_KEY
 from istar_tune.tasks import get_task
 
 
@@ -20,16 +21,18 @@ class MlflowTrialLogger(Callback):
     """A child run per trial, its params and tags, per-epoch metrics with ``step = epoch``, its final status.
 
     Holds only plain values when pickled (Ray stores callbacks with the experiment); the writer thread starts on
-    first use. :meth:`close` flushes it; :meth:`interrupt` marks the trials still open as KILLED.
+    first use. :meth:`close` flushes it; :meth:`interrupt` marks the trials still open as KILLED. When several
+    searches share the experiment, each has its logger, which records only the trials of its search.
     """
 
     def __init__(self, tracking_uri: str, search_name: str, parent_run_id: str, experiment_id: str,
-                 tags: dict[str, str]):
+                 tags: dict[str, str], threads: int = 8):
         self.tracking_uri = tracking_uri
         self.search_name = search_name
         self.parent_run_id = parent_run_id
         self.experiment_id = experiment_id
         self.tags = dict(tags)
+        self.threads = threads
         self._writer: tracking.RunWriter | None = None
         self._nodes: dict[str, str] = {}
 
@@ -40,16 +43,22 @@ class MlflowTrialLogger(Callback):
     def writer(self) -> tracking.RunWriter:
         if self._writer is None:
             self._writer = tracking.RunWriter(self.tracking_uri, self.experiment_id, self.search_name,
-                                              self.parent_run_id, self.tags)
+                                              self.parent_run_id, self.tags, threads=self.threads)
         return self._writer
+
+    def _mine(self, trial) -> bool:
+        return trial.config.get(SEARCH_KEY, self.search_name) == self.search_name
 
     def setup(self, **info):
         _ = self.writer
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.writer.start(trial.trial_id, trial.config)
+        if self._mine(trial):
+            self.writer.start(trial.trial_id, trial.config)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        if not self._mine(trial):
+            return
         node = result.get("node_id")
         if node and self._nodes.get(trial.trial_id) != node:
             self._nodes[trial.trial_id] = node
@@ -59,6 +68,8 @@ class MlflowTrialLogger(Callback):
         self.writer.metrics(trial.trial_id, int(result.get("epoch", result.get("training_iteration", 0))), result)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        if not self._mine(trial):
+            return
         last = int((trial.last_result or {}).get("epoch", 0))
         stopped = last < trial_epochs(trial.config)
         extra = {"istar_tune.stopped_after_epoch": str(last)} if stopped else {}
@@ -66,9 +77,13 @@ class MlflowTrialLogger(Callback):
         self._nodes.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
+        if not self._mine(trial):
+            return
         self.writer.set_tags(trial.trial_id, {"istar_tune.retries": str(getattr(trial, "num_failures", ""))})
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        if not self._mine(trial):
+            return
         self.writer.end(trial.trial_id, "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)})
         self._nodes.pop(trial.trial_id, None)
 

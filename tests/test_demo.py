@@ -5,6 +5,7 @@ from conftest import GLUE
 
 from istar_tune import tracking
 from istar_tune.cli import main
+from istar_tune.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def test_demo_smoke_prints_the_tables_mlflow_holds(local_ray, tmp_path, capsys):
     storage = tmp_path / "istar-runs"
     assert main(["demo", "--smoke", "--data-dir", str(GLUE), "--storage-path", str(storage)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    uri = tracking.default_tracking_uri(storage)
+    uri = default_tracking_uri(storage)
     runs = tracking.trial_runs(uri, "demo-smoke")
     assert len(runs) == 6 and all(r.status == "finished" for r in runs)  # base × 2 lr, istar × 2 lr × 2 λ
 

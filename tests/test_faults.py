@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
+from istar_tune.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -92,7 +93,7 @@ def test_ctrl_c_stops_honestly_and_resume_finishes_a_search_named_with_a_quote(t
     assert driver.returncode == 130, text[-3000:]
     assert "INTERRUPTED" in text and "continue with --resume" in text
 
-    uri = tracking.default_tracking_uri(tmp_path / "runs")
+    uri = default_tracking_uri(tmp_path / "runs")
     client = tracking.client(uri)
     experiment = client.get_experiment_by_name(name).experiment_id
     runs = tracking.find_runs(client, experiment)

@@ -107,3 +107,55 @@ def test_optuna_studies_live_in_a_database_and_start_from_the_given_points(tmp_p
     assert second != first
     study = optuna.load_study(study_name="s:bert/rte/istar", storage=storage)  # what optuna-dashboard shows
     assert [t.value for t in study.trials] == [0.7, 0.6]
+
+
+def _drain(searcher: GroupSearcher, prefix: str) -> list[tuple[str, dict]]:
+    handed = []
+    while isinstance(config := searcher.suggest(f"{prefix}{len(handed)}"), dict):
+        handed.append((f"{prefix}{len(handed)}", config))
+    return handed
+
+
+def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first_in_line():
+    grid = [{"model": "bert", "task": "rte", "method": "istar", "search": "grid", "learning_rate": lr, "seed": 42}
+            for lr in (1e-5, 2e-5, 3e-5)]
+    other = [{"model": "bert", "task": "sst2", "method": "istar", "search": "grid", "learning_rate": lr}
+             for lr in (1e-5, 2e-5, 3e-5, 4e-5)]
+    seeds_base = {"model": "bert", "task": "rte", "method": "istar", "search": "seeds"}
+    plans = [GroupPlan(key="grid:bert/rte/istar", configs=list(grid)),
+             GroupPlan(key="grid:bert/sst2/istar", configs=list(other)),
+             GroupPlan(key="seeds:bert/rte/istar", base=seeds_base, after="grid:bert/rte/istar", seeds=[1, 2])]
+    searcher = GroupSearcher(plans, concurrency=None)
+    handed = _drain(searcher, "g")
+    rte = [(t, c) for t, c in handed if c["task"] == "rte"]
+    assert len(rte) == 3 and searcher.suggest("x") is None  # the seeds group waits: not FINISHED, nothing to run
+    scores = {1e-5: 0.6, 2e-5: 0.7, 3e-5: 0.7}  # a tie: the lower trial id wins, as tables choose
+    for trial_id, config in rte[:-1]:
+        searcher.on_trial_complete(trial_id, {"objective": scores[config["learning_rate"]]})
+    assert searcher.suggest("y") is None  # one rte trial still runs
+    last_id, last = rte[-1]
+    searcher.on_trial_complete(last_id, {"objective": scores[last["learning_rate"]]})
+    best = min((t for t, c in rte if scores[c["learning_rate"]] == 0.7))
+    best_lr = dict(rte)[best]["learning_rate"]
+    seeds = [searcher.suggest("s1"), searcher.suggest("s2")]
+    assert [c["seed"] for c in seeds] == [1, 2]
+    assert all(c["search"] == "seeds" and c["learning_rate"] == best_lr and c["task"] == "rte" for c in seeds)
+    assert searcher.suggest("end") == Searcher.FINISHED  # nothing left to hand out (sst2 trials still run)
+
+
+def test_a_seeds_group_whose_source_scored_nothing_runs_nothing_and_says_why():
+    plans = [GroupPlan(key="grid:bert/rte/base", configs=[{"model": "bert", "task": "rte", "method": "base"}]),
+             GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
+                       after="grid:bert/rte/base", seeds=[1, 2, 3])]
+    searcher = GroupSearcher(plans)
+    searcher.suggest("t0")
+    searcher.on_trial_complete("t0", None, error=True)
+    assert searcher.suggest("t1") == Searcher.FINISHED
+    assert "without a scored trial" in plans[1].note
+
+
+def test_a_seeds_group_must_wait_for_a_group_of_the_same_experiment():
+    import pytest
+
+    with pytest.raises(ValueError, match="not in this experiment"):
+        GroupSearcher([GroupPlan(key="seeds:a", after="grid:missing", seeds=[1])])

@@ -70,15 +70,17 @@ def test_isolayer_method_trains_both_stages(glue_tiny):
     settings = RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=1000)
     result = train(hp, settings)
     assert [r.get("stage", 1) for r in result.epochs] == [1, 2, 2]
-    stats = result.extra["isolayer"]
-    for side in ("before", "after"):
-        assert 0.0 <= stats[side]["sentence_isoscore"] <= 1.0
-        ev = [stats[side][f"sentence_ev{k}"] for k in (1, 2, 3)]
-        assert 0 < ev[0] <= ev[1] <= ev[2] <= 1
+    stats = result.second_stage
+    for side in (stats.before, stats.after):
+        assert 0.0 <= side.isoscore <= 1.0
+        ev = side.explained_variance
+        assert len(ev) == 3 and 0 < ev[0] <= ev[1] <= ev[2] <= 1
     # Stage 1's predictions are where stage 2 starts: the "before" accuracy equals stage 1's final accuracy.
-    assert stats["before"]["accuracy"] == result.epochs[0]["accuracy"]
+    assert stats.before.metrics["accuracy"] == result.epochs[0]["accuracy"]
     # Only the inserted layer trained: the L2 term pushed the sentence space towards isotropy.
-    assert stats["after"]["sentence_isoscore"] > stats["before"]["sentence_isoscore"]
+    assert stats.after.isoscore > stats.before.isoscore
+    assert result.epochs[-1]["sentence_isoscore"] == stats.after.isoscore
+    assert result.as_json()["second_stage"]["after"]["isoscore"] == stats.after.isoscore
 
 
 def test_isolayer_rejects_extractive_qa(glue_tiny):

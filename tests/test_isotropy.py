@@ -207,6 +207,22 @@ def test_explained_variance_matches_eigenvalues():
         explained_variance(points, 11)
 
 
+def test_streamed_measures_equal_the_measures_of_all_points():
+    from istar_tune.isotropy import cosine_similarity_from_sum, explained_variance_from_cov
+    from istar_tune.shrinkage import StreamingCovariance
+
+    points = _anisotropic(300, 9, 21)
+    stream = StreamingCovariance(9, budget=10**6)
+    unit_sum = torch.zeros(9, dtype=torch.float64)
+    for chunk in points.split(64):  # as analyze streams a validation set batch by batch
+        stream.update(chunk)
+        unit_sum += torch.nn.functional.normalize(chunk.double(), dim=1).sum(dim=0)
+    torch.testing.assert_close(explained_variance_from_cov(stream.covariance(), 3).double(),
+                               explained_variance(points, 3).double())
+    assert cosine_similarity_from_sum(unit_sum, 300).item() == pytest.approx(
+        average_cosine_similarity(points).item(), rel=1e-9)
+
+
 @pytest.mark.parametrize("true_dim", [2, 5])
 def test_twonn_recovers_dimension_of_a_linear_manifold(true_dim):
     gen = torch.Generator().manual_seed(true_dim)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
+from istar_tune.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +28,33 @@ def _env(glue_tiny) -> dict[str, str]:
     return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             "GLUE_DIR": str(glue_tiny), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _stop_processes_of(*markers: str, grace_s: float = 10.0) -> None:
+    """Terminate (then kill) every process whose command line names one of ``markers``, and their descendants."""
+    import psutil
+
+    found = {}
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            command = process.info["cmdline"] or ()
+            if process.pid != os.getpid() and any(marker in part for marker in markers for part in command):
+                found[process.pid] = process
+                found.update((child.pid, child) for child in process.children(recursive=True))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    mine = list(found.values())
+    for process in mine:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(mine, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _free_port() -> int:
@@ -81,7 +111,7 @@ def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_
         if trial_id in finished_before_kill:
             assert len(result.read_text().splitlines()) == 3
 
-    uri = tracking.default_tracking_uri(storage)
+    uri = default_tracking_uri(storage)
     runs = tracking.trial_runs(uri, "resume")
     assert len(runs) == 4 and len({r.trial_id for r in runs}) == 4  # exactly one child run per trial
     client = tracking.client(uri)
@@ -116,12 +146,18 @@ def ray_head_and_mlflow_server(glue_tiny, tmp_path):
     ray_port, dashboard_port, mlflow_port = _free_port(), _free_port(), _free_port()
     server_env = {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job workers: 2 cores here
     mlflow_server = subprocess.Popen(
+        # Proxied artifacts, as on a cluster: clients upload and download through the server, never to its disk.
         [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-         "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(mlflow_port),
+         "--serve-artifacts", "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
+         "--port", str(mlflow_port),
          "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env,
         start_new_session=True)
+    # A temp dir of its own (short: Ray's socket paths must fit 107 bytes) and its port mark this head's processes,
+    # so teardown stops them and their children and nothing else: `ray stop` stops every Ray instance on the machine.
+    temp_dir = tempfile.mkdtemp(prefix="rt-", dir="/tmp")
     started = subprocess.run(
         [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(ray_port),
+         "--temp-dir", temp_dir,
          "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--include-dashboard", "true",
          "--num-cpus", "2", "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=120)
     try:
@@ -129,7 +165,8 @@ def ray_head_and_mlflow_server(glue_tiny, tmp_path):
         _wait_for(f"http://127.0.0.1:{mlflow_port}/health")
         yield f"http://127.0.0.1:{dashboard_port}", f"http://127.0.0.1:{mlflow_port}", env
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, env=env, timeout=120)
+        _stop_processes_of(temp_dir, f":{ray_port}")
+        shutil.rmtree(temp_dir, ignore_errors=True)
         os.killpg(mlflow_server.pid, signal.SIGTERM)
         mlflow_server.wait(timeout=30)
 
@@ -161,3 +198,24 @@ def test_ray_job_submit_runs_the_smoke_search_and_logs_to_an_mlflow_server(ray_h
         history = _mlflow(mlflow_uri, "/api/2.0/mlflow/metrics/get-history?run_id="
                           f"{run['info']['run_id']}&metric_key=accuracy")["metrics"]
         assert sorted(m["step"] for m in history) == [1, 2]
+
+    # From another working folder, with only MLFLOW_TRACKING_URI naming the server: the table reads that server, and
+    # a plot logged there is served back through the server's REST API.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    table = subprocess.run([str(BIN / "istar-tune"), "table", "--experiment", "smoke", "--kind", "best"],
+                           capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "tiny-bert" in table.stdout and "RTE" in table.stdout
+    assert not (elsewhere / "istar-runs").exists()  # no local store was created or read
+    plots = subprocess.run([str(BIN / "istar-tune"), "plots", "--experiment", "smoke", "--output-dir", "figures"],
+                           capture_output=True, text=True, env=env, cwd=elsewhere, timeout=180)
+    assert plots.returncode == 0, plots.stderr[-2000:]
+    written = sorted((elsewhere / "figures").glob("*.png"))
+    assert written
+    parent_id = parents[0]["info"]["run_id"]
+    listed = _mlflow(mlflow_uri, f"/api/2.0/mlflow/artifacts/list?run_id={parent_id}&path=plots")["files"]
+    assert {Path(f["path"]).name for f in listed} == {p.name for p in written}
+    url = f"{mlflow_uri}/get-artifact?path=plots/{written[0].name}&run_uuid={parent_id}"
+    served = urllib.request.urlopen(url, timeout=30).read()
+    assert served == written[0].read_bytes() and served[:8] == b"\x89PNG\r\n\x1a\n"

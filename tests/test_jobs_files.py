@@ -1,4 +1,5 @@
-"""The cluster files in jobs/ cannot be launched here (no cloud, no Kubernetes): check what can be checked."""
+"""The cluster files in jobs/ cannot be launched here (no cloud, no Kubernetes): they are checked against the schemas
+of the tools that read them (Ray's cluster schema, KubeRay's RayJob CRD, Ray's runtime-env validation)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import os
 import shlex
 from pathlib import Path
 
+import pytest
 import yaml
 
 from istar_tune.cli import build_parser
+from istar_tune.search_space import resolve_space
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 
@@ -25,9 +28,10 @@ def test_rayjob_runs_a_valid_search_command():
     job = yaml.safe_load((JOBS / "rayjob.yaml").read_text())
     assert job["kind"] == "RayJob" and job["apiVersion"] == "ray.io/v1"
     argv = shlex.split(job["spec"]["entrypoint"])
-    assert argv[0] == "istar-tune"
-    args = build_parser().parse_args(argv[1:])
-    assert args.command == "search" and (JOBS.parent / args.space).is_file()
+    assert argv[:3] == ["python", "-m", "istar_tune"]  # the runtime env's python: its console script is not on PATH
+    args = build_parser().parse_args(argv[3:])
+    assert args.command == "search"
+    assert all(resolve_space(space).is_file() for space in args.space)  # spaces shipped in the package
     groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert any(g["template"]["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu") for g in groups)
 
@@ -39,3 +43,95 @@ def test_runtime_env_and_submit_script():
     assert os.access(JOBS / "submit.sh", os.X_OK)
     assert "ray job submit" in script and "--working-dir ." in script and "istar-tune search" in script
     assert ".venv/" in (JOBS.parent / ".rayignore").read_text()
+
+
+IMAGE = "rayproject/ray:2.60.0-py311-gpu"
+
+# Field names of KubeRay's RayJob CRD, version ray.io/v1 (ray-operator/config/crd/bases/ray.io_rayjobs.yaml of
+# ray-project/kuberay, commit feeaf72 of 2026-08-19): the properties of each object and, in REQUIRED, its required
+# keys. The operator's API server rejects unknown fields with strict field validation.
+RAYJOB_FIELDS = {
+    "spec": {"activeDeadlineSeconds", "backoffLimit", "clusterSelector", "deletionStrategy", "entrypoint",
+             "entrypointNumCpus", "entrypointNumGpus", "entrypointResources", "jobId", "managedBy", "metadata",
+             "preRunningDeadlineSeconds", "rayClusterSpec", "runtimeEnvYAML", "shutdownAfterJobFinishes",
+             "submissionMode", "submitterConfig", "submitterPodTemplate", "suspend", "ttlSecondsAfterFinished"},
+    "rayClusterSpec": {"authOptions", "autoscalerOptions", "enableInTreeAutoscaling", "gcsFaultToleranceOptions",
+                       "headGroupSpec", "headServiceAnnotations", "historyServerOptions", "managedBy",
+                       "networkPolicy", "rayVersion", "suspend", "tlsOptions", "upgradeStrategy", "workerGroupSpecs"},
+    "headGroupSpec": {"enableIngress", "headService", "ingressOptions", "labels", "rayStartParams", "resources",
+                      "serviceType", "template"},
+    "workerGroupSpec": {"groupName", "idleTimeoutSeconds", "labels", "maxReplicas", "minReplicas", "numOfHosts",
+                        "priority", "rayStartParams", "replicas", "resources", "scaleStrategy", "suspend",
+                        "template"},
+    "autoscalerOptions": {"args", "command", "env", "envFrom", "idleTimeoutSeconds", "image", "imagePullPolicy",
+                          "resources", "securityContext", "upscalingMode", "version", "volumeMounts"},
+}
+REQUIRED = {"rayClusterSpec": {"headGroupSpec"}, "headGroupSpec": {"template"},
+            "workerGroupSpec": {"groupName", "maxReplicas", "minReplicas", "template"}}
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((JOBS / name).read_text(encoding="utf-8"))
+
+
+def _check(kind: str, value: dict) -> None:
+    unknown = set(value) - RAYJOB_FIELDS[kind]
+    assert not unknown, f"{kind}: fields not in the RayJob CRD: {sorted(unknown)}"
+    missing = REQUIRED.get(kind, set()) - set(value)
+    assert not missing, f"{kind}: required fields missing: {sorted(missing)}"
+
+
+def test_cluster_yaml_validates_against_rays_cluster_schema():
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = _load("cluster.yaml")
+    # What `ray up` does first: fill in the provider's defaults, then check Ray's own JSON schema
+    # (ray/autoscaler/ray-schema.json), which rejects unknown and misspelt fields.
+    validate_config(prepare_config(config))
+    assert config["docker"]["image"] == IMAGE
+    assert {".venv", "istar-runs", "mlruns", "**/__pycache__"} <= set(config["rsync_exclude"])
+    setup = " ".join(config["setup_commands"])
+    assert "-c /home/ray/istar-tune/constraints.txt" in setup  # every node, also later ones, gets the pinned versions
+    head = " ".join(config["head_start_ray_commands"])
+    assert "mlflow server --backend-store-uri postgresql://" in head and "--serve-artifacts" in head
+    storage = [o for o in config["docker"]["run_options"] if "ISTAR_TUNE_STORAGE_PATH=s3://" in o]
+    assert len(storage) == 1  # the storage path is set in one place
+
+
+def test_cluster_yaml_schema_check_catches_a_misspelt_field():
+    import jsonschema
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = _load("cluster.yaml")
+    config["setup_comands"] = config.pop("setup_commands")
+    with pytest.raises(jsonschema.ValidationError):
+        validate_config(prepare_config(config))
+
+
+def test_rayjob_yaml_uses_only_fields_of_the_rayjob_crd_and_autoscales():
+    job = _load("rayjob.yaml")
+    assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob" and job["metadata"]["name"]
+    spec = job["spec"]
+    _check("spec", spec)
+    cluster = spec["rayClusterSpec"]
+    _check("rayClusterSpec", cluster)
+    _check("headGroupSpec", cluster["headGroupSpec"])
+    _check("autoscalerOptions", cluster["autoscalerOptions"])
+    assert cluster["enableInTreeAutoscaling"] is True
+    for group in cluster["workerGroupSpecs"]:
+        _check("workerGroupSpec", group)
+        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    images = {c["image"] for g in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+              for c in g["template"]["spec"]["containers"]}
+    assert images == {IMAGE}  # the same published image as jobs/cluster.yaml
+
+
+def test_rayjob_runtime_env_is_a_valid_ray_runtime_env_that_installs_from_the_constraints():
+    from ray.runtime_env import RuntimeEnv
+
+    env = yaml.safe_load(_load("rayjob.yaml")["spec"]["runtimeEnvYAML"])
+    RuntimeEnv(**env)  # Ray's validation of every field (working_dir must be a remote .zip, pip's keys)
+    packages = env["pip"]["packages"]
+    assert "-c ${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/constraints.txt" in packages
+    assert env["env_vars"]["ISTAR_TUNE_STORAGE_PATH"].startswith("s3://")
+    assert "python -m istar_tune search" in _load("rayjob.yaml")["spec"]["entrypoint"]

@@ -11,6 +11,7 @@ from conftest import GLUE_TINY
 
 from istar_tune import tracking
 from istar_tune.cli import build_parser, configuration_reference, main
+from istar_tune.storage import default_tracking_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -92,7 +93,7 @@ def stores(tmp_path):
     from test_tables import _trial
 
     (tmp_path / "runs").mkdir()
-    client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
+    client = tracking.client(default_tracking_uri(tmp_path / "runs"))
     for name in ("smoke", "paper-istar", "paper-seeds", "rehearsal"):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
-from istar_tune.search import run_search
+from istar_tune.search import run_search, run_searches
 from istar_tune.search_space import load_search_space
 from istar_tune.services import MlflowServer
 from istar_tune.simulate import Simulation
@@ -160,3 +160,28 @@ def test_a_trial_whose_newest_checkpoint_is_broken_resumes_from_the_one_before(l
     note = client.get_run(runs[0].run_id).data.tags.get(tracking.TAG_RESTORED_FROM)
     assert note and note.startswith("resumed from checkpoint_000000") and "truncated" in note
     assert sorted(m.step for m in client.get_metric_history(runs[0].run_id, "accuracy")) == [1, 2, 3, 4]
+
+
+def test_searches_run_as_one_experiment_and_seeds_rerun_each_groups_best(local_ray, tmp_path):
+    grid = _space(tmp_path, "chain-grid")
+    seeds = _space(tmp_path, "chain-seeds", "name: {name}\nstage: seeds\nbest_of: [chain-grid]\nseeds: [1, 2]\n"
+                                            "models: [bert]\ntasks: [rte, mrpc]\nmethods: [base]\n"
+                                            "resources: {{cpu: 1}}\nsettings: {{checkpoint: resume}}\n")
+    first, second = run_searches([grid, seeds], storage_path=tmp_path / "runs", write=lambda _: None,
+                                 simulation=Simulation(time_factor=0.01))
+    assert (first.name, second.name) == ("chain-grid", "chain-seeds") and not first.failed and not second.failed
+    assert not first.interrupted and not second.interrupted
+    assert sum(len(g.trials) for g in first.groups) == 12 and sum(len(g.trials) for g in second.groups) == 4
+    assert first.storage_path == second.storage_path  # one Tune experiment
+    best = {g.group.task: g.best.config for g in first.groups}
+    for group in second.groups:
+        assert sorted(t.config["seed"] for t in group.trials) == [1, 2]
+        for trial in group.trials:
+            for key in ("learning_rate", "epochs", "batch_size"):
+                assert trial.config[key] == best[group.group.task][key]
+    # Each search keeps its own MLflow experiment, one run per trial, with the seeds stage's tag.
+    grid_runs = tracking.trial_runs(first.tracking_uri, "chain-grid", simulated=True)
+    seeds_runs = tracking.trial_runs(first.tracking_uri, "chain-seeds", simulated=True)
+    assert len(grid_runs) == 12 and len(seeds_runs) == 4
+    assert {r.stage for r in seeds_runs} == {"seeds"}
+    assert len({r.trial_id for r in grid_runs + seeds_runs}) == 16

@@ -10,6 +10,7 @@ from istar_tune import tracking
 from istar_tune.cli import main
 from istar_tune.search import run_search
 from istar_tune.search_space import load_search_space
+from istar_tune.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
@@ -112,12 +113,12 @@ def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node
     assert code == 1
     assert "2 finished, 0 stopped early, 2 failed" in out
     assert out.count("FAILED") >= 2 and "cannot load model" in out
-    runs = tracking.trial_runs(tracking.default_tracking_uri(tmp_path / "runs"), "failing")
+    runs = tracking.trial_runs(default_tracking_uri(tmp_path / "runs"), "failing")
     by_status = {}
     for run in runs:
         by_status.setdefault(run.status, []).append(run)
     assert len(by_status["finished"]) == 2 and len(by_status["failed"]) == 2
-    client = tracking.client(tracking.default_tracking_uri(tmp_path / "runs"))
+    client = tracking.client(default_tracking_uri(tmp_path / "runs"))
     for run in by_status["failed"]:
         info = client.get_run(run.run_id)
         assert info.info.status == "FAILED"

@@ -81,8 +81,10 @@ def test_lambda_zeta_table_with_the_paper_beside_ours(store):
     table = build_table(uri, "s", "lambda-zeta", tasks=["sst2", "cola", "rte"])
     assert list(table.columns) == ["model", "SST-2", "CoLA", "RTE", "average"]
     assert table.iloc[0].tolist() == ["minilm", "-1 | 0.2", "-3 | 0.4", "—", "-2 | 0.3"]
-    against = build_table(uri, "s", "lambda-zeta", models=["bert"], tasks=["sst2"], against_paper=True)
-    assert against.iloc[0].tolist() == ["bert", "— (paper -5 | 0.2)", "—"]
+    against = build_table(uri, "s", "lambda-zeta", models=["bert", "albert"], tasks=["sst2"], against_paper=True)
+    assert against.iloc[0].tolist() == ["bert", "— (paper -5 | 0.2)", "— (paper -2.11 | 0.44)"]
+    # The paper prints ALBERT's average ζ as 0.36; its own cells average 0.378: both are shown, nothing invented.
+    assert against.iloc[1]["average"] == "— (paper -1.44 | 0.36; its cells average -1.444 | 0.378)"
 
 
 def test_seeds_table_mean_std_best_marker_and_welch_test(tmp_path):
@@ -105,7 +107,16 @@ def test_seeds_table_mean_std_best_marker_and_welch_test(tmp_path):
         ["bert", "I-STAR", "93.00 ± 0.16 * †", "—"],
     ]
     against = build_table(uri, "seeds", "seeds", tasks=["sst2"], against_paper=True)
-    assert against.values.tolist()[1] == ["bert", "I-STAR", "93.00 ± 0.16 * † (paper 92.65, Δ +0.35)"]
+    rows = {(r[0], r[1]): r[2] for r in against.values.tolist()}
+    assert rows[("bert", "I-STAR")] == "93.00 ± 0.16 * † (paper 92.65 ± 0.18, Δ +0.35)"
+    assert rows[("albert", "CosReg")] == "— (paper 91.86 ± 0.42)"  # no run: marked missing, the paper beside it
+    # Every one of the paper's 81 Table 1 cells, with its std (SQuAD: F1 / EM).
+    full = build_table(uri, "seeds", "seeds", against_paper=True)
+    assert len(full) == 9 and len(full.columns) == 2 + 9
+    cells = [c for row in full.values.tolist() for c in row[2:]]
+    assert len(cells) == 81 and all("(paper " in c and " ± " in c.split("(paper ")[1] for c in cells)
+    squad = {(r[0], r[1]): r[-1] for r in full.values.tolist()}[("distilbert", "I-STAR")]
+    assert squad == "— (paper 83.69 ± 0.36 / 74.80 ± 0.27)"
     md = render(table, "md", caption="caption")
     assert "| bert | I-STAR | 93.00 ± 0.16 * † | — |" in md and md.rstrip().endswith("caption")
 

@@ -172,7 +172,8 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(gl
 def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(glue_tiny):
     import torch
 
-    from istar_tune.train import _model_inputs, estimate_shrinkage, prepare
+    from istar_tune.forward import model_inputs
+    from istar_tune.train import estimate_shrinkage, prepare
 
     run = prepare(_hparams(task="rte", layer=2), _settings(glue_tiny, max_train_samples=8, shrinkage_tokens=10**6))
     sigma = estimate_shrinkage(run).double()
@@ -180,7 +181,42 @@ def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(glue_tin
     points = []
     with torch.no_grad():
         for batch in run.loader(run.data.train, 4):
-            hidden = run.model(**_model_inputs(batch), output_hidden_states=True).hidden_states[2]  # (B, T, d)
+            hidden = run.model(**model_inputs(batch), output_hidden_states=True).hidden_states[2]  # (B, T, d)
             points.append(hidden[batch["attention_mask"].bool()].double())
     expected = torch.cov(torch.cat(points).T)
     assert torch.allclose(sigma, expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("recipe", ["paper", "modern"])
+def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping(glue_tiny, monkeypatch, recipe):
+    import torch
+
+    from istar_tune import train as train_module
+    from istar_tune.train import make_optimizer, prepare
+
+    run = prepare(_hparams(weight_decay=0.01, warmup_ratio=0.1),
+                  _settings(glue_tiny, max_train_samples=64, recipe=recipe))
+    optimizer, scheduler, _ = make_optimizer(run, list(run.model.named_parameters()), 1e-3, 20, 0.1)
+    assert isinstance(optimizer, torch.optim.AdamW)
+    decays = {group["weight_decay"] for group in optimizer.param_groups}
+    rates = []
+    for _ in range(6):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    clipped = []
+    monkeypatch.setattr(train_module.torch.nn.utils, "clip_grad_norm_", lambda *a, **k: clipped.append(1))
+    train_module.train(_hparams(), _settings(glue_tiny, max_train_samples=32, max_eval_samples=16, recipe=recipe))
+    if recipe == "paper":
+        assert decays == {0.0} and rates == [1e-3] * 6 and not clipped
+    else:
+        assert decays == {0.01, 0.0} and rates[0] == 0.0 and rates[1] > 0.0 and clipped  # warm-up, then clipping
+
+
+def test_the_paper_recipe_uses_fp16_with_a_scaler_on_cuda():
+    import torch
+
+    from istar_tune.train import resolve_precision
+
+    assert resolve_precision("auto", torch.device("cuda"), "paper") == torch.float16
+    assert resolve_precision("auto", torch.device("cpu"), "paper") is None  # float32 on CPU, as every recipe

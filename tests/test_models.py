@@ -1,0 +1,60 @@
+"""Loading encoders by short name, hub id or local path; their sizes from the config; input length checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.errors import ConfigError, ModelError
+from istar_tune.models import (
+    MODELS,
+    check_max_length,
+    hidden_size,
+    load_model,
+    load_tokenizer,
+    max_positions,
+    model_spec,
+    resolve_source,
+)
+from istar_tune.tasks import get_task
+
+
+def test_short_names_and_hub_ids_resolve_to_the_same_spec_and_unknown_names_pass_through():
+    assert model_spec("bert").source == "bert-base-cased"
+    assert model_spec("sentence-transformers/all-MiniLM-L6-v2") is MODELS["minilm"]  # its offline package
+    assert model_spec("org/some-model").source == "org/some-model"
+
+
+def test_minilm_loads_offline_from_its_package():
+    source = resolve_source(MODELS["minilm"])
+    assert not source.startswith("sentence-transformers/")  # the installed package's folder, not the hub
+    assert max_positions("minilm") == 512
+
+
+@pytest.mark.parametrize("task, heads", [("sst2", 2), ("stsb", 1), ("sst5", 5)])
+def test_the_head_fits_the_task_and_sizes_come_from_the_config(task, heads):
+    model = load_model("tiny-bert", get_task(task))
+    assert hidden_size(model) == 32 and model.config.num_hidden_layers == 2  # tiny-bert's overrides
+    assert model.config.num_labels == heads
+    assert load_tokenizer("tiny-bert")("a sentence")["input_ids"][0] == load_tokenizer("minilm").cls_token_id
+
+
+def test_squad_gets_a_span_head():
+    model = load_model("tiny-bert", get_task("squad"))
+    assert type(model).__name__.endswith("ForQuestionAnswering")
+
+
+def test_a_missing_local_model_says_what_to_give(tmp_path):
+    with pytest.raises(ModelError, match="does not exist: give a short name"):
+        load_model(str(tmp_path / "nowhere"), get_task("rte"))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    with pytest.raises(ModelError, match="cannot load model"):
+        load_tokenizer(str(broken))
+
+
+def test_max_length_longer_than_the_models_positions_is_refused_before_training():
+    check_max_length(512, 512, "minilm")
+    check_max_length(10_000, None, "a model whose config does not say")
+    with pytest.raises(ConfigError, match="max_length 600 exceeds the 512 positions of model 'minilm'"):
+        check_max_length(600, max_positions("minilm"), "minilm")
