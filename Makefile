@@ -42,7 +42,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 
 # Re-pin every dependency after a change to pyproject.toml (torch stays with TORCH_SPEC).
+# Regenerate the pins from the dev environment plus the cluster extra (psycopg, boto3), so every extra is pinned.
 constraints: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,cluster]"
 	{ head -3 constraints.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -v -i -E '^(torch|nvidia-|triton|istar-tune|isoscore)'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 

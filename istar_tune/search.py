@@ -439,7 +439,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
         mlflow.set_tag(parents[n], tracking.TAG_PLAN, tracking.encode_plan(
             {group_key(_base_config(p)): p.trials for p in planned[n]}))
         loggers[n] = MlflowTrialLogger(tracking_uri, n, parents[n], experiment_id, tags,
-                                       threads=max(2, 8 // len(spaces)))
+                                       threads=8)
 
     total = sum(p.trials for n in names for p in planned[n])
     # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver

@@ -11,6 +11,7 @@ from conftest import GLUE_TINY
 
 from istar_tune import tracking
 from istar_tune.cli import build_parser, configuration_reference, main
+from istar_tune.search_space import resolve_space
 from istar_tune.storage import default_tracking_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,8 +63,9 @@ def test_every_istar_tune_command_in_the_readme_parses():
 def test_files_and_tools_the_readme_names_exist():
     for path in re.findall(r"`((?:search_spaces|jobs|benchmarks|istar_tune)/[\w./-]+)`", README):
         assert (ROOT / path).exists(), path
-    for argv in _commands("jobs/submit.sh"):
-        assert (ROOT / "search_spaces" / Path(argv[0]).name).is_file()
+    for argv in _commands("jobs/submit.sh"):  # its arguments are `istar-tune search`'s
+        args = build_parser().parse_args(["search", *argv])
+        assert all(resolve_space(space).is_file() for space in args.space)
     for argv in _commands("python"):
         assert (ROOT / argv[0]).is_file()
     assert _commands("mlflow") and _commands("mlflow")[0][:2] == ["ui", "--backend-store-uri"]
