@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -206,7 +207,9 @@ def test_ray_job_submit_runs_the_smoke_search_and_logs_to_an_mlflow_server(ray_h
     table = subprocess.run([str(BIN / "istar-tune"), "table", "--experiment", "smoke", "--kind", "best"],
                            capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)
     assert table.returncode == 0, table.stderr[-2000:]
-    assert "tiny-bert" in table.stdout and "RTE" in table.stdout
+    for method in ("base", "istar"):  # the job's two groups, each the best of its 2 trials, read from the server
+        row = rf"\| tiny-bert \| rte \| {method} \| accuracy \| [\d.]+ \|.*\| 2 \|"
+        assert re.search(row, table.stdout), table.stdout
     assert not (elsewhere / "istar-runs").exists()  # no local store was created or read
     plots = subprocess.run([str(BIN / "istar-tune"), "plots", "--experiment", "smoke", "--output-dir", "figures"],
                            capture_output=True, text=True, env=env, cwd=elsewhere, timeout=180)
