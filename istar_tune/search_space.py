@@ -216,13 +216,10 @@ _RESOURCE_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("res
 
 def shipped_spaces() -> dict[str, Path]:
     """The search spaces installed with the package (``search_spaces/`` of the repository), by name."""
-    from importlib import resources
-
-    folders = [Path(__file__).resolve().parents[1] / "search_spaces"]  # a source checkout (or editable install)
-    try:
-        folders.append(Path(str(resources.files("istar_tune.search_spaces"))))  # an installed wheel
-    except (ModuleNotFoundError, TypeError):
-        pass
+    here = Path(__file__).resolve()
+    # A source checkout (or an editable install) has them beside the package; a wheel installs them inside it
+    # (pyproject.toml maps search_spaces/ to istar_tune/search_spaces).
+    folders = [here.parents[1] / "search_spaces", here.parent / "search_spaces"]
     found: dict[str, Path] = {}
     for folder in folders:
         if folder.is_dir():
