@@ -146,7 +146,7 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
             missing.append(experiment)  # no store yet: this run's searches are the ones re-run
             continue
         try:
-            best = tracking.best_trials(tracking_uri, experiment, simulated)
+            best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted))
         except ConfigError:
             missing.append(experiment)  # that search has not run (yet): only the others are re-run
             continue

@@ -163,3 +163,36 @@ def test_searches_starting_together_create_a_new_sqlite_store_once(tmp_path):
         thread.join()
     assert not errors
     assert len(tracking.client(uri).search_experiments()) == 4  # Default + one per search
+
+
+def _group_run(client, experiment, trial_id, value, status="finished", task="rte", simulated=False):
+    from mlflow.entities import Metric, Param
+
+    tags = {tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
+            tracking.TAG_GROUP: f"bert/{task}/istar"}
+    if simulated:
+        tags[tracking.TAG_SIMULATED] = "true"
+    run = client.create_run(experiment, tags=tags)
+    params = {"model": "bert", "task": task, "method": "istar", "learning_rate": 1e-5 * (1 + int(trial_id[1:]))}
+    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                     metrics=[Metric("accuracy", value, 0, 1)] if value is not None else [])
+
+
+def test_best_trials_of_named_groups_read_only_their_top_runs_and_agree_with_a_full_read(store, monkeypatch):
+    uri, client, experiment = store
+    monkeypatch.setattr(tracking, "BEST_OF_TOP", 3)
+    # rte: a failed trial scores highest (ignored), three tie at 0.8 (the lowest trial id wins) beyond the top 3.
+    for trial_id, value, status in [("t9", 0.95, "failed"), ("t5", 0.8, "finished"), ("t3", 0.8, "stopped_early"),
+                                    ("t7", 0.8, "finished"), ("t1", 0.5, "finished"), ("t2", None, "finished")]:
+        _group_run(client, experiment, trial_id, value, status)
+    for trial_id, value in [("t4", 0.6), ("t6", 0.7)]:  # mrpc: settled by its top runs
+        _group_run(client, experiment, trial_id, value, task="mrpc")
+    groups = [("bert", "rte", "istar"), ("bert", "mrpc", "istar"), ("bert", "cola", "istar")]
+    picked = tracking.best_trials(uri, "exp", groups=groups)
+    full = tracking.best_trials(uri, "exp")
+    assert {k: v.trial_id for k, v in picked.items()} == {k: v.trial_id for k, v in full.items()}
+    assert picked[("bert", "rte", "istar")].trial_id == "t3" and picked[("bert", "mrpc", "istar")].trial_id == "t6"
+    assert ("bert", "cola", "istar") not in picked  # a group without runs has no best
+    _group_run(client, experiment, "t8", 0.9, simulated=True)
+    with pytest.raises(ConfigError, match="--simulated"):
+        tracking.best_trials(uri, "exp", groups=groups)
