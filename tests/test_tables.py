@@ -17,7 +17,8 @@ def _trial(client, experiment_id, trial_id, model, task, method, metric_values, 
     config = {"model": model, "task": task, "method": method, "batch_size": 16, "epochs": len(
         next(iter(metric_values.values()))), "learning_rate": 3e-5, "seed": 42, **params}
     run = client.create_run(experiment_id, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SEARCH: "s",
-                                                 tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status})
+                                                 tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
+                                                 tracking.TAG_GROUP: f"{model}/{task}/{method}"})
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in config.items()],
                      metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
                               for epoch, v in enumerate(values)])
