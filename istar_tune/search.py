@@ -436,8 +436,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
         if simulated:
             tags[tracking.TAG_SIMULATED] = "true"
         parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
-        mlflow.set_tag(parents[n], tracking.TAG_PLAN, tracking.encode_plan(
-            {group_key(_base_config(p)): p.trials for p in planned[n]}))
+        tracking.record_plan(mlflow, parents[n], {group_key(_base_config(p)): p.trials for p in planned[n]})
         loggers[n] = MlflowTrialLogger(tracking_uri, n, parents[n], experiment_id, tags,
                                        threads=8)
 

@@ -30,7 +30,8 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     plan = json.loads(parents[0].data.tags.get(tracking.TAG_PLAN, "{}")) if parents else {}
     groups: dict[str, dict] = {}
     for key, planned in plan.items():
-        groups[key] = {"planned": planned}
+        if key != tracking.PLAN_TOTAL:  # a plan too large for a tag keeps only its total
+            groups[key] = {"planned": planned}
     for run in tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"}):
         tags = run.data.tags
         key = tags.get(tracking.TAG_GROUP, "?")

@@ -63,12 +63,50 @@ def prepare_store(tracking_uri: str) -> None:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+PLAN_TOTAL = "*"
+"""The key of a plan tag that holds only the total (the groups did not fit in a tag)."""
+
+
 def encode_plan(plan: dict[str, int]) -> str:
     """Trials planned per group as a tag value (the total alone when the groups would not fit in a tag)."""
     import json
 
     text = json.dumps(plan, separators=(",", ":"))
-    return text if len(text) <= MAX_TAG_CHARS else json.dumps({"*": sum(plan.values())})
+    return text if len(text) <= MAX_TAG_CHARS else json.dumps({PLAN_TOTAL: sum(plan.values())})
+
+
+def decode_plan(text: str | None) -> dict[str, int] | None:
+    """A plan tag's groups; ``None`` when there is no tag or it holds only the total."""
+    import json
+
+    plan = json.loads(text) if text else None
+    return None if plan is None or PLAN_TOTAL in plan else plan
+
+
+def record_plan(mlflow_client, parent_run_id: str, plan: dict[str, int]) -> None:
+    """Tag the parent run with the trials planned per group: this run's groups, merged with those an earlier run
+    into the same experiment planned (a search run again for other models keeps every group it ever planned, so
+    :func:`planned_groups` may rely on it)."""
+    earlier_text = mlflow_client.get_run(parent_run_id).data.tags.get(TAG_PLAN)
+    earlier = decode_plan(earlier_text)
+    if earlier_text and earlier is None:  # the earlier plan kept only its total: the groups stay unknown
+        merged_text = encode_plan({PLAN_TOTAL: 0, **plan})
+    else:
+        merged_text = encode_plan({**(earlier or {}), **plan})
+    mlflow_client.set_tag(parent_run_id, TAG_PLAN, merged_text)
+
+
+def planned_groups(mlflow_client, experiment_id: str) -> set[str] | None:
+    """``model/task/method`` of every group the experiment's searches planned (their parent runs' plan tags);
+    ``None`` when that is unknown (no parent run, or a plan that kept only its total)."""
+    parents = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
+    groups: set[str] = set()
+    for parent in parents:
+        plan = decode_plan(parent.data.tags.get(TAG_PLAN))
+        if plan is None:
+            return None
+        groups |= set(plan)
+    return groups if parents else None
 
 
 def git_commit() -> str:
@@ -526,7 +564,8 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
 
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
     :data:`BEST_OF_TOP` runs; the whole group when they do not settle it), instead of every run of the experiment:
-    a seeds stage after a 19,000-trial grid reads a few hundred runs, not all of them.
+    a seeds stage after a 19,000-trial grid reads a few hundred runs, not all of them. Groups that no search of the
+    experiment planned (its parent runs' plan tags) are not asked for.
     """
     if groups is None:
         return _best_of(trial_runs(tracking_uri, experiment_name, simulated))
@@ -534,8 +573,11 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
 
     mlflow_client = client(tracking_uri)
     experiment = _experiment(mlflow_client, tracking_uri, experiment_name)
+    held = planned_groups(mlflow_client, experiment.experiment_id)
     best: dict[tuple, TrialRun] = {}
     for model, task, method in groups:
+        if held is not None and f"{model}/{task}/{method}" not in held:
+            continue  # no search of this experiment planned the group: no query
         tags = {TAG_ROLE: "trial", TAG_GROUP: f"{model}/{task}/{method}"}
         metric = get_task(task).metric
         query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())

@@ -196,3 +196,40 @@ def test_best_trials_of_named_groups_read_only_their_top_runs_and_agree_with_a_f
     _group_run(client, experiment, "t8", 0.9, simulated=True)
     with pytest.raises(ConfigError, match="--simulated"):
         tracking.best_trials(uri, "exp", groups=groups)
+
+
+def test_plans_of_an_experiment_merge_and_groups_it_never_planned_are_not_queried(store, monkeypatch):
+    uri, client, experiment = store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search"}).info.run_id
+    tracking.record_plan(client, parent, {"bert/rte/istar": 6})
+    tracking.record_plan(client, parent, {"bert/mrpc/istar": 2})  # run again for another task: both kept
+    assert tracking.planned_groups(client, experiment) == {"bert/rte/istar", "bert/mrpc/istar"}
+    _group_run(client, experiment, "t1", 0.7)
+    _group_run(client, experiment, "t2", 0.6, task="mrpc")
+    queries = []
+    real = tracking.client
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def search_runs(self, experiment_ids, filter_string="", **kwargs):
+            queries.append(filter_string)
+            return self.inner.search_runs(experiment_ids, filter_string=filter_string, **kwargs)
+
+    monkeypatch.setattr(tracking, "client", lambda u: Counting(real(u)))
+    groups = [("bert", task, "istar") for task in ("rte", "mrpc", "cola", "sst2")]
+    picked = tracking.best_trials(uri, "exp", groups=groups)
+    assert {k[1]: v.trial_id for k, v in picked.items()} == {"rte": "t1", "mrpc": "t2"}
+    group_queries = [q for q in queries if tracking.TAG_GROUP in q]
+    assert len(group_queries) == 2 and not any("cola" in q or "sst2" in q for q in group_queries)
+    # A plan that kept only its total says nothing of its groups: every group is asked for again.
+    client.set_tag(parent, tracking.TAG_PLAN, tracking.encode_plan({tracking.PLAN_TOTAL: 8}))
+    tracking.record_plan(client, parent, {"bert/cola/istar": 1})
+    assert tracking.planned_groups(client, experiment) is None
+    queries.clear()
+    assert {k[1] for k in tracking.best_trials(uri, "exp", groups=groups)} == {"rte", "mrpc"}
+    assert len({q for q in queries if tracking.TAG_GROUP in q}) == 4
