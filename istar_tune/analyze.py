@@ -2,11 +2,15 @@
 
 Per hidden layer: IsoScore* of the token cloud of the whole validation set (ζ = 0: with n ≫ d no shrinkage is
 needed; the paper's Figure 6) and the TwoNN intrinsic dimension of the [CLS] embeddings (Figure 5); of the last
-layer: EV_1..EV_3, the average cosine similarity of its tokens, and the mean activation per dimension (Figure 4).
-Written as ``analysis.json`` and PNGs, and to MLflow when the checkpoint belongs to a run.
+layer: EV_1..EV_3, the average cosine similarity of its tokens, and the mean activation per dimension (Figure 4); of
+the sentence embedding the task head reads: IsoScore and EV_1..EV_3 (IsoLayer's Table 3), after IsoLayer's trained
+layer when the checkpoint holds one. Written as ``analysis.json`` and PNGs, and to MLflow when the checkpoint belongs
+to a run.
 
-A checkpoint is an ``istar-tune train`` output folder (its ``best-checkpoint`` is analysed, task and data options
-come from its ``config.yaml``), a ``from_pretrained`` folder, or a search trial's checkpoint (``trainer_state.pt``).
+A checkpoint is an ``istar-tune train`` output folder (its ``best-checkpoint`` is analysed: the scored epoch's model,
+with IsoLayer's layer where that epoch is of its second stage; task and data options come from its ``config.yaml``),
+a ``from_pretrained`` folder, or a search trial's checkpoint (``trainer_state.pt``: the scored epoch's weights once
+the trial ended, the latest epoch's while it runs).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from istar_tune.errors import ConfigError
 from istar_tune.forward import forward_pass
 from istar_tune.isotropy import (
     cosine_similarity_from_sum,
+    explained_variance,
     explained_variance_from_cov,
+    isoscore,
     isoscore_star_from_cov,
     twonn_intrinsic_dimension,
 )
@@ -37,10 +43,12 @@ class Source:
     state_file: Path | None
     hparams: dict[str, Any]
     settings: dict[str, Any]
+    isolayer: dict[str, torch.Tensor] | None = None
+    """IsoLayer's trained layer (a state dict), when the checkpoint holds one."""
 
 
 def resolve_checkpoint(path: str | Path) -> Source:
-    from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, STATE_FILE
+    from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -48,10 +56,15 @@ def resolve_checkpoint(path: str | Path) -> Source:
                           "model folder or a search trial's checkpoint folder")
     if (path / CONFIG_FILE).is_file() and (path / BEST_CHECKPOINT).is_dir():
         config = yaml.safe_load((path / CONFIG_FILE).read_text())
-        return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"])
+        layer_file = path / BEST_CHECKPOINT / ISOLAYER_FILE
+        layer = torch.load(layer_file, map_location="cpu", weights_only=True) if layer_file.is_file() else None
+        return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"], layer)
     if (path / STATE_FILE).is_file():
         state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
-        return Source(None, path / STATE_FILE, state["hparams"], {})
+        if "model" not in state:
+            raise ConfigError(f"{path / STATE_FILE} keeps only the trial's records (checkpoint: resume): analyse a "
+                              "checkpoint of a run with checkpoint: weights or state")
+        return Source(None, path / STATE_FILE, state["hparams"], {}, state.get("isolayer"))
     if (path / "config.json").is_file():
         return Source(path, None, {}, {})
     raise ConfigError(f"{path} holds no model: expected config.yaml + best-checkpoint/ (istar-tune train), "
@@ -67,6 +80,20 @@ def _load(source: Source, task: Task):
     state = torch.load(source.state_file, map_location="cpu", weights_only=False)
     model.load_state_dict(state["model"])
     return model, load_tokenizer(source.hparams["model"])
+
+
+def _sentence_hook(model, source: Source):
+    """A hook on the head's input (IsoLayer's trained layer where the checkpoint holds one, else the identity);
+    ``None`` for a model without a linear head."""
+    from istar_tune.isolayer import IsoLayerHook
+
+    try:
+        hook = IsoLayerHook(model)
+    except ConfigError:
+        return None
+    if source.isolayer is not None:
+        hook.layer.load_state_dict(source.isolayer)
+    return hook
 
 
 @torch.no_grad()
@@ -90,6 +117,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     data_dir = data_dir or source.settings.get("data_dir")
     max_length = max_length or source.settings.get("max_length") or 128
     model, tokenizer = _load(source, the_task)
+    hook = _sentence_hook(model, source)
     raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples)
     data = encode(the_task, raw, tokenizer, max_length)
     loader = torch.utils.data.DataLoader(data.validation, batch_size=batch_size,
@@ -98,6 +126,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     layers: list[StreamingCovariance] = []
     cls: list[list[torch.Tensor]] = []
     unit_sum, token_count = torch.zeros(d, dtype=torch.float64), 0
+    sentences: list[torch.Tensor] = []
     for batch, outputs in forward_pass(model, loader, "cpu"):
         hidden = outputs.hidden_states[1:]  # L × (B, T, d)
         if not layers:
@@ -107,6 +136,8 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
         for i, states in enumerate(hidden):
             layers[i].update(states, mask)
             cls[i].append(states[:, 0].double())  # (B, d)
+        if hook is not None:
+            sentences.append(hook.embeddings.detach().double())  # (B, d) what the head reads
         tokens = hidden[-1][mask.bool()].double()  # (M, d) real last-layer tokens
         unit_sum += torch.nn.functional.normalize(tokens, dim=1).sum(dim=0)
         token_count += tokens.shape[0]
@@ -118,6 +149,10 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
         "last_layer_avg_cosine_similarity": float(cosine_similarity_from_sum(unit_sum, token_count)),
         "last_layer_mean_activation": [float(v) for v in layers[-1].mean()],
     }
+    if sentences:
+        embeddings = torch.cat(sentences)
+        result.update(isolayer=source.isolayer is not None, sentence_isoscore=float(isoscore(embeddings)),
+                      sentence_explained_variance=[float(v) for v in explained_variance(embeddings, 3)])
     if output_dir is not None:
         write_outputs(result, Path(output_dir))
     return result
@@ -186,6 +221,10 @@ def log_to_mlflow(result: dict[str, Any], files: list[Path], tracking_uri: str, 
     metrics += [Metric("analysis_cls_intrinsic_dimension", v, 0, i + 1)
                 for i, v in enumerate(result["cls_intrinsic_dimension"])]
     metrics.append(Metric("analysis_avg_cosine_similarity", result["last_layer_avg_cosine_similarity"], 0, 0))
+    if "sentence_isoscore" in result:
+        metrics.append(Metric("analysis_sentence_isoscore", result["sentence_isoscore"], 0, 0))
+        metrics += [Metric(f"analysis_sentence_ev{k + 1}", v, 0, 0)
+                    for k, v in enumerate(result["sentence_explained_variance"])]
     client.log_batch(run_id, metrics=metrics)
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path="analysis")

@@ -28,7 +28,7 @@ class Hyperparameters:
     """What a search samples: one point of a search space."""
 
     model: str = "minilm"
-    """Short name (bert, albert, distilbert, minilm, tiny-bert), Hugging Face hub id or local path."""
+    """Short name (bert, albert, distilbert, roberta-large, minilm, tiny-bert), Hugging Face hub id or local path."""
     task: str = "sst2"
     """One of sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad."""
     method: str = "base"
@@ -104,6 +104,15 @@ class RunSettings:
     bf16 on CUDA when supported, SQuAD windows of max_length) or paper (the I-STAR release: AdamW without weight
     decay, a constant learning rate, no clipping, fp16 with a gradient scaler on CUDA, SQuAD windows of 384 tokens
     with stride 128)."""
+    holdout: float | None = None
+    """Share of the training data held out, by a seeded random split, to choose each stage's scored epoch: the epoch
+    whose held-out task metric is best is the one scored on the validation set, reported as ``scored_<metric>`` and
+    kept (IsoLayer's paper: 0.3). ``None``: train on all of it and score the last epoch."""
+    holdout_seed: int | None = None
+    """Seed of the held-out split (``None``: the run's seed)."""
+    patience: int | None = None
+    """With ``holdout``: end a stage after this many epochs without a better held-out metric (``None``: train every
+    epoch)."""
     checkpoint: str = "state"
     """What a search trial checkpoints: state (the full resumable state every epoch, kept), resume (the full state
     while the trial runs, only its records once it finished), weights (as resume, plus the final model weights) or
@@ -255,6 +264,12 @@ def _range_problems(obj: Any) -> list[str]:
             problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
         if obj.recipe not in RECIPES:
             problems.append(f"recipe must be one of {', '.join(RECIPES)}, got {obj.recipe!r}")
+        if obj.holdout is not None and not 0.0 < obj.holdout < 1.0:
+            problems.append(f"holdout must lie strictly between 0 and 1 (a share of the training data), got "
+                            f"{obj.holdout}")
+        positive("patience", obj.patience)
+        if obj.patience is not None and obj.holdout is None:
+            problems.append(f"patience {obj.patience} needs a holdout share to watch: set holdout (e.g. 0.3)")
         if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
             problems.append(f"shrinkage_tokens must be at least 2, got {obj.shrinkage_tokens}")
     return problems

@@ -8,7 +8,9 @@ header, and every malformed row is reported with its file and line number.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from istar_tune.errors import DataError
+from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, Task
 
 GLUE_DIR_ENV = "GLUE_DIR"
@@ -225,10 +227,28 @@ class EncodedData:
     """SQuAD: per validation feature, the character span of each token (``None`` outside the context)."""
     eval_example_ids: list | None = None
     """SQuAD: per validation feature, the id of the question it came from."""
+    holdout: datasets.Dataset | None = None
+    """Training examples held out to choose the scored epoch (the ``holdout`` setting; see :func:`hold_out`)."""
 
     @property
     def labels(self) -> np.ndarray | None:
         return None if "labels" not in self.validation.column_names else np.asarray(self.validation["labels"])
+
+
+def hold_out(data: EncodedData, share: float, seed: int) -> EncodedData:
+    """``data`` with a seeded random ``share`` (rounded up) of its training examples moved to ``holdout``
+    (IsoLayer's paper chooses the epoch on a 70/30 train/validation split of the training data, and reports the dev
+    set)."""
+    if data.eval_offsets is not None:
+        raise ConfigError("holdout applies to sentence-level tasks; SQuAD's training windows are not examples")
+    if not 0.0 < share < 1.0:
+        raise ConfigError(f"holdout must lie strictly between 0 and 1, got {share}")
+    held = math.ceil(len(data.train) * share)  # as datasets' train_test_split counts it
+    if len(data.train) - held < 1:
+        raise ConfigError(f"holdout {share} of {len(data.train)} training examples leaves one side empty: use more "
+                          "training examples or another share")
+    split = data.train.train_test_split(test_size=share, seed=int(seed) % 2**32, shuffle=True)
+    return dataclasses.replace(data, train=split["train"], holdout=split["test"])
 
 
 def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 128, squad_window: int | None = None,

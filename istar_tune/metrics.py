@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -90,6 +90,18 @@ def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -
     return {task.metric: accuracy(predictions, labels)}
 
 
+SCORED_PREFIX = "scored_"
+"""Prefix of the measures of a run's scored epoch, reported by runs that choose it on held-out training data."""
+
+
+def score(values: Mapping[str, float], metric: str) -> float | None:
+    """A run's (or an epoch record's) score on ``metric``: its value at the scored epoch (``scored_<metric>``, where
+    the run chooses that epoch on held-out data) or else its value after the last epoch. The one rule of every
+    table, of the best trial a seeds stage re-runs and of the search's objective."""
+    value = values.get(SCORED_PREFIX + metric)
+    return values.get(metric) if value is None else value
+
+
 __all__ = [
     "accuracy",
     "matthews_corrcoef",
@@ -97,5 +109,7 @@ __all__ = [
     "normalize_answer",
     "squad_scores",
     "classification_metrics",
+    "score",
+    "SCORED_PREFIX",
     "EXTRACTIVE_QA",
 ]

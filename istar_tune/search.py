@@ -24,6 +24,7 @@ from istar_tune import tracking, trial_checkpoints
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method, trial_epochs
+from istar_tune.metrics import score
 from istar_tune.search_space import SEARCH_KEY, Domain, Group, SearchSpace, for_search, group_key, trial_group
 from istar_tune.simulate import Simulation
 from istar_tune.storage import artifact_root, is_remote, join, storage_root
@@ -33,8 +34,9 @@ from istar_tune.tasks import get_task
 log = logging.getLogger(__name__)
 
 OBJECTIVE = "objective"
-"""Every trial reports its task's selection metric under this key too, so one searcher/scheduler setting fits
-every task (accuracy, mcc, pearson or f1)."""
+"""Every trial reports its task's selection metric under this key too (its score: the scored epoch's value where the
+run chooses one on held-out data, see ``metrics.score``), so one searcher/scheduler setting fits every task
+(accuracy, mcc, pearson or f1)."""
 
 
 # ---------------------------------------------------------------------------------------------- the trial
@@ -53,7 +55,7 @@ class TuneReporter:
         import ray
         from ray import tune
 
-        metrics = {**record, OBJECTIVE: record[self.metric], "node_id": ray.get_runtime_context().get_node_id()}
+        metrics = {**record, OBJECTIVE: score(record, self.metric), "node_id": ray.get_runtime_context().get_node_id()}
         if checkpoint_dir is not None:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run

@@ -12,6 +12,7 @@ import pandas as pd
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
+from istar_tune.metrics import score
 from istar_tune.tasks import get_task
 
 STATUSES = ("running", "finished", "stopped_early", "failed", "interrupted")
@@ -42,7 +43,7 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
             metric = get_task(tags.get("task", "")).metric
         except ConfigError:
             continue
-        value = run.data.metrics.get(metric)
+        value = score(run.data.metrics, metric)
         if value is not None and status != "failed" and value > row.get("best", float("-inf")):
             row["best"], row["metric"] = value, metric
     rows = []

@@ -1,11 +1,13 @@
 """Tables computed from MLflow runs (the source of truth), in Markdown, CSV, LaTeX or Parquet.
 
-* ``best`` — per model × task × method, the best trial (by the task metric after its last epoch, or its best epoch)
+* ``best`` — per model × task × method, the best trial (by its score: the task metric at its scored epoch, the last
+  one unless held-out data chose another; or by its best epoch)
   with its hyperparameters and the number of trials it was chosen from.
 * ``lambda-zeta`` — the paper's Table 2 layout: models × tasks, cells "λ | ζ" of the best I-STAR trial.
 * ``seeds`` — the paper's Table 1 layout: model × method rows, task columns, mean ± std over the seed runs
   (SQuAD as F1 / EM), ``*`` on the best method per model and task, ``†`` where I-STAR beats Base significantly
-  (one-sided Welch's t-test, p < 0.05).
+  (one-sided Welch's t-test, p < 0.05). A method whose paper reports the median (IsoLayer) shows median ± std and
+  the explained variance EV_1/EV_2/EV_3 of its sentence space in the run with the median EV_1.
 
 Groups with no runs appear as missing ("—" or an empty score), never dropped.
 """
@@ -23,6 +25,7 @@ import pandas as pd
 
 from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
+from istar_tune.metrics import score
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tracking import TrialRun
 
@@ -101,7 +104,8 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
 
 
 def run_scores(runs: list[TrialRun], scope: str = "last", history=None) -> dict[str, float]:
-    """The score of each run: its task metric after the last epoch, or (``best-epoch``) its best epoch.
+    """The score of each run: its task metric at its scored epoch (``metrics.score``: the last, or the one its
+    held-out data chose), or (``best-epoch``) its best epoch on the validation set.
 
     ``history(run_id, metric)`` returns the metric's values per epoch (MLflow's metric history)."""
     if scope not in SCOPES:
@@ -110,8 +114,8 @@ def run_scores(runs: list[TrialRun], scope: str = "last", history=None) -> dict[
     for run in runs:
         metric = get_task(run.task).metric
         if scope == "last":
-            if metric in run.metrics:
-                scores[run.run_id] = run.metrics[metric]
+            if score(run.metrics, metric) is not None:
+                scores[run.run_id] = score(run.metrics, metric)
         else:
             values = history(run.run_id, metric) if history else []
             if values:
@@ -164,7 +168,8 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
 
 def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                 against_paper: bool = False) -> pd.DataFrame:
-    """Mean ± std over each group's runs (the seed runs of the paper's second stage), in percent."""
+    """Mean (or the method's paper's median) ± std over each group's runs (the seed runs of the paper's second
+    stage), in percent."""
     from scipy.stats import ttest_ind
 
     paper = paper_results()["seeds"] if against_paper else {}
@@ -175,14 +180,27 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     groups = _candidates(runs)
 
     def values(model, task, method, metric):
-        return [_percent(metric, r.metrics[metric]) for r in groups.get((model, task, method), [])
-                if metric in r.metrics]
+        return [_percent(metric, score(r.metrics, metric)) for r in groups.get((model, task, method), [])
+                if score(r.metrics, metric) is not None]
+
+    def center(method):
+        return np.median if METHODS.get(method) and METHODS[method].seeds_summary == "median" else np.mean
+
+    def median_ev(model, task, method) -> str:
+        """EV_1/EV_2/EV_3 of the run with the median EV_1 (the lower middle one of an even count)."""
+        measured = [r for r in groups.get((model, task, method), []) if score(r.metrics, "sentence_ev1") is not None]
+        runs = sorted(measured, key=lambda r: (score(r.metrics, "sentence_ev1"), r.trial_id))
+        if not runs:
+            return ""
+        chosen = runs[(len(runs) - 1) // 2].metrics
+        return "; EV " + "/".join(f"{score(chosen, f'sentence_ev{k}'):.2f}" for k in (1, 2, 3)
+                                  if score(chosen, f"sentence_ev{k}") is not None)
 
     cells: dict[tuple, str] = {}
     for model in models:
         for task in tasks:
             primary = get_task(task).metric
-            means = {m: float(np.mean(v)) for m in methods if (v := values(model, task, m, primary))}
+            means = {m: float(center(m)(v)) for m in methods if (v := values(model, task, m, primary))}
             winner = max(means, key=means.get) if means else None
             istar, base = values(model, task, PAPER_METHOD, primary), values(model, task, BASELINE, primary)
             significant = (len(istar) > 1 and len(base) > 1 and np.mean(istar) > np.mean(base)
@@ -193,12 +211,14 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                     observed = values(model, task, method, metric)
                     if observed:
                         std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
-                        parts.append(f"{np.mean(observed):.2f} ± {std:.2f}")
+                        parts.append(f"{center(method)(observed):.2f} ± {std:.2f}")
                 cell = " / ".join(parts) if parts else MISSING
                 if parts and method == winner:
                     cell += " *"
                 if parts and method == PAPER_METHOD and significant:
                     cell += " †"
+                if parts and has_second_stage(method):
+                    cell += median_ev(model, task, method)
                 if against_paper:
                     published = paper.get(model, {}).get(method, {}).get(task)  # [[mean, std] per metric]
                     if published is None:
@@ -211,7 +231,8 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     rows = []
     for model in models:
         for method in methods:
-            row = {"model": model, "method": label(method)}
+            median = METHODS.get(method) and METHODS[method].seeds_summary == "median"
+            row = {"model": model, "method": label(method) + (" (median)" if median else "")}
             for task in tasks:
                 row[get_task(task).display_name] = cells[(model, method, task)]
             rows.append(row)

@@ -559,8 +559,8 @@ def _trial_run(run) -> TrialRun:
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
                 groups: list[tuple[str, str, str]] | None = None) -> dict[tuple, TrialRun]:
-    """The best finished (or early-stopped) trial per (model, task, method), by its task metric after its last
-    epoch; ties go to the lowest trial id.
+    """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
+    task metric at its scored epoch); ties go to the lowest trial id.
 
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
     :data:`BEST_OF_TOP` runs; the whole group when they do not settle it), instead of every run of the experiment:
@@ -569,6 +569,7 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
     """
     if groups is None:
         return _best_of(trial_runs(tracking_uri, experiment_name, simulated))
+    from istar_tune.metrics import SCORED_PREFIX
     from istar_tune.tasks import get_task
 
     mlflow_client = client(tracking_uri)
@@ -584,8 +585,10 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
         top = mlflow_client.search_runs([experiment.experiment_id], filter_string=query,
                                         order_by=[f"metrics.`{metric}` DESC"], max_results=BEST_OF_TOP)
         scored = [r for r in top if r.data.tags.get(TAG_STATUS) in COUNTED_STATUSES and metric in r.data.metrics]
-        settled = scored and (len(top) < BEST_OF_TOP or top[-1].data.metrics.get(metric, -math.inf)
-                              < scored[0].data.metrics[metric])
+        # Runs scored at an epoch their held-out data chose are not in the order of the last epoch's metric.
+        by_last = not any(SCORED_PREFIX + metric in r.data.metrics for r in top)
+        settled = by_last and scored and (len(top) < BEST_OF_TOP or top[-1].data.metrics.get(metric, -math.inf)
+                                          < scored[0].data.metrics[metric])
         found = list(top) if settled else find_runs(mlflow_client, experiment.experiment_id, **tags)
         _refuse_mixed(found, simulated, tracking_uri, experiment_name)
         # Every run found carries the group's tag: one best at most (keyed by the runs' own model name).
@@ -601,14 +604,15 @@ COUNTED_STATUSES = ("finished", "stopped_early")
 
 
 def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
+    from istar_tune.metrics import score
     from istar_tune.tasks import get_task
 
     best: dict[tuple, TrialRun] = {}
     for run in sorted(runs, key=lambda r: r.trial_id):  # ties: the lowest trial id
         metric = get_task(run.task).metric
-        if run.status not in COUNTED_STATUSES or metric not in run.metrics:
+        if run.status not in COUNTED_STATUSES or score(run.metrics, metric) is None:
             continue
         current = best.get(run.group)
-        if current is None or run.metrics[metric] > current.metrics[metric]:
+        if current is None or score(run.metrics, metric) > score(current.metrics, metric):
             best[run.group] = run
     return best

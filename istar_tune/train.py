@@ -6,10 +6,14 @@ a reporter (the CLI prints it; a Ray trial reports it to Tune with a checkpoint)
 built by :func:`_loss_fn`; a method with a second stage (IsoLayer) runs it through the same epoch loop with its own
 loss and hook (``isolayer.py``).
 
-Per epoch: Σ_S is re-estimated from up to ``shrinkage_tokens`` training tokens (no gradient, streaming), the model
-trains with AdamW and a linear schedule (gradient accumulation, clipping, mixed precision on CUDA with the
-penalty in float32), then the validation set gives the task metric(s) and the IsoScore* of its all-layer token
-cloud shrunk towards Σ_S with ``eval_zeta``.
+Per epoch: the model trains with AdamW and the recipe's schedule (gradient accumulation, clipping, mixed precision on
+CUDA with the penalty in float32) against a Σ_S estimated from up to ``shrinkage_tokens`` training tokens (no
+gradient, streaming); then Σ_S is re-estimated from the updated model, and the validation set gives the task
+metric(s) and the IsoScore* of its all-layer token cloud shrunk towards that Σ_S with ``eval_zeta``.
+
+Which epoch is scored (:class:`Selection`): the last, or, with the ``holdout`` setting, the epoch of each stage whose
+task metric on held-out training examples is best; its weights are put back when the stage ends (``patience`` ends
+it early), and every record then carries that epoch's validation measures as ``scored_<name>``.
 """
 
 from __future__ import annotations
@@ -33,14 +37,14 @@ import torch
 import yaml
 
 from istar_tune.config import RECIPES, Hyperparameters, RunSettings, as_dict, validate
-from istar_tune.data import EncodedData, encode, load_raw, squad_predictions, squad_references
+from istar_tune.data import EncodedData, encode, hold_out, load_raw, squad_predictions, squad_references
 from istar_tune.errors import TrainingError
 from istar_tune.forward import forward_pass
 from istar_tune.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.isotropy import isoscore_star_from_cov
 from istar_tune.losses import layer_points, penalty
 from istar_tune.methods import PENALISED, get_method
-from istar_tune.metrics import classification_metrics, squad_scores
+from istar_tune.metrics import SCORED_PREFIX, classification_metrics, squad_scores
 from istar_tune.models import (
     check_max_length,
     hidden_size,
@@ -59,6 +63,9 @@ STATE_FILE = "trainer_state.pt"
 BEST_CHECKPOINT = "best-checkpoint"
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "config.yaml"
+ISOLAYER_FILE = "isolayer.pt"
+"""IsoLayer's trained layer (a state dict), beside the model in a best checkpoint."""
+HOLDOUT_PREFIX = "holdout_"
 
 
 class Reporter(Protocol):
@@ -174,6 +181,9 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> _Run:
     raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
     recipe = RECIPES[settings.recipe]
     data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
+    if settings.holdout is not None:
+        split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
+        data = hold_out(data, settings.holdout, split_seed)
     model_source = settings.init_checkpoint or hparams.model
     model = load_model(model_source, task).to(device)
     return _Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
@@ -322,6 +332,73 @@ def evaluate(run: _Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
     return metrics
 
 
+@torch.no_grad()
+def evaluate_holdout(run: _Run) -> dict[str, float]:
+    """The task metric(s) on the held-out training examples (``holdout``) as ``holdout_<metric>``: what chooses the
+    scored epoch. Logits only; through IsoLayer's layer when its hook is on."""
+    loader = run.loader(run.data.holdout, run.settings.eval_batch_size)
+    logits = [outputs.logits.float().cpu().numpy()
+              for _, outputs in forward_pass(run.model, loader, run.device, run.autocast, hidden_states=False)]
+    measured = classification_metrics(run.task, np.concatenate(logits), np.asarray(run.data.holdout["labels"]))
+    return {HOLDOUT_PREFIX + k: v for k, v in measured.items()}
+
+
+class Selection:
+    """Which epoch of a stage is scored, and the epoch ``best_epoch`` names.
+
+    Without ``holdout``: the last epoch is scored, and ``best`` follows the best validation metric (the best
+    checkpoint, ``--scope best-epoch``). With it: ``best`` follows the best held-out metric and is the scored epoch;
+    the weights of ``module`` at that epoch are kept (on the CPU) and put back by :meth:`restore` when the stage
+    ends; ``patience`` epochs without a better held-out metric end the stage.
+    """
+
+    def __init__(self, run: _Run, module: torch.nn.Module, start: int = 0):
+        self.run = run
+        self.module = module
+        self.holdout = run.data.holdout is not None
+        self.key = (HOLDOUT_PREFIX if self.holdout else "") + run.task.metric
+        self.best: tuple[int, float] = (start, -math.inf)
+        self.kept: dict[str, torch.Tensor] | None = None
+
+    def update(self, epoch: int, record: dict[str, Any]) -> bool:
+        """Note an epoch's record; True when it is the new best."""
+        if not record[self.key] > self.best[1]:
+            return False
+        self.best = (epoch, record[self.key])
+        if self.holdout:
+            self.kept = {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
+        return True
+
+    def scored(self, records: list[dict[str, Any]]) -> dict[str, float]:
+        """``scored_epoch`` and ``scored_<name>`` of the scored epoch's validation measures (holdout only)."""
+        chosen = next((r for r in records if r["epoch"] == self.best[0]), None)
+        if not self.holdout or chosen is None:
+            return {}
+        names = [*self.run.task.metrics, *(k for k in chosen if k.startswith(("eval_isoscore", "sentence_")))]
+        return {"scored_epoch": self.best[0], **{SCORED_PREFIX + k: chosen[k] for k in names if k in chosen}}
+
+    def resume(self, best: tuple[int, float], kept: dict[str, torch.Tensor] | None, epoch: int) -> None:
+        """Continue after ``epoch`` from a saved state: its best, and the kept weights it saved (none when the best
+        epoch was ``epoch`` itself: the weights just loaded are the ones to keep)."""
+        self.best = (int(best[0]), float(best[1]))
+        self.kept = kept
+        if self.holdout and kept is None and self.best[0] == epoch:
+            self.kept = {k: v.detach().to("cpu", copy=True) for k, v in self.module.state_dict().items()}
+
+    def should_stop(self, epoch: int) -> bool:
+        patience = self.run.settings.patience
+        return self.holdout and patience is not None and epoch - self.best[0] >= patience
+
+    def restore(self) -> None:
+        """Put the scored epoch's weights back (holdout only)."""
+        if self.holdout and self.kept is not None:
+            self.module.load_state_dict(self.kept)
+
+    def kept_unless(self, epoch: int) -> dict[str, torch.Tensor] | None:
+        """The kept weights when they are not the module's current ones (for a resumable state)."""
+        return self.kept if self.holdout and self.best[0] != epoch else None
+
+
 def make_optimizer(run: _Run, params: list[tuple[str, torch.nn.Parameter]], learning_rate: float,
                    epochs: int, warmup_ratio: float):
     """AdamW (no decay on biases and LayerNorm weights), the recipe's schedule, and a gradient scaler for fp16."""
@@ -352,17 +429,25 @@ def _no_decay(name: str) -> bool:
 
 
 def save_state(directory: Path, run: _Run, optimizer, scheduler, scaler, epoch: int, records: list[dict],
-               best: tuple[int, float], contents: str = "state") -> None:
+               best: tuple[int, float], contents: str = "state", *, stopped: bool = False,
+               best_model: dict | None = None, isolayer: dict | None = None, finished: bool = False) -> None:
     """Everything a retried trial needs to continue after ``epoch`` (``contents="state"``); after the last epoch,
     ``records`` keeps only the epoch records and ``weights`` the records and the model weights (the ``checkpoint``
-    setting)."""
+    setting). ``stopped``: the fine-tuning stage ended early (``patience``); ``best_model``: the scored epoch's
+    weights where they are not the current ones; ``isolayer``: IsoLayer's layer; ``finished``: nothing is left to
+    train."""
     directory.mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams)}
+    state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams),
+                             "stopped": stopped, "finished": finished}
     if contents in ("state", "weights"):
         state["model"] = run.model.state_dict()
+        if isolayer is not None:
+            state["isolayer"] = isolayer
     if contents == "state":
         state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
                      torch_rng=torch.get_rng_state(), numpy_rng=np.random.get_state(), python_rng=random.getstate())
+        if best_model is not None:
+            state["best_model"] = best_model
     torch.save(state, directory / STATE_FILE)
 
 
@@ -371,12 +456,16 @@ def read_state(directory: Path) -> dict[str, Any]:
     return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=False)
 
 
-def load_state(directory: Path, run: _Run, optimizer, scheduler, scaler) -> tuple[int, list[dict], tuple[int, float]]:
+def load_state(directory: Path, run: _Run, optimizer, scheduler, scaler) -> dict[str, Any]:
+    """Read a saved state and, where it can be continued, load it into the run; returns the state (a state without
+    optimizer state belongs to a trial with nothing left to train)."""
     state = read_state(directory)
     if state["hparams"] != as_dict(run.hparams):
         raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
+    state.setdefault("stopped", False)
     if "optimizer" not in state:  # the trial had finished: nothing is left to train
-        return state["epoch"], state["records"], tuple(state["best"])
+        state["finished"] = True
+        return state
     run.model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
@@ -384,7 +473,7 @@ def load_state(directory: Path, run: _Run, optimizer, scheduler, scaler) -> tupl
     torch.set_rng_state(state["torch_rng"].cpu())
     np.random.set_state(state["numpy_rng"])
     random.setstate(state["python_rng"])
-    return state["epoch"], state["records"], tuple(state["best"])
+    return state
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -426,9 +515,9 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
         (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
     result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
     try:
-        _fit(run, result, reporter, resume_from, output_dir)
-        if get_method(hparams.method).second_stage:
-            _second_stage(run, result, reporter)
+        finished = _fit(run, result, reporter, resume_from, output_dir)
+        if get_method(hparams.method).second_stage and not finished:
+            _second_stage(run, result, reporter, output_dir)
         result.status = "finished"
     except BaseException as err:
         result.status = "failed"
@@ -440,21 +529,30 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     return result
 
 
-def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> None:
+def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> bool:
+    """The fine-tuning epochs; True when a resumed state says the whole run had finished."""
     hp = run.hparams
-    epochs = 0 if run.settings.init_checkpoint and get_method(hp.method).second_stage else hp.epochs
+    second_stage = get_method(hp.method).second_stage
+    epochs = 0 if run.settings.init_checkpoint and second_stage else hp.epochs
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
-    start, best = 0, (0, -math.inf)
+    selection = Selection(run, run.model)
+    start, stopped = 0, False
     if resume_from is not None and (Path(resume_from) / STATE_FILE).is_file():
-        start, result.epochs, best = load_state(Path(resume_from), run, optimizer, scheduler, scaler)
-        result.best_epoch = best[0]
+        state = load_state(Path(resume_from), run, optimizer, scheduler, scaler)
+        if state["finished"]:
+            result.epochs, result.best_epoch = state["records"], state["best"][0]
+            return True
+        start, result.epochs, stopped = state["epoch"], state["records"], state["stopped"]
+        selection.resume(state["best"], state.get("best_model"), start)
+        result.best_epoch = selection.best[0]
         log.info("resuming after epoch %d of %d", start, epochs)
+    last = start if stopped else epochs
     params = [p for _, p in named if p.requires_grad]
     # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here. After each epoch one
     # new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's training.
-    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < epochs else None
-    for epoch in range(start + 1, epochs + 1):
+    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last else None
+    for epoch in range(start + 1, last + 1):
         began = time.perf_counter()
         losses = train_epoch(run, _loss_fn(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
                              f"epoch {epoch}/{epochs}")
@@ -462,28 +560,42 @@ def _fit(run: _Run, result: TrainResult, reporter: Reporter | None, resume_from,
         shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device)
         estimated = time.perf_counter()
         metrics = evaluate(run, shrinkage_cov)
+        if selection.holdout:
+            metrics.update(evaluate_holdout(run))
         ended = time.perf_counter()
         record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
                   "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
                   "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
         result.epochs.append(record)
-        if record[run.task.metric] > best[1]:
-            best = (epoch, record[run.task.metric])
+        if selection.update(epoch, record):
             result.best_epoch = epoch
             if output_dir is not None and run.settings.save_checkpoint:
                 save_pretrained(run, output_dir / BEST_CHECKPOINT)
+        record.update(selection.scored(result.epochs))
+        stop = selection.should_stop(epoch)
+        ends = stop or epoch == epochs
+        if ends:
+            selection.restore()  # the scored epoch's weights go on: to the second stage, into the final checkpoint
+            if stop:
+                log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
+                         run.task.metric, run.settings.patience, epoch, selection.best[0])
         if output_dir is not None:
             write_json_atomic(output_dir / METRICS_FILE, result.as_json())
-        final = epoch == epochs and not get_method(hp.method).second_stage
+        final = ends and not second_stage
         contents = {"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final \
             else "state"
-        _report(reporter, record, lambda d, e=epoch, b=best, c=contents: save_state(
-            d, run, optimizer, scheduler, scaler, e, result.epochs, b, c))
+        kept = None if ends else selection.kept_unless(epoch)
+        _report(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final: save_state(
+            d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k, finished=f))
+        if stop:
+            break
+    return False
 
 
-def _second_stage(run: _Run, result: TrainResult, reporter: Reporter | None) -> None:
+def _second_stage(run: _Run, result: TrainResult, reporter: Reporter | None, output_dir: Path | None) -> None:
     """IsoLayer's stage 2 through the same epoch loop: freeze the fine-tuned model, insert the layer (a hook), train
-    it with the joint loss, report each epoch, and record the sentence space before and after."""
+    it with the joint loss, report each epoch, and record the sentence space before and after (after: of the scored
+    epoch). With ``holdout`` the stage chooses its own scored epoch among its epochs."""
     hp = run.hparams
     for param in run.model.parameters():
         param.requires_grad_(False)
@@ -502,21 +614,44 @@ def _second_stage(run: _Run, result: TrainResult, reporter: Reporter | None) -> 
             total, iso_loss = joint(task_loss, hook.embeddings)
             return total, task_loss, iso_loss
 
-        after = before
         stage_one_epochs = len(result.epochs)
+        selection = Selection(run, hook.layer, start=stage_one_epochs)
+        spaces: dict[int, SentenceSpace] = {}
         for stage_epoch in range(1, hp.isolayer_epochs + 1):
             epoch = stage_one_epochs + stage_epoch
             losses = train_epoch(run, loss_fn, [p for _, p in named], optimizer, scheduler, scaler, epoch,
                                  f"second stage {stage_epoch}/{hp.isolayer_epochs}", train_modules=hook.layer)
-            after = _sentence_space(run, hook)
-            record = {"epoch": epoch, "stage": 2, **after.as_record(), "train_loss": losses["train_loss"],
+            spaces[epoch] = _sentence_space(run, hook)
+            record = {"epoch": epoch, "stage": 2, **spaces[epoch].as_record(), "train_loss": losses["train_loss"],
                       "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
+            if selection.holdout:
+                record.update(evaluate_holdout(run))
             result.epochs.append(record)
-            if record[run.task.metric] >= result.best.get(run.task.metric, -math.inf):
+            improved = selection.update(epoch, record)
+            if not selection.holdout:  # the best validation epoch over both stages, the later one on a tie
+                improved = record[run.task.metric] >= result.best.get(run.task.metric, -math.inf)
+            if improved:
                 result.best_epoch = epoch
-            if reporter is not None:
-                reporter(record, None)
-        result.second_stage = IsoLayerResult(before=before, after=after)
+                if output_dir is not None and run.settings.save_checkpoint:
+                    save_pretrained(run, output_dir / BEST_CHECKPOINT)
+                    torch.save(hook.layer.state_dict(), output_dir / BEST_CHECKPOINT / ISOLAYER_FILE)
+            record.update(selection.scored(result.epochs))
+            stop = selection.should_stop(epoch)
+            ends = stop or stage_epoch == hp.isolayer_epochs
+            if ends:
+                selection.restore()
+            if output_dir is not None:
+                write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+            # The last report keeps the model and the trained layer (records only with ``checkpoint: resume``);
+            # a trial retried within this stage repeats it from the fine-tuned state.
+            contents = "records" if run.settings.checkpoint == "resume" else "weights"
+            _report(reporter, record, (lambda d, e=epoch, c=contents: save_state(
+                d, run, optimizer, scheduler, scaler, e, result.epochs, selection.best, c,
+                isolayer=hook.layer.state_dict(), finished=True)) if ends else None)
+            if stop:
+                break
+        scored = selection.best[0] if selection.holdout else max(spaces, default=None)
+        result.second_stage = IsoLayerResult(before=before, after=spaces.get(scored, before))
     finally:
         hook.remove()
 
@@ -531,10 +666,11 @@ def _sentence_space(run: _Run, hook: IsoLayerHook) -> SentenceSpace:
     return sentence_space(run.task, torch.cat(embeddings), np.concatenate(logits), run.data.labels)
 
 
-def _report(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None]) -> None:
+def _report(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None] | None) -> None:
+    """Hand ``record`` to the reporter, with a state folder written by ``write_state`` when it wants one."""
     if reporter is None:
         return
-    if not getattr(reporter, "wants_checkpoint", False):
+    if write_state is None or not getattr(reporter, "wants_checkpoint", False):
         reporter(record, None)
         return
     with tempfile.TemporaryDirectory(prefix="istar-tune-state-") as tmp:

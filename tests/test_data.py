@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,24 @@ def test_squad_windows_and_post_processing_recover_gold_answers(glue_tiny):
         # Exact, or the token containing a sub-token answer ("5" inside the token "50").
         assert predictions[qid] == truths[0] or (truths[0] in predictions[qid] and len(predictions[qid].split()) == 1)
     assert squad_scores(predictions, references)["exact_match"] > 90
+
+
+def test_a_holdout_is_a_seeded_random_share_of_the_whole_training_set(glue_tiny):
+    from istar_tune.data import hold_out
+    from istar_tune.errors import ConfigError
+
+    task = get_task("sst2")
+    tokenizer = load_tokenizer("tiny-bert")
+    data = encode(task, load_raw(task, glue_tiny), tokenizer, 48)
+    first, again, other = (hold_out(data, 0.3, seed) for seed in (1, 1, 2))
+    n = len(data.train)
+    assert len(first.holdout) == math.ceil(0.3 * n) and len(first.train) + len(first.holdout) == n
+    rows = [tuple(r["input_ids"]) for r in data.train]
+    held = [rows.index(tuple(r["input_ids"])) for r in first.holdout]
+    assert held == [rows.index(tuple(r["input_ids"])) for r in again.holdout]  # the same seed: the same split
+    assert held != [rows.index(tuple(r["input_ids"])) for r in other.holdout]
+    assert max(held) > n // 2 and min(held) < n // 2  # drawn from the whole file, not its head or tail
+    assert first.validation is data.validation
+    squad = get_task("squad")
+    with pytest.raises(ConfigError, match="sentence-level"):
+        hold_out(encode(squad, load_raw(squad, glue_tiny), tokenizer, 64), 0.3, 1)

@@ -89,3 +89,39 @@ def test_isolayer_rejects_extractive_qa(glue_tiny):
     hp = Hyperparameters(model="tiny-bert", task="squad", method="isolayer", epochs=1, batch_size=16)
     with pytest.raises(ConfigError, match="extractive QA"):  # before any training starts
         train(hp, RunSettings(data_dir=str(glue_tiny), max_length=48, progress=False, shrinkage_tokens=500))
+
+
+def test_isolayer_with_holdout_scores_each_stages_chosen_epoch_and_analyze_reads_that_model(glue_tiny, tmp_path,
+                                                                                          monkeypatch):
+    from istar_tune import train as train_module
+    from istar_tune.analyze import analyze
+    from istar_tune.train import BEST_CHECKPOINT, ISOLAYER_FILE
+
+    values = iter([0.6, 0.8, 0.7,   # stage 1: epoch 2 is chosen (its weights go on to stage 2)
+                   0.5, 0.9, 0.6])  # stage 2: its second epoch (epoch 5) is chosen
+    real = train_module.evaluate_holdout
+    monkeypatch.setattr(train_module, "evaluate_holdout", lambda run: {
+        k: next(values) for k in real(run)})
+    hp = Hyperparameters(model="tiny-bert", task="sst2", method="isolayer", epochs=3, batch_size=16,
+                         learning_rate=1e-3, alpha=0.5, isolayer_epochs=3, isolayer_learning_rate=1e-2)
+    out = tmp_path / "run"
+    settings = RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=1000,
+                           holdout=0.3, output_dir=str(out))
+    result = train(hp, settings)
+    assert [r.get("stage", 1) for r in result.epochs] == [1, 1, 1, 2, 2, 2]
+    assert [r["scored_epoch"] for r in result.epochs] == [1, 2, 2, 4, 5, 5]
+    assert result.best_epoch == 5
+    # Stage 2 started from epoch 2's model: its "before" space scores what epoch 2 scored.
+    assert result.second_stage.before.metrics["accuracy"] == result.epochs[1]["accuracy"]
+    # "after" is the chosen epoch's space; the run's scored measures are that epoch's.
+    chosen = result.epochs[4]
+    assert result.second_stage.after.isoscore == chosen["sentence_isoscore"]
+    assert result.final["scored_accuracy"] == chosen["accuracy"]
+    assert result.final["scored_sentence_ev1"] == chosen["sentence_ev1"]
+    # The best checkpoint is that model with its layer, and analyze measures the same sentence space.
+    assert (out / BEST_CHECKPOINT / ISOLAYER_FILE).is_file()
+    analysed = analyze(out)
+    assert analysed["isolayer"] is True
+    assert analysed["sentence_isoscore"] == pytest.approx(chosen["sentence_isoscore"], abs=1e-4)
+    assert analysed["sentence_explained_variance"] == pytest.approx(
+        [chosen[f"sentence_ev{k}"] for k in (1, 2, 3)], abs=1e-4)

@@ -143,3 +143,24 @@ def test_table_command_and_its_errors(store, tmp_path, capsys):
     assert not (tmp_path / "none.db").exists()
     assert main(["table", "--tracking-uri", "http://127.0.0.1:9", "--experiment", "s"]) == 2
     assert "cannot reach the MLflow server" in capsys.readouterr().err
+
+
+def test_isolayer_seeds_show_the_median_and_the_ev_of_the_median_ev1_run_scored_at_the_chosen_epoch(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "iso", str(tmp_path / "artifacts"))
+    # Five seeds chose an earlier epoch on held-out data: their scored_* values count, not the last epoch's.
+    scored = [0.70, 0.74, 0.71, 0.60, 0.90]
+    ev1 = [0.30, 0.50, 0.20, 0.40, 0.10]  # the median EV_1 (0.30) is seed 0's run
+    for i, (value, ev) in enumerate(zip(scored, ev1)):
+        _trial(client, exp, f"s{i}", "bert", "rte", "isolayer",
+               {"accuracy": [0.55], "scored_accuracy": [value], "sentence_ev1": [0.99],
+                "scored_sentence_ev1": [ev], "scored_sentence_ev2": [ev + 0.2], "scored_sentence_ev3": [ev + 0.3]},
+               seed=i, alpha=0.5)
+    table = build_table(uri, "iso", "seeds", tasks=["rte"])
+    std = pd.Series([100 * v for v in scored]).std()
+    assert table.values.tolist() == [["bert", "IsoLayer (median)", f"71.00 ± {std:.2f} *; EV 0.30/0.50/0.60"]]
+    best = build_table(uri, "iso", "best", tasks=["rte"])
+    assert (best.iloc[0].trial_id, best.iloc[0].score) == ("s4", 0.90)
+    assert tracking.best_trials(uri, "iso", groups=[("bert", "rte", "isolayer")])[
+        ("bert", "rte", "isolayer")].trial_id == "s4"

@@ -7,7 +7,7 @@ import pytest
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.tasks import TASKS, get_task
-from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE, train
+from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE, evaluate_holdout, train
 
 
 def _settings(glue_tiny, **overrides) -> RunSettings:
@@ -220,3 +220,105 @@ def test_the_paper_recipe_uses_fp16_with_a_scaler_on_cuda():
 
     assert resolve_precision("auto", torch.device("cuda"), "paper") == torch.float16
     assert resolve_precision("auto", torch.device("cpu"), "paper") is None  # float32 on CPU, as every recipe
+
+
+class _Scripted:
+    """``evaluate_holdout`` with its value replaced by a script, one value per call (the real pass still runs)."""
+
+    def __init__(self, values):
+        self.real, self.values, self.calls = evaluate_holdout, list(values), 0
+
+    def __call__(self, run):
+        measured = self.real(run)
+        assert set(measured) == {"holdout_accuracy"}
+        self.calls += 1
+        return {"holdout_accuracy": self.values[self.calls - 1]}
+
+
+def _weights(path):
+    import torch
+
+    return torch.load(path / "trainer_state.pt", map_location="cpu", weights_only=False)
+
+
+def test_with_holdout_the_epoch_chosen_on_held_out_data_is_scored_kept_and_ends_the_stage(glue_tiny, tmp_path,
+                                                                                        monkeypatch):
+    import shutil
+
+    import torch
+
+    from istar_tune import train as train_module
+
+    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted([0.5, 0.7, 0.6, 0.65, 0.9]))
+    out, states = tmp_path / "run", tmp_path / "states"
+
+    class Keeper(_Recorder):
+        def __call__(self, record, checkpoint_dir):
+            super().__call__(record, checkpoint_dir)
+            shutil.copytree(checkpoint_dir, states / str(record["epoch"]))
+
+    settings = _settings(glue_tiny, holdout=0.3, patience=2, output_dir=str(out), checkpoint="weights")
+    result = train(_hparams(epochs=5, method="base", lam=None), settings, Keeper())
+    # Epoch 2 is best on the held-out data; two epochs without a better one end the run after epoch 4.
+    assert [r["epoch"] for r in result.epochs] == [1, 2, 3, 4]
+    assert result.best_epoch == 2 and all(r["scored_epoch"] == (1 if r["epoch"] == 1 else 2) for r in result.epochs)
+    assert result.final["scored_accuracy"] == result.epochs[1]["accuracy"]
+    assert result.final["scored_eval_isoscore_star"] == result.epochs[1]["eval_isoscore_star"]
+    # The held-out examples are not trained on: 30 % of the training file (a seeded split).
+    run = train_module.prepare(_hparams(method="base", lam=None), _settings(glue_tiny, holdout=0.3))
+    everything = train_module.prepare(_hparams(method="base", lam=None), _settings(glue_tiny))
+    assert len(run.data.holdout) == math.ceil(0.3 * len(everything.data.train))
+    assert len(run.data.train) + len(run.data.holdout) == len(everything.data.train)
+    # The kept model is epoch 2's: in the final checkpoint, in the best checkpoint, and carried by epoch 3's state.
+    final, third = _weights(states / "4"), _weights(states / "3")
+    assert final["finished"] and final["stopped"] and "optimizer" not in final
+    from transformers import AutoModelForSequenceClassification
+
+    best = AutoModelForSequenceClassification.from_pretrained(out / BEST_CHECKPOINT).state_dict()
+    for name, value in final["model"].items():
+        assert torch.equal(value, third["best_model"][name])
+        if name in best:
+            assert torch.equal(value, best[name])
+    assert any(not torch.equal(final["model"][n], third["model"][n]) for n in final["model"])
+
+
+@pytest.mark.parametrize("stop_after", [2, 3])  # at the best epoch, and one after it
+def test_a_run_with_holdout_resumed_mid_stage_ends_as_an_uninterrupted_one(glue_tiny, tmp_path, monkeypatch,
+                                                                          stop_after):
+    import torch
+
+    from istar_tune import train as train_module
+
+    drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
+    script = [0.5, 0.7, 0.6, 0.65]
+    settings = _settings(glue_tiny, holdout=0.3, patience=2)
+    hp = _hparams(epochs=5, method="base", lam=None)
+    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script))
+    whole = _Recorder(keep_dir=tmp_path / "whole")
+    uninterrupted = train(hp, settings, whole).epochs
+    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script))
+    with pytest.raises(KeyboardInterrupt):
+        train(hp, settings, _Recorder(stop_after=stop_after, keep_dir=tmp_path / "state"))
+    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script[stop_after:]))
+    resumed = _Recorder(keep_dir=tmp_path / "resumed")
+    result = train(hp, settings, resumed, resume_from=tmp_path / "state")
+    assert [r["epoch"] for r in resumed.records] == list(range(stop_after + 1, 5))
+    assert [{k: v for k, v in r.items() if k not in drop} for r in result.epochs] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted]
+    kept, ended = _weights(tmp_path / "resumed"), _weights(tmp_path / "whole")
+    assert all(torch.equal(kept["model"][n], ended["model"][n]) for n in ended["model"])
+    # A stopped run resumed again trains nothing more.
+    again = _Recorder()
+    assert train(hp, settings, again, resume_from=tmp_path / "resumed").best_epoch == 2 and not again.records
+
+
+def test_holdout_settings_are_checked(glue_tiny):
+    from istar_tune.config import from_dict
+    from istar_tune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="patience 2 needs a holdout"):
+        from_dict(RunSettings, {"patience": 2})
+    with pytest.raises(ConfigError, match="holdout must lie strictly between 0 and 1"):
+        from_dict(RunSettings, {"holdout": 1.0})
+    with pytest.raises(ConfigError, match="sentence-level tasks"):
+        train(_hparams(task="squad"), _settings(glue_tiny, holdout=0.3))
