@@ -25,6 +25,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from istar_tune.config import HYPERPARAMETER_KEYS
+from istar_tune.metrics import best_scored
 from istar_tune.search_space import Domain, trial_group
 from istar_tune.simulate import trial_seconds
 
@@ -102,14 +103,9 @@ class GroupPlan:
 
 
 def best_trial(results: list[tuple[str, float | None, dict]]) -> tuple[str, float, dict] | None:
-    """The best of ``(trial_id, last reported metric, config)``: the highest metric, ties to the lowest trial id
-    (the rule of :func:`istar_tune.tracking.best_trials`, which reads the same from MLflow)."""
-    scored = sorted((r for r in results if r[1] is not None and r[1] == r[1]), key=lambda r: r[0])
-    best = None
-    for result in scored:
-        if best is None or result[1] > best[1]:
-            best = result
-    return best
+    """The best of ``(trial_id, last reported objective, config)`` by :func:`istar_tune.metrics.best_scored` (the rule
+    :func:`istar_tune.tracking.best_trials` applies to the same trials read from MLflow)."""
+    return best_scored(results, lambda r: r[0], lambda r: r[1])
 
 
 def hand_out_order(plans: list[GroupPlan]) -> None:

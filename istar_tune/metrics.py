@@ -9,9 +9,11 @@ fractions in [0, 1] (Pearson and MCC in [−1, 1]).
 from __future__ import annotations
 
 import collections
+import math
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -102,6 +104,20 @@ def score(values: Mapping[str, float], metric: str) -> float | None:
     return values.get(metric) if value is None else value
 
 
+T = TypeVar("T")
+
+
+def best_scored(items: Iterable[T], trial_id: Callable[[T], str], value: Callable[[T], float | None]) -> T | None:
+    """The item with the highest score, ties to the lowest trial id; items without a score (or a NaN one) never win.
+    The one rule of the tables, of the seeds stage's choice from MLflow and of its choice within a running search."""
+    best, best_value = None, -math.inf
+    for item in sorted(items, key=trial_id):
+        current = value(item)
+        if current is not None and not math.isnan(current) and (best is None or current > best_value):
+            best, best_value = item, current
+    return best
+
+
 __all__ = [
     "accuracy",
     "matthews_corrcoef",
@@ -110,6 +126,7 @@ __all__ = [
     "squad_scores",
     "classification_metrics",
     "score",
+    "best_scored",
     "SCORED_PREFIX",
     "EXTRACTIVE_QA",
 ]

@@ -25,7 +25,7 @@ import pandas as pd
 
 from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
-from istar_tune.metrics import score
+from istar_tune.metrics import best_scored, score
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tracking import TrialRun
 
@@ -82,9 +82,8 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
     for model in models:
         for task in tasks:
             for method in methods:
-                candidates = sorted((r for r in groups.get((model, task, method), []) if r.run_id in scores),
-                                    key=lambda r: r.trial_id)
-                best = max(candidates, key=lambda r: scores[r.run_id]) if candidates else None  # ties: lowest id
+                candidates = [r for r in groups.get((model, task, method), []) if r.run_id in scores]
+                best = best_scored(candidates, lambda r: r.trial_id, lambda r: scores[r.run_id])
                 config = best.config if best else {}
                 rows.append({
                     "model": model, "task": task, "method": method, "metric": get_task(task).metric,

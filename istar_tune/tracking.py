@@ -604,15 +604,14 @@ COUNTED_STATUSES = ("finished", "stopped_early")
 
 
 def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
-    from istar_tune.metrics import score
+    from istar_tune.metrics import best_scored, score
     from istar_tune.tasks import get_task
 
-    best: dict[tuple, TrialRun] = {}
-    for run in sorted(runs, key=lambda r: r.trial_id):  # ties: the lowest trial id
-        metric = get_task(run.task).metric
-        if run.status not in COUNTED_STATUSES or score(run.metrics, metric) is None:
-            continue
-        current = best.get(run.group)
-        if current is None or score(run.metrics, metric) > score(current.metrics, metric):
-            best[run.group] = run
-    return best
+    by_group: dict[tuple, list[TrialRun]] = {}
+    for run in runs:
+        if run.status in COUNTED_STATUSES:
+            by_group.setdefault(run.group, []).append(run)
+    chosen = {group: best_scored(candidates, lambda r: r.trial_id,
+                                 lambda r: score(r.metrics, get_task(r.task).metric))
+              for group, candidates in by_group.items()}
+    return {group: run for group, run in chosen.items() if run is not None}
