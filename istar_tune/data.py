@@ -241,8 +241,6 @@ def hold_out(data: EncodedData, share: float, seed: int) -> EncodedData:
     set)."""
     if data.eval_offsets is not None:
         raise ConfigError("holdout applies to sentence-level tasks; SQuAD's training windows are not examples")
-    if not 0.0 < share < 1.0:
-        raise ConfigError(f"holdout must lie strictly between 0 and 1, got {share}")
     held = math.ceil(len(data.train) * share)  # as datasets' train_test_split counts it
     if len(data.train) - held < 1:
         raise ConfigError(f"holdout {share} of {len(data.train)} training examples leaves one side empty: use more "

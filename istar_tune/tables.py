@@ -165,6 +165,11 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
 # ------------------------------------------------------------------------------------------------- seeds
 
 
+def _reports_median(method: str) -> bool:
+    """Whether the method's paper summarises seed runs by their median (and the EV of the median-EV_1 run)."""
+    return method in METHODS and METHODS[method].seeds_summary == "median"
+
+
 def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                 against_paper: bool = False) -> pd.DataFrame:
     """Mean (or the method's paper's median) ± std over each group's runs (the seed runs of the paper's second
@@ -183,7 +188,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                 if score(r.metrics, metric) is not None]
 
     def center(method):
-        return np.median if METHODS.get(method) and METHODS[method].seeds_summary == "median" else np.mean
+        return np.median if _reports_median(method) else np.mean
 
     def median_ev(model, task, method) -> str:
         """EV_1/EV_2/EV_3 of the run with the median EV_1 (the lower middle one of an even count)."""
@@ -216,7 +221,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                     cell += " *"
                 if parts and method == PAPER_METHOD and significant:
                     cell += " †"
-                if parts and has_second_stage(method):
+                if parts and _reports_median(method):
                     cell += median_ev(model, task, method)
                 if against_paper:
                     published = paper.get(model, {}).get(method, {}).get(task)  # [[mean, std] per metric]
@@ -230,8 +235,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     rows = []
     for model in models:
         for method in methods:
-            median = METHODS.get(method) and METHODS[method].seeds_summary == "median"
-            row = {"model": model, "method": label(method) + (" (median)" if median else "")}
+            row = {"model": model, "method": label(method) + (" (median)" if _reports_median(method) else "")}
             for task in tasks:
                 row[get_task(task).display_name] = cells[(model, method, task)]
             rows.append(row)
