@@ -86,8 +86,8 @@ def stage_minimum(durations: list[float], gpus: int) -> float:
 def check_tables(tracking_uri: str, models: list[str], tasks: list[str] | None, seed: int,
                  noise: float) -> dict[str, bool]:
     """Whether every cell of the three tables equals the landscape's known optimum."""
-    from istar_tune.simulate import expected_score, optimum
-    from istar_tune.tables import build_table
+    from istar_tune.results.tables import build_table
+    from istar_tune.search.simulate import expected_score, optimum
     from istar_tune.tasks import get_task
 
     exact = {}
@@ -165,17 +165,18 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if args.max_pending:
         os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(args.max_pending)
-    from istar_tune.search import loopback_only
+    from istar_tune.search.run import loopback_only
 
     loopback_only()
     import ray
     from ray.cluster_utils import Cluster
 
     from istar_tune import tracking
-    from istar_tune.search import run_searches
-    from istar_tune.search_space import load_search_space
-    from istar_tune.services import MlflowServer, PostgresServer
-    from istar_tune.simulate import Simulation, trial_seconds
+    from istar_tune.search.cost import trial_seconds
+    from istar_tune.search.run import run_searches
+    from istar_tune.search.simulate import Simulation
+    from istar_tune.search.space_file import load_search_space
+    from istar_tune.testing import MlflowServer, PostgresServer
 
     simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
     gpus = args.nodes * args.gpus_per_node

@@ -29,9 +29,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-    from istar_tune.search import run_search
-    from istar_tune.search_space import load_search_space
-    from istar_tune.tracking import trial_runs
+    from istar_tune.search.run import run_search
+    from istar_tune.search.space_file import load_search_space
+    from istar_tune.tracking.runs import trial_runs
 
     with tempfile.TemporaryDirectory() as tmp:
         rates = ", ".join(f"{1e-5 * (i + 1):.6g}" for i in range(args.trials))

@@ -16,15 +16,15 @@ import importlib
 __version__ = "0.1.0"
 
 _API = {
-    "train": "istar_tune.train",
+    "train": "istar_tune.training.loop",
     "Hyperparameters": "istar_tune.config",
     "RunSettings": "istar_tune.config",
-    "load_search_space": "istar_tune.search_space",
-    "run_search": "istar_tune.search",
-    "run_searches": "istar_tune.search",
-    "Simulation": "istar_tune.simulate",
-    "build_table": "istar_tune.tables",
-    "render": "istar_tune.tables",
+    "load_search_space": "istar_tune.search.space_file",
+    "run_search": "istar_tune.search.run",
+    "run_searches": "istar_tune.search.run",
+    "Simulation": "istar_tune.search.simulate",
+    "build_table": "istar_tune.results.tables",
+    "render": "istar_tune.results.tables",
     "trial_runs": "istar_tune.tracking",
     "METHODS": "istar_tune.methods",
     "TASKS": "istar_tune.tasks",

@@ -23,7 +23,7 @@ from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
 from istar_tune.errors import IstarTuneError
-from istar_tune.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root
+from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root
 
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
@@ -71,7 +71,7 @@ def _collect(args: argparse.Namespace, config_file: str | None) -> dict[str, Any
 
 def configuration_reference() -> str:
     """The configuration reference of the README, generated from the config dataclasses' field docstrings."""
-    from istar_tune.search_space import SPACE_KEYS
+    from istar_tune.search.space_file import SPACE_KEYS
 
     def table(cls) -> list[str]:
         docs = field_docs(cls)
@@ -99,7 +99,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from istar_tune.train import METRICS_FILE, train
+    from istar_tune.training.loop import train
+    from istar_tune.training.state import METRICS_FILE
 
     hparams, settings = split_config(_collect(args, args.config), source=args.config or "command line")
     reporter = _PrintReporter()
@@ -142,8 +143,10 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from istar_tune.search import dry_run_report, exit_code, plan, run_searches
-    from istar_tune.search_space import load_search_space
+    from istar_tune.search.outcome import exit_code
+    from istar_tune.search.plan import dry_run_report, plan
+    from istar_tune.search.run import run_searches
+    from istar_tune.search.space_file import load_search_space
 
     spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
               for path in args.space]
@@ -164,7 +167,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     simulation = None
     if args.simulate:
-        from istar_tune.simulate import Simulation
+        from istar_tune.search.simulate import Simulation
 
         simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
@@ -177,13 +180,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _tracking_uri(args: argparse.Namespace) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the store under ``--storage-path``."""
-    from istar_tune.storage import tracking_uri
+    from istar_tune.tracking.storage import tracking_uri
 
     return tracking_uri(args.tracking_uri, args.storage_path)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from istar_tune.tables import CAPTIONS, build_table, render
+    from istar_tune.results.tables import CAPTIONS, build_table, render
 
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
@@ -199,8 +202,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import time
 
-    from istar_tune.status import search_status
-    from istar_tune.tables import markdown
+    from istar_tune.results.status import search_status
+    from istar_tune.results.tables import markdown
 
     while True:
         table, headline = search_status(_tracking_uri(args), args.experiment)
@@ -213,7 +216,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from istar_tune.demo import run_demo
+    from istar_tune.results.demo import run_demo
 
     report = run_demo(data_dir=args.data_dir, storage_path=args.storage_path, smoke=args.smoke, space_file=args.space,
                       address=args.address)
@@ -222,7 +225,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_plots(args: argparse.Namespace) -> int:
-    from istar_tune.plots import write_plots
+    from istar_tune.results.plots import write_plots
 
     for path in write_plots(_tracking_uri(args), args.experiment, args.output_dir, log_to_mlflow=not args.no_mlflow):
         print(f"wrote {path}")
@@ -230,7 +233,7 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from istar_tune.analyze import analyze, log_to_mlflow, write_outputs
+    from istar_tune.results.analyze import analyze, log_to_mlflow, write_outputs
 
     output = Path(args.output_dir or Path(args.checkpoint) / "analysis")
     result = analyze(args.checkpoint, task=args.task, data_dir=args.data_dir, max_eval_samples=args.max_eval_samples,
@@ -386,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.storage)
         args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
-        from istar_tune.search import loopback_only
+        from istar_tune.search.run import loopback_only
 
         loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,

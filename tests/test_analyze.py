@@ -5,11 +5,11 @@ import json
 import pytest
 
 from istar_tune import tracking
-from istar_tune.analyze import analyze, log_to_mlflow, trial_id_of, write_outputs
 from istar_tune.cli import main
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.errors import ConfigError
-from istar_tune.train import train
+from istar_tune.results.analyze import analyze, log_to_mlflow, trial_id_of, write_outputs
+from istar_tune.training.loop import train
 
 
 def _check(result: dict, layers: int, d: int):

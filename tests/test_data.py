@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from istar_tune import data as data_module
-from istar_tune.data import encode, load_raw, resolve_data_dir, squad_predictions, squad_references
 from istar_tune.errors import DataError
 from istar_tune.metrics import squad_scores
 from istar_tune.models import load_tokenizer
 from istar_tune.tasks import TASKS, get_task
+from istar_tune.training import data as data_module
+from istar_tune.training.data import encode, load_raw, resolve_data_dir, squad_predictions, squad_references
 
 EXPECTED_LABELS = {"sst2": {0, 1}, "qnli": {0, 1}, "rte": {0, 1}, "mrpc": {0, 1}, "qqp": {0, 1}, "cola": {0, 1},
                    "sst5": {0, 1, 2, 3, 4}}
@@ -138,8 +138,8 @@ def test_squad_windows_and_post_processing_recover_gold_answers(glue_tiny):
 
 
 def test_a_holdout_is_a_seeded_random_share_of_the_whole_training_set(glue_tiny):
-    from istar_tune.data import hold_out
     from istar_tune.errors import ConfigError
+    from istar_tune.training.data import hold_out
 
     task = get_task("sst2")
     tokenizer = load_tokenizer("tiny-bert")

@@ -5,7 +5,7 @@ from conftest import GLUE
 
 from istar_tune import tracking
 from istar_tune.cli import main
-from istar_tune.storage import default_tracking_uri
+from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from istar_tune.forward import forward_pass, model_inputs
+from istar_tune.training.forward import forward_pass, model_inputs
 
 
 class Recorder(torch.nn.Module):

@@ -7,10 +7,12 @@ from types import SimpleNamespace
 
 from ray.tune.search import Searcher
 
-from istar_tune.groups import GroupPlan, GroupScheduler, GroupSearcher, grid_configs
-from istar_tune.search import group_plans, plan
-from istar_tune.search_space import Domain, load_search_space
-from istar_tune.simulate import trial_seconds
+from istar_tune.search.cost import trial_seconds
+from istar_tune.search.plan import group_plans, plan
+from istar_tune.search.scheduler import GroupScheduler
+from istar_tune.search.searcher import GroupPlan, GroupSearcher, grid_configs
+from istar_tune.search.space import Domain
+from istar_tune.search.space_file import load_search_space
 
 SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
 

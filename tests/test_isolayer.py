@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from istar_tune.config import Hyperparameters, RunSettings
-from istar_tune.isolayer import IsoLayerHook, LossBalancer, head_input_module
-from istar_tune.train import train
+from istar_tune.training.isolayer import IsoLayerHook, LossBalancer, head_input_module
+from istar_tune.training.loop import train
 
 
 def test_balancer_matches_hand_computed_values():
@@ -93,9 +93,9 @@ def test_isolayer_rejects_extractive_qa(glue_tiny):
 
 def test_isolayer_with_holdout_scores_each_stages_chosen_epoch_and_analyze_reads_that_model(glue_tiny, tmp_path,
                                                                                           monkeypatch):
-    from istar_tune import train as train_module
-    from istar_tune.analyze import analyze
-    from istar_tune.train import BEST_CHECKPOINT, ISOLAYER_FILE
+    from istar_tune.results.analyze import analyze
+    from istar_tune.training import loop as train_module
+    from istar_tune.training.state import BEST_CHECKPOINT, ISOLAYER_FILE
 
     values = iter([0.6, 0.8, 0.7,   # stage 1: epoch 2 is chosen (its weights go on to stage 2)
                    0.5, 0.9, 0.6])  # stage 2: its second epoch (epoch 5) is chosen

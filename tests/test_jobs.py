@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
-from istar_tune.storage import default_tracking_uri
+from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

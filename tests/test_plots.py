@@ -4,7 +4,7 @@ import pytest
 from test_tables import _trial
 
 from istar_tune import tracking
-from istar_tune.plots import lambda_points, write_plots
+from istar_tune.results.plots import lambda_points, write_plots
 
 
 @pytest.fixture

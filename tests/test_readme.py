@@ -11,8 +11,8 @@ from conftest import GLUE_TINY
 
 from istar_tune import tracking
 from istar_tune.cli import build_parser, configuration_reference, main
-from istar_tune.search_space import resolve_space
-from istar_tune.storage import default_tracking_uri
+from istar_tune.search.space_file import resolve_space
+from istar_tune.tracking.storage import default_tracking_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

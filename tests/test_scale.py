@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
-from istar_tune.search import run_search, run_searches
-from istar_tune.search_space import load_search_space
-from istar_tune.services import MlflowServer
-from istar_tune.simulate import Simulation
+from istar_tune.search.run import run_search, run_searches
+from istar_tune.search.simulate import Simulation
+from istar_tune.search.space_file import load_search_space
+from istar_tune.testing import MlflowServer
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +95,7 @@ def test_the_logger_survives_the_tracking_server_going_away(local_ray, tmp_path)
 def test_tables_read_every_run_of_a_store_with_more_than_one_page(tmp_path):
     from mlflow.entities import Metric, Param, RunTag
 
-    from istar_tune.tables import build_table
+    from istar_tune.results.tables import build_table
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)

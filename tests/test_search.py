@@ -8,9 +8,9 @@ import pytest
 
 from istar_tune import tracking
 from istar_tune.cli import main
-from istar_tune.search import run_search
-from istar_tune.search_space import load_search_space
-from istar_tune.storage import default_tracking_uri
+from istar_tune.search.run import run_search
+from istar_tune.search.space_file import load_search_space
+from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
 SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
@@ -63,7 +63,7 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
     # `table --kind best` has one row per model × task × method, each Ray's own best trial of that group.
     from ray.tune import ExperimentAnalysis
 
-    from istar_tune.tables import build_table
+    from istar_tune.results.tables import build_table
 
     table = build_table(summary.tracking_uri, "smoke", "best", tasks=list(space.tasks))
     assert [(r.model, r.task, r.method) for r in table.itertuples()] == [(g.model, g.task, g.method)
@@ -94,7 +94,7 @@ def test_seeds_stage_reruns_the_best_configuration_with_each_seed(two_node_clust
         assert run.stage == "seeds"
         assert run.config["learning_rate"] == pytest.approx(best.config["learning_rate"])
         assert run.config["epochs"] == best.config["epochs"]
-    from istar_tune.tables import build_table
+    from istar_tune.results.tables import build_table
 
     table = build_table(summary.tracking_uri, "smoke-seeds", "seeds", tasks=["rte"])
     assert table.values.tolist()[0][:2] == ["tiny-bert", "Base"] and "±" in table.values.tolist()[0][2]

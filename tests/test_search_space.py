@@ -6,8 +6,8 @@ import pytest
 
 from istar_tune.cli import main
 from istar_tune.errors import ConfigError
-from istar_tune.search import dry_run_report, plan
-from istar_tune.search_space import load_search_space
+from istar_tune.search.plan import dry_run_report, plan
+from istar_tune.search.space_file import load_search_space
 
 SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
 SHIPPED = sorted(SPACES.glob("*.yaml"))

@@ -7,7 +7,7 @@ from scipy.stats import ttest_ind
 
 from istar_tune import tracking
 from istar_tune.cli import main
-from istar_tune.tables import build_table, render
+from istar_tune.results.tables import build_table, render
 
 
 def _trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", **params):

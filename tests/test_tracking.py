@@ -28,7 +28,7 @@ def test_find_runs_reads_every_page(store, monkeypatch):
     for index in range(7):
         client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: f"t{index}"})
     client.create_run(experiment, tags={tracking.TAG_ROLE: "search"})
-    monkeypatch.setattr(tracking, "PAGE_SIZE", 3)
+    monkeypatch.setattr(tracking.store, "PAGE_SIZE", 3)
     runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
     assert sorted(r.data.tags[tracking.TAG_TRIAL_ID] for r in runs) == [f"t{i}" for i in range(7)]
 
@@ -105,7 +105,7 @@ def test_simulated_runs_are_refused_by_tables_of_real_runs_and_the_reverse(store
                                         tracking.TAG_TRIAL_ID: "t1"})
     with pytest.raises(ConfigError, match="simulated runs"):
         tracking.trial_runs(uri, "exp")
-    from istar_tune.tables import build_table
+    from istar_tune.results.tables import build_table
 
     with pytest.raises(ConfigError, match="--simulated"):
         build_table(uri, "exp", "best")
@@ -116,7 +116,7 @@ def test_simulated_runs_are_refused_by_tables_of_real_runs_and_the_reverse(store
 
 
 def test_reading_runs_back_loads_neither_ray_nor_torch():
-    code = ("import sys, istar_tune.tables, istar_tune.tracking, istar_tune.config; "
+    code = ("import sys, istar_tune.results.tables, istar_tune.tracking, istar_tune.config; "
             "print('ray' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
@@ -180,7 +180,7 @@ def _group_run(client, experiment, trial_id, value, status="finished", task="rte
 
 def test_best_trials_of_named_groups_read_only_their_top_runs_and_agree_with_a_full_read(store, monkeypatch):
     uri, client, experiment = store
-    monkeypatch.setattr(tracking, "BEST_OF_TOP", 3)
+    monkeypatch.setattr(tracking.runs, "BEST_OF_TOP", 3)
     # rte: a failed trial scores highest (ignored), three tie at 0.8 (the lowest trial id wins) beyond the top 3.
     for trial_id, value, status in [("t9", 0.95, "failed"), ("t5", 0.8, "finished"), ("t3", 0.8, "stopped_early"),
                                     ("t7", 0.8, "finished"), ("t1", 0.5, "finished"), ("t2", None, "finished")]:
@@ -220,7 +220,7 @@ def test_plans_of_an_experiment_merge_and_groups_it_never_planned_are_not_querie
             queries.append(filter_string)
             return self.inner.search_runs(experiment_ids, filter_string=filter_string, **kwargs)
 
-    monkeypatch.setattr(tracking, "client", lambda u: Counting(real(u)))
+    monkeypatch.setattr(tracking.runs, "client", lambda u: Counting(real(u)))
     groups = [("bert", task, "istar") for task in ("rte", "mrpc", "cola", "sst2")]
     picked = tracking.best_trials(uri, "exp", groups=groups)
     assert {k[1]: v.trial_id for k, v in picked.items()} == {"rte": "t1", "mrpc": "t2"}

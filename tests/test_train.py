@@ -7,7 +7,9 @@ import pytest
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.tasks import TASKS, get_task
-from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE, evaluate_holdout, train
+from istar_tune.training.evaluate import evaluate_holdout
+from istar_tune.training.loop import train
+from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE
 
 
 def _settings(glue_tiny, **overrides) -> RunSettings:
@@ -128,7 +130,7 @@ def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(precision, gl
 
 
 def test_sigma_s_draws_a_fresh_seeded_random_sample_of_the_whole_training_set_each_time():
-    from istar_tune.train import shrinkage_order
+    from istar_tune.training.sigma import shrinkage_order
 
     first, second = shrinkage_order(1000, seed=42, draw=0), shrinkage_order(1000, seed=42, draw=1)
     assert sorted(first) == list(range(1000)) and first != second
@@ -137,7 +139,7 @@ def test_sigma_s_draws_a_fresh_seeded_random_sample_of_the_whole_training_set_ea
 
 
 def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(glue_tiny, monkeypatch):
-    import istar_tune.train as train_module
+    import istar_tune.training.loop as train_module
 
     events = []
     estimate, epoch_fn, evaluate = (train_module.estimate_shrinkage, train_module.train_epoch,
@@ -172,8 +174,9 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(gl
 def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(glue_tiny):
     import torch
 
-    from istar_tune.forward import model_inputs
-    from istar_tune.train import estimate_shrinkage, prepare
+    from istar_tune.training.forward import model_inputs
+    from istar_tune.training.setup import prepare
+    from istar_tune.training.sigma import estimate_shrinkage
 
     run = prepare(_hparams(task="rte", layer=2), _settings(glue_tiny, max_train_samples=8, shrinkage_tokens=10**6))
     sigma = estimate_shrinkage(run).double()
@@ -191,8 +194,8 @@ def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(glue_tin
 def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping(glue_tiny, monkeypatch, recipe):
     import torch
 
-    from istar_tune import train as train_module
-    from istar_tune.train import make_optimizer, prepare
+    from istar_tune.training import loop as train_module
+    from istar_tune.training.setup import make_optimizer, prepare
 
     run = prepare(_hparams(weight_decay=0.01, warmup_ratio=0.1),
                   _settings(glue_tiny, max_train_samples=64, recipe=recipe))
@@ -216,7 +219,7 @@ def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping
 def test_the_paper_recipe_uses_fp16_with_a_scaler_on_cuda():
     import torch
 
-    from istar_tune.train import resolve_precision
+    from istar_tune.training.setup import resolve_precision
 
     assert resolve_precision("auto", torch.device("cuda"), "paper") == torch.float16
     assert resolve_precision("auto", torch.device("cpu"), "paper") is None  # float32 on CPU, as every recipe
@@ -247,7 +250,7 @@ def test_with_holdout_the_epoch_chosen_on_held_out_data_is_scored_kept_and_ends_
 
     import torch
 
-    from istar_tune import train as train_module
+    from istar_tune.training import loop as train_module
 
     monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted([0.5, 0.7, 0.6, 0.65, 0.9]))
     out, states = tmp_path / "run", tmp_path / "states"
@@ -287,7 +290,7 @@ def test_a_run_with_holdout_resumed_mid_stage_ends_as_an_uninterrupted_one(glue_
                                                                           stop_after):
     import torch
 
-    from istar_tune import train as train_module
+    from istar_tune.training import loop as train_module
 
     drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
     script = [0.5, 0.7, 0.6, 0.65]

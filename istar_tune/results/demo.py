@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from istar_tune.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.errors import DataError
 from istar_tune.methods import label, uses_lambda
-from istar_tune.search import results_exist, run_search
-from istar_tune.search_space import load_search_space, resolve_space
-from istar_tune.tables import build_table, lambda_groups, markdown
-from istar_tune.tracking import trial_runs
+from istar_tune.results.tables import build_table, lambda_groups, markdown
+from istar_tune.search.run import results_exist, run_search
+from istar_tune.search.space_file import load_search_space, resolve_space
+from istar_tune.tracking.runs import trial_runs
+from istar_tune.training.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 
 DEMO_SPACE = "demo"  # the shipped search_spaces/demo.yaml
 SMOKE_SETTINGS = {"max_train_samples": 128, "max_eval_samples": 128, "max_length": 32, "shrinkage_tokens": 5000}
@@ -77,4 +77,3 @@ def run_demo(data_dir: str | None = None, storage_path: str = "istar-runs", smok
     return DemoReport(name=space.name, tracking_uri=summary.tracking_uri,
                       best=best.rename(columns={"score": "accuracy"}),
                       by_lambda=lambda_table(summary.tracking_uri, space.name), failed=len(summary.failed))
-

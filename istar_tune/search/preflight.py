@@ -17,7 +17,7 @@ from istar_tune.errors import ConfigError, IstarTuneError
 
 def check_tracking(tracking_uri: str) -> list[str]:
     """The tracking URI has a known scheme and, for a server, answers quickly."""
-    from istar_tune.tracking import check_reachable
+    from istar_tune.tracking.store import check_reachable
 
     try:
         check_reachable(tracking_uri)
@@ -27,7 +27,7 @@ def check_tracking(tracking_uri: str) -> list[str]:
 
 
 def check_storage(storage: str) -> list[str]:
-    from istar_tune.storage import is_remote
+    from istar_tune.tracking.storage import is_remote
 
     if is_remote(storage):
         return []
@@ -46,8 +46,8 @@ def check_storage(storage: str) -> list[str]:
 
 def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
     """Every task's split files exist and parse (as the trials will read them)."""
-    from istar_tune.data import parse_file, resolve_data_dir, task_files
     from istar_tune.tasks import get_task
+    from istar_tune.training.data import parse_file, resolve_data_dir, task_files
 
     problems = []
     try:

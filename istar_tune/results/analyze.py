@@ -24,7 +24,6 @@ import torch
 import yaml
 
 from istar_tune.errors import ConfigError
-from istar_tune.forward import forward_pass
 from istar_tune.isotropy import (
     cosine_similarity_from_sum,
     explained_variance,
@@ -35,6 +34,7 @@ from istar_tune.isotropy import (
 )
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
+from istar_tune.training.forward import forward_pass
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Source:
 
 
 def resolve_checkpoint(path: str | Path) -> Source:
-    from istar_tune.train import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
+    from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -85,7 +85,7 @@ def _load(source: Source, task: Task):
 def _sentence_hook(model, source: Source):
     """A hook on the head's input (IsoLayer's trained layer where the checkpoint holds one, else the identity);
     ``None`` for a model without a linear head."""
-    from istar_tune.isolayer import IsoLayerHook
+    from istar_tune.training.isolayer import IsoLayerHook
 
     try:
         hook = IsoLayerHook(model)
@@ -102,9 +102,9 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
             output_dir: str | Path | None = None) -> dict[str, Any]:
     from transformers import DataCollatorWithPadding
 
-    from istar_tune.data import encode, load_raw
     from istar_tune.models import hidden_size
-    from istar_tune.train import quiet_libraries
+    from istar_tune.training.data import encode, load_raw
+    from istar_tune.training.setup import quiet_libraries
 
     quiet_libraries(True)
     source = resolve_checkpoint(checkpoint)
@@ -159,7 +159,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
 
 def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
-    from istar_tune.plots import pyplot
+    from istar_tune.results.plots import pyplot
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -27,7 +27,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
 from istar_tune.metrics import best_scored, score
 from istar_tune.tasks import TASKS, get_task
-from istar_tune.tracking import TrialRun
+from istar_tune.tracking.runs import TrialRun
 
 KINDS = ("best", "lambda-zeta", "seeds")
 FORMATS = ("md", "csv", "latex", "parquet")

@@ -13,7 +13,7 @@ from ray.tune import Callback
 
 from istar_tune import tracking
 from istar_tune.methods import trial_epochs
-from istar_tune.search_space import SEARCH_KEY
+from istar_tune.search.space import SEARCH_KEY
 from istar_tune.tasks import get_task
 
 

@@ -17,9 +17,9 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import label as method_label
 from istar_tune.methods import uses_lambda
 from istar_tune.metrics import score
-from istar_tune.tables import lambda_groups
+from istar_tune.results.tables import lambda_groups
 from istar_tune.tasks import get_task
-from istar_tune.tracking import TrialRun
+from istar_tune.tracking.runs import TrialRun
 
 
 def pyplot():

@@ -1,14 +1,4 @@
-"""A stand-in for fine-tuning, for rehearsals of a search at cluster scale (never the default).
-
-Under ``--simulate`` every trial runs as usual (Ray schedules it with its resources, Tune gets a report and a real
-checkpoint every epoch, the MLflow logger, retries and resume all work) except the model training: the trial
-waits for the duration a simple cost model gives the real trial, scaled by ``time_factor``, writes a checkpoint of
-``checkpoint_bytes``, and reports per-epoch metrics drawn from a deterministic synthetic landscape whose best
-configuration per (model, task, method) is known (:func:`optimum`). It never imports torch.
-
-The cost model (:func:`trial_seconds`) and the landscape are assumptions, written down here, not measurements:
-training examples of the task × epochs ÷ a per-model, per-batch-size throughput × the method's relative step cost,
-plus a fixed start-up cost per trial, an evaluation pass per epoch and, for I-STAR, the Σ_S pass per epoch.
+"""TODO docstring
 """
 
 from __future__ import annotations
@@ -27,19 +17,10 @@ from typing import Any
 
 from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method, trial_epochs
+from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, typed_hyperparameters
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 
 TAG_SIMULATED = "istar_tune.simulated"
-
-MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}
-"""Training examples per second at batch size 32 and 256 tokens on one data-centre GPU (assumed, not measured);
-other models get :data:`DEFAULT_THROUGHPUT`."""
-DEFAULT_THROUGHPUT = 600.0
-STARTUP_SECONDS = 45.0
-"""Loading the model and tokenising the data, once per trial start (also after a retry)."""
-EVAL_SPEEDUP = 3.0
-"""Evaluation and the Σ_S pass run forward only: this many times the training throughput."""
-SHRINKAGE_TOKENS_PER_EXAMPLE = 128.0
 
 OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
                       "lam": (-5.0, -3.0, -1.0, 1.0, 3.0, 5.0), "zeta": (0.2, 0.4, 0.6, 0.8)}
@@ -78,39 +59,6 @@ class Simulation:
             raise ConfigError(problems)
 
 
-# ----------------------------------------------------------------------------------------------- cost model
-
-
-def throughput(model: str, batch_size: int) -> float:
-    """Training examples per second: the model's rate at batch 32, lower for smaller batches."""
-    base = MODEL_THROUGHPUT.get(model, DEFAULT_THROUGHPUT)
-    return base * (batch_size / (batch_size + 16.0)) / (32.0 / 48.0)
-
-
-def _hp(config: Mapping[str, Any]):
-    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
-
-    return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
-                     source="trial config")
-
-
-def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
-    """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
-    hp = _hp(config)
-    task, method = get_task(hp.task), get_method(hp.method)
-    rate = throughput(hp.model, hp.batch_size)
-    seconds = task.train_examples / rate * method.relative_step_cost
-    seconds += task.eval_examples / (rate * EVAL_SPEEDUP)
-    if method.uses_zeta:
-        seconds += min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
-    return seconds
-
-
-def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
-    """Modelled seconds of a whole trial on one GPU: start-up plus every epoch it reports."""
-    return STARTUP_SECONDS + trial_epochs(config) * epoch_seconds(config, shrinkage_tokens)
-
-
 # ------------------------------------------------------------------------------------------------ landscape
 
 
@@ -141,7 +89,7 @@ def peak(model: str, task: str, method: str, seed: int = 0) -> float:
 
 def expected_score(config: Mapping[str, Any], seed: int = 0) -> float:
     """The noiseless task metric after the last epoch of ``config`` (a fraction; SQuAD's F1 is this × 100)."""
-    hp = _hp(config)
+    hp = typed_hyperparameters(config)
     best = optimum(hp.model, hp.task, hp.method, seed)
     score = peak(hp.model, hp.task, hp.method, seed)
     distance = {"learning_rate": abs(math.log(hp.learning_rate / best["learning_rate"])),
@@ -156,7 +104,7 @@ def expected_score(config: Mapping[str, Any], seed: int = 0) -> float:
 
 def epoch_metrics(config: Mapping[str, Any], epoch: int, simulation: Simulation) -> dict[str, float]:
     """The metrics a simulated trial reports after ``epoch``: its task's metrics, eval IsoScore* and a loss."""
-    hp = _hp(config)
+    hp = typed_hyperparameters(config)
     task, method = get_task(hp.task), get_method(hp.method)
     total = trial_epochs(config)
     noise = simulation.noise * (2.0 * _unit(simulation.seed, sorted(config.items()), epoch, "noise") - 1.0)
@@ -199,17 +147,17 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
     for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
         logging.getLogger(name).setLevel(logging.WARNING)
     node = ray.get_runtime_context().get_node_id()
-    from istar_tune.search_space import for_search
+    from istar_tune.search.space import for_search
 
     settings, keep = for_search(config, settings), for_search(config, keep)
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
-    from istar_tune import trial_checkpoints
+    from istar_tune.search import checkpoints
 
     start, note = 0, ""
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
-        epoch, note = trial_checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
+        epoch, note = checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
         start = int(epoch or 0)
     epochs = trial_epochs(config)
     per_epoch = epoch_seconds(config, shrinkage) * simulation.time_factor
@@ -234,7 +182,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
                 with open(Path(folder, PAYLOAD_FILE), "wb") as handle:
                     handle.write(os.urandom(min(size, 1 << 20)) * (size // (1 << 20)) + os.urandom(size % (1 << 20)))
             tune.report(record, checkpoint=tune.Checkpoint.from_directory(folder))
-        trial_checkpoints.prune(keep)
+        checkpoints.prune(keep)
 
 
 def _read_state(folder: Path) -> dict[str, Any]:

@@ -1,0 +1,143 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from istar_tune import tracking
+from istar_tune.methods import get_method, trial_epochs
+from istar_tune.search.plan import PlannedGroup, base_config
+from istar_tune.search.space import SEARCH_KEY, Group, group_key, trial_group
+from istar_tune.search.trainable import OBJECTIVE
+from istar_tune.tasks import get_task
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+@dataclass
+class TrialOutcome:
+    trial_id: str
+    status: str  # finished | stopped_early | failed | interrupted
+    config: dict[str, Any]
+    value: float | None
+    epochs: int
+    error: str = ""
+    ended_at: float | None = None
+    """Unix time of its last report."""
+
+
+@dataclass
+class GroupOutcome:
+    group: Group
+    metric: str
+    trials: list[TrialOutcome]
+    best: TrialOutcome | None
+
+    def count(self, status: str) -> int:
+        return sum(t.status == status for t in self.trials)
+
+
+@dataclass
+class SearchSummary:
+    name: str
+    storage_path: str
+    tracking_uri: str
+    groups: list[GroupOutcome]
+    planned_trials: int = 0
+    interrupted: str = ""
+    """Why the search stopped before every trial ended (empty when it ran to the end)."""
+    mlflow_latencies_ms: list[float] = field(default_factory=list)
+    mlflow_errors: list[str] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
+    ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
+
+    @property
+    def failed(self) -> list[tuple[Group, TrialOutcome]]:
+        return [(g.group, t) for g in self.groups for t in g.trials if t.status == "failed"]
+
+    def report(self) -> str:
+        total = sum(len(g.trials) for g in self.groups)
+        finished = sum(g.count("finished") for g in self.groups)
+        stopped = sum(g.count("stopped_early") for g in self.groups)
+        unfinished = sum(g.count("interrupted") for g in self.groups)
+        lines = [f"search {self.name}: {total} trials, {finished} finished, {stopped} stopped early, "
+                 f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
+        if self.interrupted:
+            left = self.planned_trials - finished - stopped - len(self.failed)
+            lines.append(f"INTERRUPTED ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; "
+                         "continue with --resume")
+        for outcome in self.groups:
+            best = outcome.best
+            if best is None:
+                lines.append(f"  {outcome.group.key}: no finished trial")
+                continue
+            method = get_method(outcome.group.method)
+            keys = [*_SHOWN, *(("lam",) if method.uses_lambda else ()), *(("zeta",) if method.uses_zeta else ()),
+                    *(_SECOND_STAGE_SHOWN if method.second_stage else ())]
+            shown = {k: best.config[k] for k in keys if k in best.config}
+            lines.append(f"  {outcome.group.key}: best {outcome.metric} {best.value:.4f} with "
+                         + ", ".join(f"{k}={v}" for k, v in shown.items()) + f" (trial {best.trial_id})")
+        for group, trial in self.failed:
+            lines.append(f"  FAILED {group.key} trial {trial.trial_id}: {trial.error}")
+        if self.mlflow_errors:
+            lines.append(f"  MLflow writes lost: {self.mlflow_errors[-1]}")
+        lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}")
+        return "\n".join(lines)
+
+
+_SHOWN = ("learning_rate", "batch_size", "epochs", "seed")
+_SECOND_STAGE_SHOWN = ("alpha", "isolayer_learning_rate")
+
+
+def expected_trials(names: list[str], planned: dict[str, list[PlannedGroup]],
+                     outcomes: dict[str, list[GroupOutcome]]) -> int:
+    """Trials that run when every trial ends: the planned ones, less the seeds of groups that wait for a group
+    which ended without a scored trial."""
+    best = {trial_group(base_config(p, n)): o.best for n in names for p, o in zip(planned[n], outcomes[n])}
+    return sum(p.trials for n in names for p in planned[n] if not p.after or best.get(p.after) is not None)
+
+
+def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[str, str],
+              search: str) -> list[GroupOutcome]:
+    """Each planned group's trials among ``results`` (Tune's, of every search in the experiment) of ``search``."""
+    from ray.tune.experiment import Trial
+
+    by_group: dict[str, list[TrialOutcome]] = {}
+    for result in results:
+        config = dict(result.config or {})
+        if config.get(SEARCH_KEY, search) != search:
+            continue
+        metrics = result.metrics or {}
+        trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
+        epochs = int(metrics.get("epoch", 0) or 0)
+        value = metrics.get(OBJECTIVE)
+        ended = metrics.get("timestamp")
+        key = group_key(config)
+        if result.error is not None:
+            error = tracking.error_summary(str(result.error), type(result.error).__name__)
+            outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error, ended)
+        elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
+            outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs, ended_at=ended)
+        else:
+            status = "stopped_early" if epochs < trial_epochs(config) else "finished"
+            outcome = TrialOutcome(trial_id, status, config, value, epochs, ended_at=ended)
+        by_group.setdefault(key, []).append(outcome)
+    outcomes = []
+    for item in planned:
+        group = item.group
+        trials = by_group.get(group_key(base_config(item)), [])
+        scored = sorted((t for t in trials if t.status in ("finished", "stopped_early") and t.value is not None),
+                        key=lambda t: t.trial_id)
+        best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
+        outcomes.append(GroupOutcome(group=group, metric=get_task(group.task).metric, trials=trials, best=best))
+    return outcomes
+
+
+def exit_code(summary: SearchSummary) -> int:
+    if summary.interrupted:
+        return 130
+    return 1 if summary.failed else 0

@@ -1,0 +1,184 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from istar_tune import tracking
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters
+from istar_tune.errors import ConfigError
+from istar_tune.methods import trial_epochs
+from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, group_key, trial_group
+
+# -------------------------------------------------------------------------------------------- planning
+
+
+@dataclass
+class PlannedGroup:
+    group: Group
+    trials: int
+    param_space: dict[str, Any] = field(default_factory=dict)
+    after: str = ""
+    """Seeds stage: the group (``search:model/task/method``, same experiment) whose best trial this re-runs."""
+
+
+def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False, search: str | None = None,
+         chained: dict[str, SearchSpace] | None = None) -> list[PlannedGroup]:
+    """The groups of a search and their trial counts.
+
+    The seeds stage reads its configurations from MLflow at ``tracking_uri``; without one it plans every group of
+    the space (an upper bound: only groups with a finished trial in ``best_of`` run). Its groups that re-run a search
+    of ``chained`` (``{name: space}`` run in the same experiment) wait for that search's group instead (``after``).
+    """
+    search = search or space.name
+    chained = chained or {}
+    if space.stage == "seeds" and (tracking_uri is not None or chained):
+        return _plan_seeds(space, tracking_uri, simulated, search, chained)
+    return [PlannedGroup(group=g, trials=space.trials_in(g)) for g in space.groups()]
+
+
+def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, search: str,
+                chained: dict[str, SearchSpace]) -> list[PlannedGroup]:
+    wanted = {(g.model, g.task, g.method) for g in space.groups()}
+    seeds = {"seed": Domain("grid", tuple(space.seeds))}
+    planned, missing, sources = [], [], {}
+    for experiment in space.best_of:
+        if experiment in chained:
+            for model, task, method in sorted(wanted & {(g.model, g.task, g.method)
+                                                        for g in chained[experiment].groups()}):
+                source = {"model": absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
+                sources.setdefault((model, task, method), []).append(trial_group(source))
+            continue
+        if tracking_uri is None:
+            continue
+        try:
+            tracking.check_store(tracking_uri)
+        except ConfigError:
+            if not chained:
+                raise
+            missing.append(experiment)  # no store yet: this run's searches are the ones re-run
+            continue
+        try:
+            best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted))
+        except ConfigError:
+            missing.append(experiment)  # that search has not run (yet): only the others are re-run
+            continue
+        for (model, task, method), run in best.items():
+            if (model, task, method) not in wanted:
+                continue
+            config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k != "seed"}
+            group = Group(model=model, task=task, method=method, domains=seeds)
+            planned.append(PlannedGroup(group=group, trials=len(space.seeds), param_space=config))
+    for (model, task, method), keys in sources.items():
+        group = Group(model=model, task=task, method=method, domains=seeds)
+        planned += [PlannedGroup(group=group, trials=len(space.seeds), after=key) for key in keys]
+    repeated = sorted({group_key(base_config(p)) for p in planned
+                       if sum(group_key(base_config(q)) == group_key(base_config(p)) for q in planned) > 1})
+    if repeated:
+        raise ConfigError(f"{space.path}: best_of {', '.join(space.best_of)}: the groups {', '.join(repeated)} are in "
+                          "more than one of those searches; name one search per group")
+    if not planned:
+        absent = f" (no experiment {', '.join(missing)})" if missing else ""
+        raise ConfigError(f"{space.path}: no finished trial of {', '.join(space.models)} × {', '.join(space.tasks)}"
+                          f" × {', '.join(space.methods)} in the searches {', '.join(space.best_of)} at "
+                          f"{tracking_uri}{absent}: run those searches first")
+    return planned
+
+
+def dry_run_report(space: SearchSpace, planned: list[PlannedGroup]) -> str:
+    rows = [(p.group.model, p.group.task, p.group.method, str(p.trials)) for p in planned]
+    header = ("model", "task", "method", "trials")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
+             f"scheduler {space.scheduler}"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
+    if space.stage == "seeds":
+        chained = sorted({p.after.split(":")[0] for p in planned if p.after})
+        source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
+                  "ended") if chained else "MLflow when the search runs"
+        lines.append(f"(at most: the best configuration of each group found in {', '.join(space.best_of)} is re-run "
+                     f"with seeds {list(space.seeds)}; read from {source})")
+    total = sum(p.trials for p in planned)
+    concurrency = space.concurrency or "as the cluster allows"
+    lines.append(f"total {total} trials in {len(planned)} groups; each trial {space.cpu:g} CPU, {space.gpu:g} GPU; "
+                 f"trials at once per group: {concurrency}; retries per trial: {space.max_failures}")
+    return "\n".join(lines)
+
+
+def _tune_domain(domain: Domain):
+    from ray import tune
+
+    kind, values = domain.kind, domain.values
+    if kind == "constant":
+        return values[0]
+    if kind == "grid":
+        return tune.grid_search(list(values))
+    if kind == "choice":
+        return tune.choice(list(values))
+    if kind == "loguniform":
+        return tune.loguniform(*values)
+    if kind == "uniform":
+        return tune.uniform(*values)
+    return tune.randint(values[0], values[1] + 1)  # both bounds included
+
+
+def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, Any]:
+    group = planned.group
+    base = {"model": absolute_if_path(group.model), "task": group.task, "method": group.method,
+            **planned.param_space}
+    return {**base, SEARCH_KEY: search} if search else base
+
+
+def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
+    """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
+    an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
+    from istar_tune.search.cost import trial_seconds
+    from istar_tune.search.searcher import GroupPlan, grid_configs
+
+    name = name or space.name
+    plans = []
+    for item in planned:
+        base, domains = base_config(item, name), item.group.domains
+        key = trial_group(base)
+        if item.after:
+            plans.append(GroupPlan(key=key, base=base, after=item.after, seeds=list(space.seeds),
+                                   concurrency=space.concurrency))
+            continue
+        if space.stage == "seeds" or space.algorithm == "grid":
+            repeats = 1 if space.stage == "seeds" else space.num_samples
+            plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed),
+                                   concurrency=space.concurrency))
+            continue
+        constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
+        sampled = {k: _tune_domain(d) for k, d in domains.items() if d.kind != "constant"}
+        typical = {**base, **constants, **{k: d.values[0] for k, d in domains.items() if d.kind == "choice"}}
+        for point in space.points_to_evaluate:
+            missing = sorted(set(sampled) - set(point))
+            if missing:
+                raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
+                                  f"sampled in group {key}: give every sampled hyperparameter")
+        plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
+                               estimate=trial_seconds(typical), study=key,
+                               points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))
+    return plans
+
+
+def absolute_if_path(model: str) -> str:
+    """Trials run in their own working folder: a relative local model path is made absolute on the driver."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
+def max_epochs(group: Group) -> int:
+    """The most epochs a trial of ``group`` can report (ASHA's horizon)."""
+    def largest(key: str) -> int:
+        domain = group.domains.get(key)
+        if domain is None:
+            return int(getattr(Hyperparameters, key))
+        return int(max(domain.values)) if domain.kind != "constant" else int(domain.values[0])
+
+    return trial_epochs({"method": group.method, "epochs": largest("epochs"),
+                         "isolayer_epochs": largest("isolayer_epochs")})

@@ -1,0 +1,157 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from istar_tune.config import Hyperparameters, RunSettings, from_dict
+from istar_tune.errors import ConfigError
+from istar_tune.methods import METHODS
+from istar_tune.tasks import get_task
+
+DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
+ALGORITHMS = ("grid", "optuna")
+SCHEDULERS = ("none", "asha")
+STAGES = ("search", "seeds")
+SEARCHED_KEYS = frozenset(Hyperparameters.__dataclass_fields__) - {"model", "task", "method"}
+
+
+@dataclass(frozen=True)
+class Domain:
+    kind: str
+    """``constant`` or one of :data:`DOMAIN_KINDS`."""
+    values: tuple
+
+    @property
+    def size(self) -> int:
+        """Number of grid points this domain contributes (1 for everything but ``grid``)."""
+        return len(self.values) if self.kind == "grid" else 1
+
+    def describe(self) -> str:
+        if self.kind == "constant":
+            return repr(self.values[0])
+        return f"{self.kind}{list(self.values)}"
+
+
+SEARCH_KEY = "search"
+"""Key of a trial's configuration naming the search (MLflow experiment) it belongs to."""
+
+
+def group_key(config: dict[str, Any]) -> str:
+    """``model/task/method`` of a trial's configuration: the group it belongs to."""
+    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+
+
+def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:
+    """What ``by_search`` (``{search name: value}``) holds for the search of a trial's configuration."""
+    search = config.get(SEARCH_KEY)
+    if search not in by_search:
+        raise KeyError(f"trial configuration of search {search!r}; this experiment runs {', '.join(by_search)}")
+    return by_search[search]
+
+
+def trial_group(config: dict[str, Any]) -> str:
+    """``search:model/task/method``: the group a trial is compared within when several searches share one Tune
+    experiment (``model/task/method`` for a configuration without a search)."""
+    search = config.get(SEARCH_KEY)
+    return f"{search}:{group_key(config)}" if search else group_key(config)
+
+
+@dataclass(frozen=True)
+class Group:
+    """One (model, task, method) of a search and the domains of its trials."""
+
+    model: str
+    task: str
+    method: str
+    domains: dict[str, Domain]
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.task}/{self.method}"
+
+    @property
+    def slug(self) -> str:
+        """File-system-safe name, used for the group's Ray experiment folder."""
+        raw = f"{self.model}-{self.task}-{self.method}"
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    path: str
+    """The YAML file this space was read from (recorded with every trial)."""
+    name: str
+    """Search name: the MLflow experiment and the Ray results folder."""
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    methods: tuple[str, ...]
+    hyperparameters: dict[str, Domain] = field(default_factory=dict)
+    """Domains shared by every method."""
+    method_hyperparameters: dict[str, dict[str, Domain]] = field(default_factory=dict)
+    """Per-method domains, added to (and overriding) the shared ones."""
+    algorithm: str = "grid"
+    num_samples: int = 1
+    """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per group."""
+    seed: int | None = None
+    """Seed of the searcher's sampling."""
+    optuna_storage: str | None = None
+    """Optuna: the RDB URL of the studies (None: ``sqlite:///<storage-path>/optuna.db`` for a local storage path)."""
+    points_to_evaluate: tuple[dict, ...] = ()
+    """Optuna: configurations every group tries first (warm start)."""
+    scheduler: str = "none"
+    grace_period: int = 1
+    reduction_factor: float = 3.0
+    cpu: float = 1.0
+    gpu: float = 0.0
+    concurrency: int | None = None
+    """Trials running at once per group (``None``: as many as the resources allow)."""
+    max_failures: int = 1
+    """Retries of a failed trial (it continues from its last epoch's checkpoint)."""
+    checkpoints_to_keep: int = 2
+    """With ``checkpoint: state``: the newest checkpoints each trial keeps (the other modes keep one)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Run settings for every trial (data options, precision, ...)."""
+    stage: str = "search"
+    """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds``."""
+    seeds: tuple[int, ...] = ()
+    best_of: tuple[str, ...] = ()
+
+    def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
+        """The same space for other models, tasks or methods (e.g. from ``--models``)."""
+        problems = []
+        if tasks:
+            for task in tasks:
+                try:
+                    get_task(task)
+                except ConfigError as err:
+                    problems.append(f"--tasks: {err}")
+        if methods:
+            problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
+                         for m in methods if m not in METHODS]
+        if problems:
+            raise ConfigError(problems)
+        return replace(self, models=tuple(models or self.models), tasks=tuple(tasks or self.tasks),
+                       methods=tuple(methods or self.methods))
+
+    def groups(self) -> list[Group]:
+        out = []
+        for model, task, method in itertools.product(self.models, self.tasks, self.methods):
+            domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
+            out.append(Group(model=model, task=get_task(task).name, method=method, domains=domains))
+        return out
+
+    def trials_in(self, group: Group) -> int:
+        if self.stage == "seeds":
+            return len(self.seeds)
+        if self.algorithm == "optuna":
+            return self.num_samples
+        return math.prod(d.size for d in group.domains.values()) * self.num_samples
+
+    def run_settings(self, **overrides) -> RunSettings:
+        values = {**self.settings, **{k: v for k, v in overrides.items() if v is not None}}
+        return from_dict(RunSettings, values, source=f"{self.path}: settings")

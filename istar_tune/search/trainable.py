@@ -1,0 +1,78 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict
+from istar_tune.metrics import score
+from istar_tune.search import checkpoints
+from istar_tune.search.space import for_search
+from istar_tune.tasks import get_task
+
+OBJECTIVE = "objective"
+"""Every trial reports its task's selection metric under this key too (its score: the scored epoch's value where the
+run chooses one on held-out data, see ``metrics.score``), so one searcher/scheduler setting fits every task
+(accuracy, mcc, pearson or f1)."""
+
+
+# ---------------------------------------------------------------------------------------------- the trial
+
+
+class TuneReporter:
+    """Reports each epoch to Tune with a checkpoint (none with ``checkpoint: none``), keeping the newest ``keep``."""
+
+    def __init__(self, metric: str, keep: int = 1, wants_checkpoint: bool = True, note: str = ""):
+        self.metric = metric
+        self.keep = keep
+        self.wants_checkpoint = wants_checkpoint
+        self.note = note
+
+    def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
+        import ray
+        from ray import tune
+
+        metrics = {**record, OBJECTIVE: score(record, self.metric), "node_id": ray.get_runtime_context().get_node_id()}
+        if checkpoint_dir is not None:
+            metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
+        if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
+            metrics[RESTORE_NOTE], self.note = self.note, ""
+        checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
+        tune.report(metrics, checkpoint=checkpoint)
+        if checkpoint is not None:
+            checkpoints.prune(self.keep)
+RESTORE_NOTE = "restore_note"
+"""Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
+
+
+def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep: dict[str, int]) -> None:
+    """The Ray Tune trainable: a plain function of the sampled config (plus the fixed run settings and checkpoints
+    to keep of each search in the experiment, by search name)."""
+    from ray import tune
+
+    from istar_tune.training.loop import train
+    from istar_tune.training.state import read_state
+
+    for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
+        logging.getLogger(name).setLevel(logging.WARNING)
+    hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
+                        source="trial config")
+    run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
+    reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none")
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        train(hparams, run_settings, reporter)
+        return
+    with tempfile.TemporaryDirectory(prefix="istar-tune-resume-") as local:
+        def copy(folder: Path) -> Path:
+            read_state(folder)  # a missing or truncated state fails here, and an older checkpoint is tried
+            shutil.copytree(folder, local, dirs_exist_ok=True)
+            return Path(local)
+
+        state_dir, reporter.note = checkpoints.restore(checkpoint, copy)
+        train(hparams, run_settings, reporter, resume_from=state_dir)

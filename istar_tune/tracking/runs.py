@@ -1,0 +1,151 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from istar_tune.tracking.store import (
+    TAG_GROUP,
+    TAG_ROLE,
+    TAG_SIMULATED,
+    TAG_STAGE,
+    TAG_STATUS,
+    TAG_TRIAL_ID,
+    client,
+    find_runs,
+    planned_groups,
+    quote,
+)
+
+# ------------------------------------------------------------------------------------------ reading runs back
+
+
+@dataclass
+class TrialRun:
+    """One trial's child run as MLflow holds it: typed hyperparameters and the last value of each metric."""
+
+    run_id: str
+    trial_id: str
+    model: str
+    task: str
+    method: str
+    status: str
+    config: dict[str, Any]
+    metrics: dict[str, float]
+    stage: str = "search"
+    simulated: bool = False
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        return (self.model, self.task, self.method)
+
+
+def trial_runs(tracking_uri: str, experiment_name: str, simulated: bool = False) -> list[TrialRun]:
+    """Every trial run of a search (MLflow is the source of truth).
+
+    Runs of a rehearsal (``--simulate``) are never mixed with real ones: with ``simulated=False`` an experiment
+    holding simulated runs is refused, with ``simulated=True`` one holding real runs is.
+    """
+    mlflow_client = client(tracking_uri)
+    experiment = get_experiment(mlflow_client, tracking_uri, experiment_name)
+    found = find_runs(mlflow_client, experiment.experiment_id, **{TAG_ROLE: "trial"})
+    _refuse_mixed(found, simulated, tracking_uri, experiment_name)
+    return [_trial_run(run) for run in found]
+
+
+def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
+    from istar_tune.errors import ConfigError
+
+    experiment = mlflow_client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        names = sorted(e.name for e in mlflow_client.search_experiments())
+        raise ConfigError(f"no MLflow experiment named {experiment_name!r} at {tracking_uri}; "
+                          f"experiments there: {', '.join(names) or 'none'}")
+    return experiment
+
+
+def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_name: str) -> None:
+    from istar_tune.errors import ConfigError
+
+    kinds = {run.data.tags.get(TAG_SIMULATED) == "true" for run in found}
+    if (not simulated) in kinds:
+        what = ("simulated runs (a rehearsal with --simulate)", "pass --simulated to tabulate them") if not simulated \
+            else ("real runs", "drop --simulated")
+        raise ConfigError(f"experiment {experiment_name!r} at {tracking_uri} holds {what[0]}; they are never mixed "
+                          f"into tables of {'real' if not simulated else 'simulated'} runs: {what[1]}")
+
+
+def _trial_run(run) -> TrialRun:
+    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
+
+    tags, params = run.data.tags, run.data.params
+    typed = from_dict(Hyperparameters, {k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS},
+                      source=f"run {run.info.run_id}")
+    return TrialRun(run_id=run.info.run_id, trial_id=tags.get(TAG_TRIAL_ID, ""), model=typed.model,
+                    task=typed.task, method=typed.method, status=tags.get(TAG_STATUS, "unknown"),
+                    config={k: getattr(typed, k) for k in params if k in HYPERPARAMETER_KEYS},
+                    metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
+                    simulated=tags.get(TAG_SIMULATED) == "true")
+
+
+def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
+                groups: list[tuple[str, str, str]] | None = None) -> dict[tuple, TrialRun]:
+    """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
+    task metric at its scored epoch); ties go to the lowest trial id.
+
+    With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
+    :data:`BEST_OF_TOP` runs; the whole group when they do not settle it), instead of every run of the experiment:
+    a seeds stage after a 19,000-trial grid reads a few hundred runs, not all of them. Groups that no search of the
+    experiment planned (its parent runs' plan tags) are not asked for.
+    """
+    if groups is None:
+        return _best_of(trial_runs(tracking_uri, experiment_name, simulated))
+    from istar_tune.metrics import SCORED_PREFIX
+    from istar_tune.tasks import get_task
+
+    mlflow_client = client(tracking_uri)
+    experiment = get_experiment(mlflow_client, tracking_uri, experiment_name)
+    held = planned_groups(mlflow_client, experiment.experiment_id)
+    best: dict[tuple, TrialRun] = {}
+    for model, task, method in groups:
+        if held is not None and f"{model}/{task}/{method}" not in held:
+            continue  # no search of this experiment planned the group: no query
+        tags = {TAG_ROLE: "trial", TAG_GROUP: f"{model}/{task}/{method}"}
+        metric = get_task(task).metric
+        query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
+        top = mlflow_client.search_runs([experiment.experiment_id], filter_string=query,
+                                        order_by=[f"metrics.`{metric}` DESC"], max_results=BEST_OF_TOP)
+        scored = [r for r in top if r.data.tags.get(TAG_STATUS) in COUNTED_STATUSES and metric in r.data.metrics]
+        # Runs scored at an epoch their held-out data chose are not in the order of the last epoch's metric.
+        by_last = not any(SCORED_PREFIX + metric in r.data.metrics for r in top)
+        settled = by_last and scored and (len(top) < BEST_OF_TOP or top[-1].data.metrics.get(metric, -math.inf)
+                                          < scored[0].data.metrics[metric])
+        found = list(top) if settled else find_runs(mlflow_client, experiment.experiment_id, **tags)
+        _refuse_mixed(found, simulated, tracking_uri, experiment_name)
+        # Every run found carries the group's tag: one best at most (keyed by the runs' own model name).
+        chosen = next(iter(_best_of([_trial_run(r) for r in found]).values()), None)
+        if chosen is not None:
+            best[(model, task, method)] = chosen
+    return best
+
+
+BEST_OF_TOP = 50
+"""Runs per group :func:`best_trials` reads first, ordered by the metric."""
+COUNTED_STATUSES = ("finished", "stopped_early")
+
+
+def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
+    from istar_tune.metrics import best_scored, score
+    from istar_tune.tasks import get_task
+
+    by_group: dict[tuple, list[TrialRun]] = {}
+    for run in runs:
+        if run.status in COUNTED_STATUSES:
+            by_group.setdefault(run.group, []).append(run)
+    chosen = {group: best_scored(candidates, lambda r: r.trial_id,
+                                 lambda r: score(r.metrics, get_task(r.task).metric))
+              for group, candidates in by_group.items()}
+    return {group: run for group, run in chosen.items() if run is not None}

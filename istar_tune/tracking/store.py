@@ -1,0 +1,194 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
+TAG_SEARCH = "istar_tune.search"
+TAG_TRIAL_ID = "istar_tune.trial_id"
+TAG_GROUP = "istar_tune.group"
+TAG_STATUS = "istar_tune.status"  # running | finished | stopped_early | failed
+TAG_ERROR = "istar_tune.error"
+TAG_SPACE = "istar_tune.search_space"
+TAG_COMMIT = "istar_tune.git_commit"
+TAG_STAGE = "istar_tune.stage"  # search | seeds
+TAG_NODE = "istar_tune.node_id"  # the Ray node that ran the trial (its last attempt)
+TAG_PARENT = "mlflow.parentRunId"
+TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
+TAG_RESTORED_FROM = "istar_tune.restored_from"
+TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
+MAX_TAG_CHARS = 7000
+PAGE_SIZE = 5000
+
+log = logging.getLogger(__name__)
+
+# Before MLflow is imported (it reads these once): no "View run" lines per terminated run of a tracking server
+# (thousands in a large search), and no usage telemetry wrapped around every client call (measurable driver time
+# at thousands of trials). Both can be set otherwise in the environment.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def prepare_store(tracking_uri: str) -> None:
+    """Create a new sqlite store's tables once, under a file lock, so searches starting together on a new store do
+    not race MLflow's schema creation."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    import fcntl
+
+    path = Path(tracking_uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            client(tracking_uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+PLAN_TOTAL = "*"
+"""The key of a plan tag that holds only the total (the groups did not fit in a tag)."""
+
+
+def encode_plan(plan: dict[str, int]) -> str:
+    """Trials planned per group as a tag value (the total alone when the groups would not fit in a tag)."""
+    import json
+
+    text = json.dumps(plan, separators=(",", ":"))
+    return text if len(text) <= MAX_TAG_CHARS else json.dumps({PLAN_TOTAL: sum(plan.values())})
+
+
+def decode_plan(text: str | None) -> dict[str, int] | None:
+    """A plan tag's groups; ``None`` when there is no tag or it holds only the total."""
+    import json
+
+    plan = json.loads(text) if text else None
+    return None if plan is None or PLAN_TOTAL in plan else plan
+
+
+def record_plan(mlflow_client, parent_run_id: str, plan: dict[str, int]) -> None:
+    """Tag the parent run with the trials planned per group: this run's groups, merged with those an earlier run
+    into the same experiment planned (a search run again for other models keeps every group it ever planned, so
+    :func:`planned_groups` may rely on it)."""
+    earlier_text = mlflow_client.get_run(parent_run_id).data.tags.get(TAG_PLAN)
+    earlier = decode_plan(earlier_text)
+    if earlier_text and earlier is None:  # the earlier plan kept only its total: the groups stay unknown
+        merged_text = encode_plan({PLAN_TOTAL: 0, **plan})
+    else:
+        merged_text = encode_plan({**(earlier or {}), **plan})
+    mlflow_client.set_tag(parent_run_id, TAG_PLAN, merged_text)
+
+
+def planned_groups(mlflow_client, experiment_id: str) -> set[str] | None:
+    """``model/task/method`` of every group the experiment's searches planned (their parent runs' plan tags);
+    ``None`` when that is unknown (no parent run, or a plan that kept only its total)."""
+    parents = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
+    groups: set[str] = set()
+    for parent in parents:
+        plan = decode_plan(parent.data.tags.get(TAG_PLAN))
+        if plan is None:
+            return None
+        groups |= set(plan)
+    return groups if parents else None
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def client(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "databricks")
+"""Tracking URI schemes istar-tune accepts."""
+
+
+def check_reachable(tracking_uri: str) -> None:
+    """Fail with one clear line for an unknown scheme or a tracking server that does not answer in 5 s (MLflow
+    itself retries an unreachable server for minutes)."""
+    from istar_tune.errors import ConfigError
+
+    if not tracking_uri.startswith(SCHEMES):
+        raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
+                          f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or "
+                          "http://host:5000)")
+    if tracking_uri.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=5)
+        except OSError as err:
+            raise ConfigError(f"cannot reach the MLflow server at {tracking_uri} ({getattr(err, 'reason', err)}): "
+                              "start it or fix --tracking-uri / MLFLOW_TRACKING_URI") from None
+
+
+def check_store(tracking_uri: str) -> None:
+    """As :func:`check_reachable`, and a local sqlite store to read from must exist (MLflow would create an empty
+    one)."""
+    from istar_tune.errors import ConfigError
+
+    check_reachable(tracking_uri)
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():
+        raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "
+                          "existing store")
+
+
+def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None) -> str:
+    experiment = mlflow_client.get_experiment_by_name(name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            mlflow_client.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+    location = None
+    if artifact_root:
+        location = (Path(artifact_root) / name).resolve().as_uri()
+    return mlflow_client.create_experiment(name, artifact_location=location)
+
+
+def quote(value: str) -> str:
+    """``value`` as a string literal of an MLflow filter. MLflow strips the quotes without unescaping, so a value
+    holding both quote characters cannot be written; such names are refused when a search is named."""
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise ValueError(f"{value!r} holds both quote characters and cannot be matched in an MLflow filter")
+
+
+def find_runs(mlflow_client, experiment_id: str, **tags: str) -> list:
+    """Every run of the experiment whose tags equal ``tags``, read page by page (no cap on the count)."""
+    query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
+    runs, token = [], None
+    while True:
+        page = mlflow_client.search_runs([experiment_id], filter_string=query, max_results=PAGE_SIZE,
+                                         page_token=token)
+        runs.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return runs
+
+
+def parent_run(mlflow_client, experiment_id: str, search_name: str, tags: dict[str, str]) -> str:
+    """The search's parent run: the existing one when resuming, else a new one."""
+    existing = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
+    if existing:
+        run_id = existing[0].info.run_id
+        if existing[0].info.status != "RUNNING":
+            mlflow_client.update_run(run_id, status="RUNNING")
+        return run_id
+    run = mlflow_client.create_run(experiment_id, run_name=search_name,
+                                   tags={TAG_ROLE: "search", TAG_SEARCH: search_name, **tags})
+    return run.info.run_id

@@ -1,0 +1,305 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from istar_tune.tracking.store import (
+    MAX_TAG_CHARS,
+    TAG_GROUP,
+    TAG_PARENT,
+    TAG_ROLE,
+    TAG_SEARCH,
+    TAG_STATUS,
+    TAG_TRIAL_ID,
+    client,
+    find_runs,
+    log,
+)
+
+
+def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
+    """The numeric values of a reported epoch that belong in MLflow (Ray's bookkeeping left out)."""
+    skip = {"training_iteration", "timestamp", "time_this_iter_s", "time_total_s", "pid", "iterations_since_restore",
+            "time_since_restore", "timesteps_total", "episodes_total", "done", "stage", "simulated",
+            "torch_imported"}
+    return {k: float(v) for k, v in result.items()
+            if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
+    """Every hyperparameter of a trial, defaults filled in and λ resolved for the method."""
+    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict
+
+    hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
+                        source="trial config")
+    return {**as_dict(hparams), "lam": hparams.penalty_weight}
+
+
+# ----------------------------------------------------------------------------------------------- writing
+
+
+@dataclass
+class _Event:
+    kind: str  # start | metrics | tags | end
+    trial_id: str
+    payload: dict[str, Any]
+    queued: float = field(default_factory=time.monotonic)
+
+
+class RunWriter:
+    """Writes trials' child runs from background threads: batched, retried, flushed on :meth:`close`.
+
+    ``start(trial_id, config)`` creates (or, on resume, finds) the trial's run; ``metrics(trial_id, epoch, result)``
+    logs an epoch once (an epoch MLflow already holds is skipped, so a restored trial's re-reports are not doubled);
+    ``set_tags`` sets tags; ``end(trial_id, status, state)`` sets the status tag and terminates the run. Calls
+    return at once. Trials are spread over ``threads`` writers (one trial's writes stay in order on one of them),
+    so a tracking server's latency is paid in parallel. A failed write is retried with back-off for up to
+    ``retry_for_s`` seconds; the MLflow store's duplicate check makes a retried batch harmless.
+    """
+
+    def __init__(self, tracking_uri: str, experiment_id: str, search_name: str, parent_run_id: str,
+                 tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None,
+                 window_s: float = 0.5):
+        self.tracking_uri = tracking_uri
+        self.make_client = make_client or client
+        self.experiment_id = experiment_id
+        self.search_name = search_name
+        self.parent_run_id = parent_run_id
+        self.tags = dict(tags)
+        self.retry_for_s = retry_for_s
+        self.window_s = window_s
+        self.latencies_ms: list[float] = []
+        """Time from each call to its write landing in the store (kept for the first 500,000 calls)."""
+        self.errors: list[str] = []
+        self._runs: dict[str, str] = {}
+        self._logged_epoch: dict[str, int] = {}
+        self._params: dict[str, list] = {}
+        self._open: set[str] = set()
+        self._client = None
+        self._loaded = False
+        self._load_lock = threading.Lock()
+        self._queues: list[queue.Queue[_Event | None]] = [queue.Queue() for _ in range(max(1, threads))]
+        self._threads = [threading.Thread(target=self._loop, args=(q,), name=f"istar-tune-mlflow-{i}", daemon=True)
+                         for i, q in enumerate(self._queues)]
+        for thread in self._threads:
+            thread.start()
+
+    # -- the callers' side
+    def _put(self, event: _Event) -> None:
+        self._queues[hash(event.trial_id) % len(self._queues)].put(event)
+
+    def start(self, trial_id: str, config: dict[str, Any]) -> None:
+        self._open.add(trial_id)
+        self._put(_Event("start", trial_id, {"config": dict(config)}))
+
+    def metrics(self, trial_id: str, epoch: int, result: dict[str, Any]) -> None:
+        values = {**_metrics_of(result), "epoch": float(epoch)}  # read back on resume: the last epoch logged
+        self._put(_Event("metrics", trial_id, {"epoch": int(epoch), "values": values,
+                                               "time": int(time.time() * 1000)}))
+
+    def set_tags(self, trial_id: str, tags: dict[str, str]) -> None:
+        self._put(_Event("tags", trial_id, {"tags": {k: str(v)[:MAX_TAG_CHARS] for k, v in tags.items()}}))
+
+    def end(self, trial_id: str, status: str, state: str, tags: dict[str, str] | None = None) -> None:
+        self._open.discard(trial_id)
+        self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags or {})}))
+
+    def open_trials(self) -> set[str]:
+        """Trials started and not yet ended (as far as the calls made so far say)."""
+        return set(self._open)
+
+    def pending(self) -> int:
+        return sum(q.unfinished_tasks for q in self._queues)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every call so far is written; False if ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.pending():
+            if not all(t.is_alive() for t in self._threads) or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(0.02)
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        done = self.flush(timeout)
+        if self._params:  # runs that never logged an epoch or ended while this writer ran
+            mlflow_client = self.make_client(self.tracking_uri)
+            for run_id in list(self._params):
+                try:
+                    self._retrying(lambda r=run_id: self._log_batch(mlflow_client, r, [], []))
+                except Exception as err:  # noqa: BLE001
+                    self.errors.append(f"{type(err).__name__}: {err}")
+        for q in self._queues:
+            q.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        return done
+
+    # -- the writer threads
+    def _loop(self, events: queue.Queue) -> None:
+        mlflow_client = self.make_client(self.tracking_uri)
+        while True:
+            first = events.get()
+            if first is None:
+                events.task_done()
+                return
+            if self.window_s:
+                time.sleep(self.window_s)  # let a trial's next writes join this batch: fewer calls to the store
+            batch, stop = [first], False
+            while len(batch) < 1000:
+                try:
+                    event = events.get_nowait()
+                except queue.Empty:
+                    break
+                if event is None:
+                    stop = True
+                    events.task_done()
+                    break
+                batch.append(event)
+            try:
+                self._retrying(lambda b=batch: self._write(mlflow_client, b))
+            except Exception as err:  # noqa: BLE001 - reported by the search; the thread must keep serving
+                self.errors.append(f"{type(err).__name__}: {err}")
+                log.error("MLflow writes lost after %.0f s of retries: %s", self.retry_for_s, err)
+            now = time.monotonic()
+            if len(self.latencies_ms) < 500_000:
+                self.latencies_ms.extend((now - e.queued) * 1000.0 for e in batch)
+            for _ in batch:
+                events.task_done()
+            if stop:
+                return
+
+    def _retrying(self, write) -> None:
+        began, delay, warned = time.monotonic(), 0.25, False
+        while True:
+            try:
+                write()
+                if warned:
+                    log.warning("MLflow store reachable again; pending writes done")
+                return
+            except Exception as err:  # noqa: BLE001 - transient server or network errors are retried
+                if time.monotonic() - began > self.retry_for_s:
+                    raise
+                if not warned:
+                    log.warning("MLflow write failed (%s: %s); retrying in the background", type(err).__name__,
+                                str(err).splitlines()[0][:200] if str(err) else "")
+                    warned = True
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _load_existing(self, mlflow_client) -> None:
+        """The runs of trials an earlier driver of this search created: one paginated read, before the first
+        run is created."""
+        with self._load_lock:
+            if self._loaded:
+                return
+            for run in find_runs(mlflow_client, self.experiment_id, **{TAG_ROLE: "trial"}):
+                trial_id = run.data.tags.get(TAG_TRIAL_ID)
+                if trial_id and trial_id not in self._runs:
+                    self._runs[trial_id] = run.info.run_id
+                    self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
+            self._loaded = True
+
+    def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None) -> tuple[str, bool]:
+        """The trial's run id, and whether it was created now."""
+        if not self._loaded:
+            self._load_existing(mlflow_client)
+        if trial_id in self._runs:
+            return self._runs[trial_id], False
+        from mlflow.entities import Param
+
+        config = config or {}
+        tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
+                TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
+                "task": str(config.get("task")), "method": str(config.get("method")),
+                TAG_GROUP: f"{config.get('model')}/{config.get('task')}/{config.get('method')}"}
+        run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
+        run_id = self._runs[trial_id] = run.info.run_id
+        self._logged_epoch[trial_id] = 0
+        # Params go with the run's next batch of metrics or tags (one call fewer per trial).
+        self._params[run_id] = [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
+        return run_id, True
+
+    def _log_batch(self, mlflow_client, run_id: str, metrics: list, tags: list) -> None:
+        """One ``log_batch`` per MLflow's limits (1,000 entities, 100 params), the run's pending params included."""
+        params = self._params.get(run_id, [])
+        calls = max(math.ceil(len(metrics) / 800), math.ceil(len(params) / 100), 1)
+        for call in range(calls):
+            mlflow_client.log_batch(run_id, metrics=metrics[call * 800:(call + 1) * 800],
+                                    params=params[call * 100:(call + 1) * 100], tags=tags if call == 0 else [])
+        self._params.pop(run_id, None)
+
+    def _write(self, mlflow_client, batch: list[_Event]) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        # Runs first (a run is created once: after a failed attempt its id is already known, or found again).
+        created = set()
+        for event in batch:
+            if event.kind == "start":
+                run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"])
+                if new:
+                    created.add(run_id)
+        metrics: dict[str, list] = {}
+        tags: dict[str, dict[str, str]] = {}
+        states: dict[str, str] = {}
+        logged = {}
+        for event in batch:
+            run_id = self._run_id(mlflow_client, event.trial_id, None)[0]
+            if event.kind == "start":
+                if run_id not in created:  # a retried or resumed trial's existing run
+                    tags.setdefault(run_id, {})[TAG_STATUS] = "running"
+                    states[run_id] = "RUNNING"
+            elif event.kind == "metrics":
+                epoch = event.payload["epoch"]
+                if epoch <= logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
+                    continue  # re-reported after a restore: MLflow already holds this epoch
+                logged[event.trial_id] = epoch
+                metrics.setdefault(run_id, []).extend(
+                    Metric(k, v, event.payload["time"], epoch) for k, v in event.payload["values"].items())
+            elif event.kind == "tags":
+                tags.setdefault(run_id, {}).update(event.payload["tags"])
+            elif event.kind == "end":
+                tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
+                states[run_id] = event.payload["state"]
+        for run_id in dict.fromkeys([*metrics, *tags]):
+            self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
+                            [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
+        for run_id, state in states.items():
+            if state == "RUNNING":
+                mlflow_client.update_run(run_id, status="RUNNING")
+            else:
+                mlflow_client.set_terminated(run_id, state)
+        self._logged_epoch.update(logged)
+
+
+def error_summary(text: str, fallback: str) -> str:
+    """The last line of an error text that names the error (``...Error: ...``), else its last line."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    named = [line for line in lines if "Error:" in line or "Exception:" in line]
+    return (named[-1] if named else (lines[-1] if lines else fallback)).strip()
+
+
+def trial_error_text(trial) -> str:
+    """The last line that names the error in a trial's error file (the full traceback stays with Ray).
+
+    Ray writes the file on the driver first (``error_file``) and syncs it to storage later (``get_error``).
+    """
+    text = ""
+    try:
+        local = trial.error_file
+        if local and Path(local).is_file():
+            text = Path(local).read_text(errors="replace")
+        else:
+            error = trial.get_error()
+            text = str(error) if error is not None else ""
+    except Exception:  # noqa: BLE001 - an unreadable error file must not break logging
+        text = ""
+    return error_summary(text, "unknown error")

@@ -1,0 +1,80 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from istar_tune.config import RECIPES
+from istar_tune.errors import TrainingError
+from istar_tune.losses import penalty
+from istar_tune.methods import PENALISED
+from istar_tune.training.setup import Run
+
+LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
+"""batch → (total loss, task loss, penalty or None)."""
+
+
+def method_loss(run: Run, shrinkage_cov: torch.Tensor | None) -> LossFn:
+    """The method's loss: task loss + penalty (I-STAR, CosReg), or the task loss alone (Base, IsoLayer stage 1)."""
+    hp = run.hparams
+    lam = hp.penalty_weight
+    needs_hidden = hp.method in PENALISED and lam != 0
+
+    def compute(batch):
+        with run.autocast():
+            outputs = run.model(**batch, output_hidden_states=needs_hidden)
+        task_loss = outputs.loss.float()
+        pen = None
+        if needs_hidden:
+            pen = penalty(hp.method, outputs.hidden_states, batch["attention_mask"], lam=lam, zeta=hp.zeta,
+                          shrinkage_cov=shrinkage_cov, layer=hp.layer, include_padding=hp.include_padding)
+        return (task_loss if pen is None else task_loss + pen), task_loss, pen
+
+    return compute
+
+
+def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
+                epoch: int, description: str, train_modules: torch.nn.Module | None = None) -> dict[str, float]:
+    """One pass over the shuffled training data; returns mean losses. Shared by every method and stage.
+
+    ``train_modules``: only these modules run in training mode (dropout on); the rest of the model stays in
+    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains.
+    """
+    from tqdm.auto import tqdm
+
+    if train_modules is None:
+        run.model.train()
+    else:
+        run.model.eval()
+        train_modules.train()
+    accum = run.hparams.grad_accum
+    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=run.hparams.seed + epoch)
+    totals = {"train_loss": 0.0, "task_loss": 0.0, "penalty": 0.0}
+    steps = len(loader)
+    bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
+    optimizer.zero_grad(set_to_none=True)
+    for step, batch in enumerate(bar):
+        loss, task_loss, pen = loss_fn(run.to_device(batch))
+        # One host transfer per step for the logged values and the NaN check (each .item() would sync a GPU).
+        values = torch.stack([loss.detach(), task_loss.detach(),
+                              pen.detach() if pen is not None else torch.zeros_like(loss)]).tolist()
+        if not math.isfinite(values[0]):
+            raise TrainingError(f"the loss became {values[0]} at epoch {epoch}, step {step + 1}: lower the "
+                                f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+        scaler.scale(loss / accum).backward()
+        if (step + 1) % accum == 0 or step + 1 == steps:
+            if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(params, run.settings.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+        for key, value in zip(("train_loss", "task_loss", "penalty"), values):
+            totals[key] += value
+        bar.set_postfix(loss=f"{totals['train_loss'] / (step + 1):.4f}")
+    return {k: v / max(steps, 1) for k, v in totals.items()}

@@ -1,0 +1,234 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.methods import get_method
+from istar_tune.training.epoch import method_loss, train_epoch
+from istar_tune.training.evaluate import evaluate, evaluate_holdout
+from istar_tune.training.forward import forward_pass
+from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
+from istar_tune.training.selection import Selection
+from istar_tune.training.setup import Run, make_optimizer, prepare
+from istar_tune.training.sigma import estimate_shrinkage
+from istar_tune.training.state import (
+    BEST_CHECKPOINT,
+    CONFIG_FILE,
+    ISOLAYER_FILE,
+    METRICS_FILE,
+    STATE_FILE,
+    Reporter,
+    load_state,
+    report_epoch,
+    resolved_config,
+    save_pretrained,
+    save_state,
+    write_json_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    metric: str
+    """The task's selection metric (``accuracy``, ``mcc``, ``pearson`` or ``f1``)."""
+    epochs: list[dict[str, Any]]
+    best_epoch: int
+    status: str = "finished"
+    second_stage: IsoLayerResult | None = None
+    """What a method's second stage measured (IsoLayer: the sentence space before and after its layer trained)."""
+    error: str = ""
+
+    @property
+    def final(self) -> dict[str, Any]:
+        return self.epochs[-1] if self.epochs else {}
+
+    @property
+    def best(self) -> dict[str, Any]:
+        return next((r for r in self.epochs if r["epoch"] == self.best_epoch), {})
+
+    def as_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"error": self.error} if self.error else {}
+        if self.second_stage is not None:
+            extra["second_stage"] = dataclasses.asdict(self.second_stage)
+        return {"status": self.status, "metric": self.metric, "best_epoch": self.best_epoch, "final": self.final,
+                "best": self.best, "epochs": self.epochs, **extra}
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+
+
+def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | None = None,
+          resume_from: str | os.PathLike | None = None) -> TrainResult:
+    """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got."""
+    run = prepare(hparams, settings)
+    output_dir = Path(settings.output_dir) if settings.output_dir else None
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
+    result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
+    try:
+        finished = _fit(run, result, reporter, resume_from, output_dir)
+        if get_method(hparams.method).second_stage and not finished:
+            _second_stage(run, result, reporter, output_dir)
+        result.status = "finished"
+    except BaseException as err:
+        result.status = "failed"
+        result.error = f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        if output_dir is not None:
+            write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+    return result
+
+
+def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> bool:
+    """The fine-tuning epochs; True when a resumed state says the whole run had finished."""
+    hp = run.hparams
+    second_stage = get_method(hp.method).second_stage
+    epochs = 0 if run.settings.init_checkpoint and second_stage else hp.epochs
+    named = list(run.model.named_parameters())
+    optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
+    selection = Selection(run, run.model)
+    start, stopped = 0, False
+    if resume_from is not None and (Path(resume_from) / STATE_FILE).is_file():
+        state = load_state(Path(resume_from), run, optimizer, scheduler, scaler)
+        if state["finished"]:
+            result.epochs, result.best_epoch = state["records"], state["best"][0]
+            return True
+        start, result.epochs, stopped = state["epoch"], state["records"], state["stopped"]
+        selection.resume(state["best"], state.get("best_model"), start)
+        result.best_epoch = selection.best[0]
+        log.info("resuming after epoch %d of %d", start, epochs)
+    last = start if stopped else epochs
+    params = [p for _, p in named if p.requires_grad]
+    # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here. After each epoch one
+    # new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's training.
+    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last else None
+    for epoch in range(start + 1, last + 1):
+        began = time.perf_counter()
+        losses = train_epoch(run, method_loss(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
+                             f"epoch {epoch}/{epochs}")
+        trained = time.perf_counter()
+        shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device)
+        estimated = time.perf_counter()
+        metrics = evaluate(run, shrinkage_cov)
+        if selection.holdout:
+            metrics.update(evaluate_holdout(run))
+        ended = time.perf_counter()
+        record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
+                  "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
+                  "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
+        result.epochs.append(record)
+        if selection.update(epoch, record):
+            result.best_epoch = epoch
+            if output_dir is not None and run.settings.save_checkpoint:
+                save_pretrained(run, output_dir / BEST_CHECKPOINT)
+        record.update(selection.scored(result.epochs))
+        stop = selection.should_stop(epoch)
+        ends = stop or epoch == epochs
+        if ends:
+            selection.restore()  # the scored epoch's weights go on: to the second stage, into the final checkpoint
+            if stop:
+                log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
+                         run.task.metric, run.settings.patience, epoch, selection.best[0])
+        if output_dir is not None:
+            write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+        final = ends and not second_stage
+        contents = {"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final \
+            else "state"
+        kept = None if ends else selection.kept_unless(epoch)
+        report_epoch(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final: save_state(
+            d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k, finished=f))
+        if stop:
+            break
+    return False
+
+
+def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, output_dir: Path | None) -> None:
+    """IsoLayer's stage 2 through the same epoch loop: freeze the fine-tuned model, insert the layer (a hook), train
+    it with the joint loss, report each epoch, and record the sentence space before and after (after: of the scored
+    epoch). With ``holdout`` the stage chooses its own scored epoch among its epochs."""
+    hp = run.hparams
+    for param in run.model.parameters():
+        param.requires_grad_(False)
+    hook = IsoLayerHook(run.model)
+    try:
+        before = _sentence_space(run, hook)
+        named = list(hook.layer.named_parameters())
+        optimizer, scheduler, scaler = make_optimizer(run, named, hp.isolayer_learning_rate, hp.isolayer_epochs,
+                                                      hp.warmup_ratio)
+        joint = IsoLayerLoss(hp.alpha)
+
+        def loss_fn(batch):
+            with run.autocast():
+                outputs = run.model(**batch)
+            task_loss = outputs.loss.float()
+            total, iso_loss = joint(task_loss, hook.embeddings)
+            return total, task_loss, iso_loss
+
+        stage_one_epochs = len(result.epochs)
+        selection = Selection(run, hook.layer, start=stage_one_epochs)
+        spaces: dict[int, SentenceSpace] = {}
+        for stage_epoch in range(1, hp.isolayer_epochs + 1):
+            epoch = stage_one_epochs + stage_epoch
+            losses = train_epoch(run, loss_fn, [p for _, p in named], optimizer, scheduler, scaler, epoch,
+                                 f"second stage {stage_epoch}/{hp.isolayer_epochs}", train_modules=hook.layer)
+            spaces[epoch] = _sentence_space(run, hook)
+            record = {"epoch": epoch, "stage": 2, **spaces[epoch].as_record(), "train_loss": losses["train_loss"],
+                      "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
+            if selection.holdout:
+                record.update(evaluate_holdout(run))
+            result.epochs.append(record)
+            improved = selection.update(epoch, record)
+            if not selection.holdout:  # the best validation epoch over both stages, the later one on a tie
+                improved = record[run.task.metric] >= result.best.get(run.task.metric, -math.inf)
+            if improved:
+                result.best_epoch = epoch
+                if output_dir is not None and run.settings.save_checkpoint:
+                    save_pretrained(run, output_dir / BEST_CHECKPOINT)
+                    torch.save(hook.layer.state_dict(), output_dir / BEST_CHECKPOINT / ISOLAYER_FILE)
+            record.update(selection.scored(result.epochs))
+            stop = selection.should_stop(epoch)
+            ends = stop or stage_epoch == hp.isolayer_epochs
+            if ends:
+                selection.restore()
+            if output_dir is not None:
+                write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+            # The last report keeps the model and the trained layer (records only with ``checkpoint: resume``);
+            # a trial retried within this stage repeats it from the fine-tuned state.
+            contents = "records" if run.settings.checkpoint == "resume" else "weights"
+            report_epoch(reporter, record, (lambda d, e=epoch, c=contents: save_state(
+                d, run, optimizer, scheduler, scaler, e, result.epochs, selection.best, c,
+                isolayer=hook.layer.state_dict(), finished=True)) if ends else None)
+            if stop:
+                break
+        scored = selection.best[0] if selection.holdout else max(spaces, default=None)
+        result.second_stage = IsoLayerResult(before=before, after=spaces.get(scored, before))
+    finally:
+        hook.remove()
+
+
+def _sentence_space(run: Run, hook: IsoLayerHook) -> SentenceSpace:
+    """The validation set's sentence embeddings after the IsoLayer (read by its hook) and the task metric."""
+    embeddings, logits = [], []
+    loader = run.loader(run.data.validation, run.settings.eval_batch_size)
+    for _, outputs in forward_pass(run.model, loader, run.device, run.autocast, hidden_states=False):
+        embeddings.append(hook.embeddings.float().cpu())
+        logits.append(outputs.logits.float().cpu().numpy())
+    return sentence_space(run.task, torch.cat(embeddings), np.concatenate(logits), run.data.labels)

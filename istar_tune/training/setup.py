@@ -1,0 +1,148 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from istar_tune.config import RECIPES, Hyperparameters, RunSettings, validate
+from istar_tune.errors import TrainingError
+from istar_tune.models import (
+    check_max_length,
+    load_model,
+    load_tokenizer,
+    max_positions,
+)
+from istar_tune.tasks import Task, get_task
+from istar_tune.training.data import EncodedData, encode, hold_out, load_raw
+
+# ------------------------------------------------------------------------------------------------ set-up
+
+
+def resolve_device(setting: str) -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(setting)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TrainingError(f"device {setting!r} was asked for but CUDA is not available: use --device cpu or auto")
+    return device
+
+
+def resolve_precision(setting: str, device: torch.device, recipe: str = "modern") -> torch.dtype | None:
+    """The autocast dtype (``None`` = full float32). ``auto`` is float32 on CPU and, on CUDA, the recipe's choice:
+    bf16 when supported, else fp16 (with a gradient scaler), or fp16 (``paper``); ``fp16`` and ``bf16`` are honoured
+    on CPU too (slow there, but the same code path, so tests run it)."""
+    if setting == "fp32" or (setting == "auto" and device.type != "cuda"):
+        return None
+    if setting == "fp16" or (setting == "auto" and RECIPES[recipe].auto_precision_on_cuda == "fp16"):
+        return torch.float16
+    if setting == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+@dataclass
+class Run:
+    """Everything one run trains with; built once by :func:`prepare`."""
+
+    hparams: Hyperparameters
+    settings: RunSettings
+    task: Task
+    tokenizer: Any
+    model: torch.nn.Module
+    data: EncodedData
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    collate: Callable
+
+    def loader(self, dataset, batch_size: int, shuffle_seed: int | None = None) -> torch.utils.data.DataLoader:
+        generator = None
+        if shuffle_seed is not None:
+            generator = torch.Generator().manual_seed(shuffle_seed)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle_seed is not None,
+                                           generator=generator, collate_fn=self.collate)
+
+    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    def autocast(self):
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
+                              enabled=self.amp_dtype is not None)
+
+
+def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
+    """Validate inputs by loading them: task, data files, tokenizer, model. Raises before anything is written."""
+    from transformers import DataCollatorWithPadding
+
+    validate(hparams, source="hyperparameters")
+    validate(settings, source="settings")
+    task = get_task(hparams.task)
+    device = resolve_device(settings.device)
+    quiet_libraries(not settings.progress)
+    seed_everything(hparams.seed)
+    tokenizer = load_tokenizer(hparams.model)
+    check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
+                     settings.init_checkpoint or hparams.model)
+    raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
+    recipe = RECIPES[settings.recipe]
+    data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
+    if settings.holdout is not None:
+        split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
+        data = hold_out(data, settings.holdout, split_seed)
+    model_source = settings.init_checkpoint or hparams.model
+    model = load_model(model_source, task).to(device)
+    return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
+                device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
+                collate=DataCollatorWithPadding(tokenizer))
+
+
+def quiet_libraries(quiet: bool) -> None:
+    """Progress bars and info logs of datasets/transformers off (Ray trials, tests) or on (the CLI)."""
+    import datasets
+    import transformers
+
+    for library in (datasets.utils.logging, transformers.utils.logging):
+        (library.disable_progress_bar if quiet else library.enable_progress_bar)()
+    if quiet:
+        transformers.utils.logging.set_verbosity_error()
+
+
+def make_optimizer(run: Run, params: list[tuple[str, torch.nn.Parameter]], learning_rate: float,
+                   epochs: int, warmup_ratio: float):
+    """AdamW (no decay on biases and LayerNorm weights), the recipe's schedule, and a gradient scaler for fp16."""
+    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
+
+    recipe = RECIPES[run.settings.recipe]
+    weight_decay = run.hparams.weight_decay if recipe.weight_decay is None else recipe.weight_decay
+    decay = [p for n, p in params if p.requires_grad and not _no_decay(n)]
+    no_decay = [p for n, p in params if p.requires_grad and _no_decay(n)]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # The fused kernel is several times faster than the per-parameter loop (7x for MiniLM on 2 CPU cores).
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, fused=True)
+    if recipe.schedule == "constant":
+        scheduler = get_constant_schedule(optimizer)
+    else:
+        steps_per_epoch = math.ceil(math.ceil(len(run.data.train) / run.hparams.batch_size) / run.hparams.grad_accum)
+        total = steps_per_epoch * epochs
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
+    scaler = torch.amp.GradScaler(run.device.type, enabled=run.amp_dtype == torch.float16)
+    return optimizer, scheduler, scaler
+
+
+def _no_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name or "layernorm" in name.lower()

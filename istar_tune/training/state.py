@@ -1,0 +1,139 @@
+"""TODO docstring
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from istar_tune.config import as_dict
+from istar_tune.errors import TrainingError
+from istar_tune.models import (
+    hidden_size,
+    model_spec,
+    resolve_source,
+)
+from istar_tune.training.setup import Run
+
+STATE_FILE = "trainer_state.pt"
+BEST_CHECKPOINT = "best-checkpoint"
+METRICS_FILE = "metrics.json"
+CONFIG_FILE = "config.yaml"
+ISOLAYER_FILE = "isolayer.pt"
+"""IsoLayer's trained layer (a state dict), beside the model in a best checkpoint."""
+
+
+class Reporter(Protocol):
+    """Receives each epoch's record. ``wants_checkpoint``: train writes a resumable state folder for it."""
+
+    wants_checkpoint: bool
+
+    def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------- state and outputs
+
+
+def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: int, records: list[dict],
+               best: tuple[int, float], contents: str = "state", *, stopped: bool = False,
+               best_model: dict | None = None, isolayer: dict | None = None, finished: bool = False) -> None:
+    """Everything a retried trial needs to continue after ``epoch`` (``contents="state"``); after the last epoch,
+    ``records`` keeps only the epoch records and ``weights`` the records and the model weights (the ``checkpoint``
+    setting). ``stopped``: the fine-tuning stage ended early (``patience``); ``best_model``: the scored epoch's
+    weights where they are not the current ones; ``isolayer``: IsoLayer's layer; ``finished``: nothing is left to
+    train."""
+    directory.mkdir(parents=True, exist_ok=True)
+    state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams),
+                             "stopped": stopped, "finished": finished}
+    if contents in ("state", "weights"):
+        state["model"] = run.model.state_dict()
+        if isolayer is not None:
+            state["isolayer"] = isolayer
+    if contents == "state":
+        state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
+                     torch_rng=torch.get_rng_state(), numpy_rng=np.random.get_state(), python_rng=random.getstate())
+        if best_model is not None:
+            state["best_model"] = best_model
+    torch.save(state, directory / STATE_FILE)
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    """The state saved in ``directory`` (fails on a missing or truncated file)."""
+    return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=False)
+
+
+def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[str, Any]:
+    """Read a saved state and, where it can be continued, load it into the run; returns the state (a state without
+    optimizer state belongs to a trial with nothing left to train)."""
+    state = read_state(directory)
+    if state["hparams"] != as_dict(run.hparams):
+        raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
+    state.setdefault("stopped", False)
+    if "optimizer" not in state:  # the trial had finished: nothing is left to train
+        state["finished"] = True
+        return state
+    run.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["torch_rng"].cpu())
+    np.random.set_state(state["numpy_rng"])
+    random.setstate(state["python_rng"])
+    return state
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def resolved_config(run: Run) -> dict[str, Any]:
+    config = run.model.config
+    return {
+        "hyperparameters": {**as_dict(run.hparams), "lam": run.hparams.penalty_weight},
+        "settings": as_dict(run.settings),
+        "resolved": {
+            "task": run.task.name,
+            "metric": run.task.metric,
+            "model_source": resolve_source(model_spec(run.settings.init_checkpoint or run.hparams.model)),
+            "hidden_size": hidden_size(run.model),
+            "num_hidden_layers": getattr(config, "num_hidden_layers", getattr(config, "n_layers", None)),
+            "device": str(run.device),
+            "precision": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype else "fp32",
+            "train_examples": len(run.data.train),
+            "eval_examples": len(run.data.validation),
+            "torch": str(torch.__version__),
+        },
+    }
+
+
+def report_epoch(reporter: Reporter | None, record: dict, write_state: Callable[[Path], None] | None) -> None:
+    """Hand ``record`` to the reporter, with a state folder written by ``write_state`` when it wants one."""
+    if reporter is None:
+        return
+    if write_state is None or not getattr(reporter, "wants_checkpoint", False):
+        reporter(record, None)
+        return
+    with tempfile.TemporaryDirectory(prefix="istar-tune-state-") as tmp:
+        write_state(Path(tmp))
+        reporter(record, Path(tmp))
+
+
+def save_pretrained(run: Run, directory: Path) -> None:
+    """Model and tokenizer, loadable with ``from_pretrained`` (written to a sibling folder, then swapped in)."""
+    staging = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    run.model.save_pretrained(staging)
+    run.tokenizer.save_pretrained(staging)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(staging, directory)
