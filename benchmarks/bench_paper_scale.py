@@ -165,7 +165,7 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if args.max_pending:
         os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(args.max_pending)
-    from istar_tune.search.run import loopback_only
+    from istar_tune.search.cluster import loopback_only
 
     loopback_only()
     import ray

@@ -7,41 +7,22 @@ traceback).
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
 import json
 import logging
 import os
 import signal
 import sys
-import textwrap
 from dataclasses import fields, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
 from istar_tune.errors import IstarTuneError
+from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root
 
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
-NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
-
-
-@cache
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each dataclass field (the configuration reference is generated from these)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
-    docs = {}
-    for node, following in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) and \
-                isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
-
-
 def _add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
     group = parser.add_argument_group(title)
     docs = field_docs(cls)
@@ -67,27 +48,6 @@ def _collect(args: argparse.Namespace, config_file: str | None) -> dict[str, Any
             if given is not None:
                 values[f.name] = given
     return values
-
-
-def configuration_reference() -> str:
-    """The configuration reference of the README, generated from the config dataclasses' field docstrings."""
-    from istar_tune.search.space_file import SPACE_KEYS
-
-    def table(cls) -> list[str]:
-        docs = field_docs(cls)
-        lines = ["| key | flag | default | meaning |", "| --- | --- | --- | --- |"]
-        for f in fields(cls):
-            flag = ("--no-" if f.name in NEGATED_FLAGS else "--") + f.name.replace("_", "-")
-            lines.append(f"| `{f.name}` | `{flag}` | `{f.default}` | {docs.get(f.name, '')} |")
-        return lines
-
-    out = ["### Hyperparameters (searchable; `istar-tune train` flags, search-space `hyperparameters`)", ""]
-    out += table(Hyperparameters)
-    out += ["", "### Run settings (`istar-tune train` flags, search-space `settings`)", ""]
-    out += table(RunSettings)
-    out += ["", "### Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
-    out += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in SPACE_KEYS.items()]
-    return "\n".join(out) + "\n"
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -261,7 +221,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hyperparameter search for fine-tuning transformer encoders with isotropy regularisers.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_train_command(commands)
+    _add_search_command(commands)
+    _add_table_command(commands)
+    _add_status_command(commands)
+    _add_demo_command(commands)
+    _add_plots_command(commands)
+    _add_analyze_command(commands)
+    _add_reference_command(commands)
+    return parser
 
+
+def _add_train_command(commands) -> None:
     train = commands.add_parser("train", help="fine-tune one configuration (no Ray)",
                                 description="Fine-tune one configuration and write metrics.json, config.yaml "
                                             "and the best checkpoint into --output-dir.")
@@ -270,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train, RunSettings, "run settings")
     train.set_defaults(handler=cmd_train)
 
+
+
+def _add_search_command(commands) -> None:
     search = commands.add_parser("search", help="run a search space on Ray Tune, tracked in MLflow",
                                  description="Run every trial of a search space on a Ray cluster (or a local Ray "
                                              "instance) and record them in MLflow.")
@@ -304,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --simulate: bytes of a full-state checkpoint (default: %(default)s)")
     search.set_defaults(handler=cmd_search)
 
+
+
+def _add_table_command(commands) -> None:
     table = commands.add_parser("table", help="export a table of a search's results from MLflow",
                                 description="Build a table from the MLflow runs of a search.")
     _add_store_flags(table)
@@ -325,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     "runs)")
     table.set_defaults(handler=cmd_table)
 
+
+
+def _add_status_command(commands) -> None:
     status = commands.add_parser("status", help="how a search stands, per group, from MLflow alone",
                                  description="Trials running, pending, finished, stopped early, failed and "
                                              "interrupted per model × task × method, and the best so far.")
@@ -333,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refresh every SECONDS until interrupted (default: print once)")
     status.set_defaults(handler=cmd_status)
 
+
+
+def _add_demo_command(commands) -> None:
     demo = commands.add_parser("demo", help="Base against I-STAR on real SST-2 with MiniLM, end to end",
                                description="Run search_spaces/demo.yaml on a local Ray instance, tracked in MLflow "
                                            "under --storage-path, and print the results. Re-running reuses finished "
@@ -346,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--address", help="a Ray cluster to run on (default: a local instance)")
     demo.set_defaults(handler=cmd_demo)
 
+
+
+def _add_plots_command(commands) -> None:
     plots = commands.add_parser("plots", help="plot a search's results (IsoScore* against the metric per λ, "
                                               "metric per epoch)",
                                 description="Write PNGs of a search and log them to its MLflow parent run.")
@@ -354,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     plots.add_argument("--no-mlflow", action="store_true", help="do not log the PNGs to the search's parent run")
     plots.set_defaults(handler=cmd_plots)
 
+
+
+def _add_analyze_command(commands) -> None:
     analyze = commands.add_parser("analyze", help="isotropy of a trained model's layers on a task's dev data",
                                   description="Layer-wise IsoScore*, TwoNN intrinsic dimension of [CLS], EV_1..EV_3, "
                                               "average cosine similarity and mean activation of a checkpoint.")
@@ -370,9 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
                                           "belongs to)")
     analyze.set_defaults(handler=cmd_analyze)
 
+
+
+def _add_reference_command(commands) -> None:
     reference = commands.add_parser("reference", help="print the configuration reference (Markdown)")
     reference.set_defaults(handler=cmd_reference)
-    return parser
+
 
 
 def _add_store_flags(parser: argparse.ArgumentParser) -> None:
@@ -389,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.storage)
         args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
-        from istar_tune.search.run import loopback_only
+        from istar_tune.search.cluster import loopback_only
 
         loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,

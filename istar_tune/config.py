@@ -14,6 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -338,3 +339,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 def as_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
+
+
+def group_key(config: Mapping[str, Any]) -> str:
+    """``model/task/method`` of a trial's configuration (or of any mapping with those keys): the group its trials are
+    compared within, and the value of its MLflow runs' group tag."""
+    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"

@@ -10,7 +10,8 @@ import pytest
 from conftest import GLUE_TINY
 
 from istar_tune import tracking
-from istar_tune.cli import build_parser, configuration_reference, main
+from istar_tune.cli import build_parser, main
+from istar_tune.reference import configuration_reference
 from istar_tune.search.space_file import resolve_space
 from istar_tune.tracking.storage import default_tracking_uri
 

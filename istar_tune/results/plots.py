@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.methods import label as method_label
 from istar_tune.methods import uses_lambda
@@ -94,10 +95,8 @@ def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, 
 
 def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_to_mlflow: bool = True) -> list[Path]:
     """Both plots for every model × task of the search; logged to its parent run unless told not to."""
-    from istar_tune import tracking
-
     tracking.check_store(tracking_uri)
-    runs = [r for r in tracking.trial_runs(tracking_uri, experiment) if r.status in ("finished", "stopped_early")]
+    runs = [r for r in tracking.trial_runs(tracking_uri, experiment) if r.status in tracking.COUNTED_STATUSES]
     if not runs:
         raise ConfigError(f"experiment {experiment!r} at {tracking_uri} has no finished trial to plot")
     output = Path(output_dir)

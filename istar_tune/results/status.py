@@ -15,8 +15,6 @@ from istar_tune.errors import ConfigError
 from istar_tune.metrics import score
 from istar_tune.tasks import get_task
 
-STATUSES = ("running", "finished", "stopped_early", "failed", "interrupted")
-
 
 def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str]:
     """The per-group table and a one-line headline (the search's own state and totals)."""
@@ -48,7 +46,7 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
             row["best"], row["metric"] = value, metric
     rows = []
     for key, row in sorted(groups.items()):
-        counts = {s: row.get(s, 0) for s in STATUSES}
+        counts = {s: row.get(s, 0) for s in tracking.STATUSES}
         started = sum(counts.values())
         pending = max(row["planned"] - started, 0) if key in plan else 0
         rows.append({"group": key, **counts, "pending": pending, "metric": row.get("metric", ""),
@@ -56,7 +54,7 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     table = pd.DataFrame(rows, columns=["group", "running", "pending", "finished", "stopped_early", "failed",
                                         "interrupted", "metric", "best so far"])
     state = parents[0].info.status if parents else "unknown"
-    started = int(table[list(STATUSES)].to_numpy().sum()) if len(table) else 0
+    started = int(table[list(tracking.STATUSES)].to_numpy().sum()) if len(table) else 0
     done = int(table[["finished", "stopped_early", "failed"]].to_numpy().sum()) if len(table) else 0
     total = f"{sum(plan.values())}" if plan else f"{started} started (plan not recorded)"
     headline = f"search {experiment}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
 from istar_tune.metrics import best_scored, score
@@ -33,7 +34,6 @@ KINDS = ("best", "lambda-zeta", "seeds")
 FORMATS = ("md", "csv", "latex", "parquet")
 SCOPES = ("last", "best-epoch")
 MISSING = "—"
-COUNTED = ("finished", "stopped_early")
 SIGNIFICANCE = 0.05
 
 
@@ -52,7 +52,7 @@ def _axes(runs: list[TrialRun], models, tasks, methods) -> tuple[list[str], list
 def _candidates(runs: list[TrialRun]) -> dict[tuple, list[TrialRun]]:
     groups: dict[tuple, list[TrialRun]] = {}
     for run in runs:
-        if run.status in COUNTED:
+        if run.status in tracking.COUNTED_STATUSES:
             groups.setdefault(run.group, []).append(run)
     return groups
 
@@ -65,7 +65,7 @@ def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun
     """Finished runs by (method, λ): λ from the config for penalised methods, 0 for the others; Base first."""
     groups: dict[tuple[str, float], list[TrialRun]] = {}
     for run in runs:
-        if run.status in COUNTED:
+        if run.status in tracking.COUNTED_STATUSES:
             lam = float(run.config.get("lam") or 0.0) if uses_lambda(run.method) else 0.0
             groups.setdefault((run.method, lam), []).append(run)
     return dict(sorted(groups.items(), key=lambda item: (item[0][0] != BASELINE, item[0][0], item[0][1])))
@@ -300,8 +300,6 @@ CAPTIONS = {
 def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: str = "last", models=None, tasks=None,
                 methods=None, against_paper: bool = False, simulated: bool = False) -> pd.DataFrame:
     """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``)."""
-    from istar_tune import tracking
-
     if kind not in KINDS:
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
     tracking.check_store(tracking_uri)

@@ -12,7 +12,7 @@ from typing import Any
 from ray.tune import Callback
 
 from istar_tune import tracking
-from istar_tune.methods import trial_epochs
+from istar_tune.config import group_key
 from istar_tune.search.space import SEARCH_KEY
 from istar_tune.tasks import get_task
 
@@ -71,9 +71,9 @@ class MlflowTrialLogger(Callback):
         if not self._mine(trial):
             return
         last = int((trial.last_result or {}).get("epoch", 0))
-        stopped = last < trial_epochs(trial.config)
-        extra = {"istar_tune.stopped_after_epoch": str(last)} if stopped else {}
-        self.writer.end(trial.trial_id, "stopped_early" if stopped else "finished", "FINISHED", extra)
+        status = tracking.ended_status(trial.config, last)
+        extra = {"istar_tune.stopped_after_epoch": str(last)} if status == "stopped_early" else {}
+        self.writer.end(trial.trial_id, status, "FINISHED", extra)
         self._nodes.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -124,7 +124,7 @@ class ProgressPrinter(Callback):
         value = (trial.last_result or {}).get(metric)
         shown = f": {metric} {value:.4f}" if isinstance(value, float) else ""
         self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done "
-                   f"({config['model']}/{config['task']}/{config['method']}{shown})")
+                   f"({group_key(config)}{shown})")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.methods import get_method, trial_epochs
+from istar_tune.methods import get_method
+from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
-from istar_tune.search.space import SEARCH_KEY, Group, group_key, trial_group
+from istar_tune.config import group_key
+from istar_tune.search.space import SEARCH_KEY, Group, trial_group
 from istar_tune.search.trainable import OBJECTIVE
 from istar_tune.tasks import get_task
 
@@ -123,16 +125,15 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
             outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs, ended_at=ended)
         else:
-            status = "stopped_early" if epochs < trial_epochs(config) else "finished"
-            outcome = TrialOutcome(trial_id, status, config, value, epochs, ended_at=ended)
+            outcome = TrialOutcome(trial_id, tracking.ended_status(config, epochs), config, value, epochs,
+                                   ended_at=ended)
         by_group.setdefault(key, []).append(outcome)
     outcomes = []
     for item in planned:
         group = item.group
         trials = by_group.get(group_key(base_config(item)), [])
-        scored = sorted((t for t in trials if t.status in ("finished", "stopped_early") and t.value is not None),
-                        key=lambda t: t.trial_id)
-        best = max(scored, key=lambda t: t.value) if scored else None  # ties: the lowest trial id, as tables do
+        best = best_scored([t for t in trials if t.status in tracking.COUNTED_STATUSES], lambda t: t.trial_id,
+                           lambda t: t.value)
         outcomes.append(GroupOutcome(group=group, metric=get_task(group.task).metric, trials=trials, best=best))
     return outcomes
 

@@ -11,7 +11,8 @@ from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters
 from istar_tune.errors import ConfigError
 from istar_tune.methods import trial_epochs
-from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, group_key, trial_group
+from istar_tune.config import group_key
+from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, trial_group
 
 # -------------------------------------------------------------------------------------------- planning
 

@@ -1,4 +1,10 @@
-"""TODO docstring
+"""Running searches: one Tune experiment for one or several search spaces, recorded in MLflow.
+
+:func:`run_searches` checks everything first (``preflight``), plans each search's groups (``plan``), opens its
+MLflow experiment and parent run, hands every group's configurations to Ray Tune through one searcher and one
+scheduler (``searcher``, ``scheduler``), and ends with a summary per search (``outcome``), whichever way the
+experiment ended. ``resume=True`` restores the experiment with ``Tuner.restore``: finished trials are not run again.
+With a :class:`~istar_tune.search.simulate.Simulation`, trials are rehearsed without training.
 """
 
 from __future__ import annotations
@@ -7,26 +13,24 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict
 from istar_tune.errors import ConfigError
+from istar_tune.search import cluster
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
-from istar_tune.search.plan import base_config, group_plans, max_epochs, plan
+from istar_tune.search.plan import PlannedGroup, base_config, group_plans, max_epochs, plan
 from istar_tune.search.simulate import Simulation
-from istar_tune.search.space import SearchSpace, group_key, trial_group
+from istar_tune.config import group_key
+from istar_tune.search.space import SearchSpace, trial_group
 from istar_tune.search.trainable import OBJECTIVE, trainable
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
 
 log = logging.getLogger(__name__)
-
-
-_USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
-_USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")
 
 
 def _print(text: str) -> None:
@@ -49,6 +53,35 @@ def run_search(space: SearchSpace, **options) -> SearchSummary:
     return run_searches([space], **options)[0]
 
 
+@dataclass
+class _Experiment:
+    """The searches of one Tune experiment and what they share."""
+
+    names: list[str]
+    spaces: list[SearchSpace]
+    name: str
+    """The Tune experiment (results folder)."""
+    storage: str
+    tracking_uri: str
+    settings: dict[str, RunSettings]
+    simulation: Simulation | None
+    planned: dict[str, list[PlannedGroup]] = field(default_factory=dict)
+    parents: dict[str, str] = field(default_factory=dict)
+    loggers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def results_root(self) -> str:
+        return join(self.storage, self.name)
+
+    @property
+    def simulated(self) -> bool:
+        return self.simulation is not None
+
+    @property
+    def total(self) -> int:
+        return sum(p.trials for n in self.names for p in self.planned[n])
+
+
 def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
                  tracking_uri: str | None = None, name: str | None = None, address: str | None = None,
                  resume: bool = False, data_dir: str | None = None, write: Callable[[str], None] | None = None,
@@ -62,16 +95,32 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     whole search: each of its groups starts as soon as the group it re-runs has ended. ``name`` names the Tune
     experiment (results folder; default: the searches' names joined by ``+``).
 
-    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`trainable`, which fine-tunes;
-    ``settings`` and ``keep`` map each search's name to its run settings and to how many of its newest
-    checkpoints a trial keeps). With ``simulation``, trials are rehearsed by
-    :func:`istar_tune.simulate.simulated_trainable` instead.
+    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`~istar_tune.search.trainable.trainable`,
+    which fine-tunes; ``settings`` and ``keep`` map each search's name to its run settings and to how many of its
+    newest checkpoints a trial keeps). With ``simulation``, trials are rehearsed by
+    :func:`istar_tune.search.simulate.simulated_trainable` instead.
     """
-    from istar_tune.search import preflight
-    from istar_tune.search.callbacks import MlflowTrialLogger, ProgressPrinter
-    from istar_tune.search.scheduler import GroupScheduler
-    from istar_tune.search.searcher import GroupSearcher
+    say = write or _print
+    began = time.monotonic()
+    experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
+    checked_s = _check_and_plan(experiment, resume)
+    if experiment.simulated:
+        from istar_tune.search.simulate import simulated_trainable
 
+        trainable_fn = simulated_trainable
+    cluster.connect(address)
+    checked_s += _check_resources(experiment.spaces[0])
+    say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
+        f"checked in {checked_s:.1f} s")
+    _open_tracking(experiment)
+    cluster.tune_environment(experiment.total, experiment.spaces[0])
+    phases: dict[str, float] = {}
+    return _fit(experiment, trainable_fn, resume, say, began, phases)
+
+
+def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | None, name: str | None,
+                data_dir: str | None, simulation: Simulation | None) -> _Experiment:
+    """Names, storage, tracking URI and trial settings of the searches, checked for what they must share."""
     if not spaces:
         raise ConfigError("no search space to run: give at least one")
     names = [validate_name(name or spaces[0].name)] if len(spaces) == 1 else [validate_name(s.name) for s in spaces]
@@ -79,115 +128,121 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     if repeated:
         raise ConfigError(f"searches run together need different names; {', '.join(repeated)} is given twice")
     _check_shared(spaces)
-    name = names[0] if len(spaces) == 1 else validate_name(name or "+".join(names))
     storage = storage_root(storage_path)
-    tracking_uri = resolve_tracking_uri(tracking_uri, storage)
-    simulated = simulation is not None
-    settings = {n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)}
-    say = write or _print
-    began = time.monotonic()
-    phases: dict[str, float] = {}
-    checks = [("storage", lambda: preflight.check_storage(storage)),
-              ("tracking", lambda: preflight.check_tracking(tracking_uri))]
-    if not simulated:  # a rehearsal reads no data and loads no model
+    return _Experiment(names=names, spaces=list(spaces), storage=storage,
+                       name=names[0] if len(spaces) == 1 else validate_name(name or "+".join(names)),
+                       tracking_uri=resolve_tracking_uri(tracking_uri, storage), simulation=simulation,
+                       settings={n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)})
+
+
+def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
+    """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
+    from istar_tune.search import preflight
+
+    names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
+    checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
+              ("tracking", lambda: preflight.check_tracking(experiment.tracking_uri))]
+    if not experiment.simulated:  # a rehearsal reads no data and loads no model
         for n, space in zip(names, spaces):
             checks += [(f"data of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir)),
                        (f"models of {n}", lambda s=space, n=n: preflight.check_models(list(s.models),
                                                                                     settings[n].max_length))]
     checked_s = preflight.run_checks(checks)
-    planned = {n: plan(space, tracking_uri, simulated, search=n, chained=dict(zip(names[:i], spaces[:i])))
-               for i, (n, space) in enumerate(zip(names, spaces))}
-    results_root = join(storage, name)
-    _refuse_to_overwrite(results_root, resume)
-    if resume and not results_exist(storage, name):
-        raise ConfigError(f"--resume: search {name!r} has no results in {storage} to continue; run it without "
-                          "--resume (or check --name and --storage-path)")
-    extra: dict[str, Any] = {}
-    if simulated:
-        from istar_tune.search.simulate import simulated_trainable
+    experiment.planned = {n: plan(space, experiment.tracking_uri, experiment.simulated, search=n,
+                                  chained=dict(zip(names[:i], spaces[:i])))
+                          for i, (n, space) in enumerate(zip(names, spaces))}
+    _refuse_to_overwrite(experiment.results_root, resume)
+    if resume and not results_exist(experiment.storage, experiment.name):
+        raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
+                          "run it without --resume (or check --name and --storage-path)")
+    return checked_s
 
-        trainable_fn, extra = simulated_trainable, {"simulation": simulation}
 
-    _connect(address)
+def _check_resources(space: SearchSpace) -> float:
     import ray
-    from ray import tune
 
-    first = spaces[0]
-    checked_s += preflight.run_checks([("resources", lambda: preflight.check_resources(first.cpu, first.gpu,
-                                                                                         ray.nodes()))])
-    say(f"preflight: storage, tracking{'' if simulated else ', data, models'} and cluster resources checked in "
-        f"{checked_s:.1f} s")
-    if not is_remote(storage):
-        Path(storage).mkdir(parents=True, exist_ok=True)
-    tracking.prepare_store(tracking_uri)
-    mlflow = tracking.client(tracking_uri)
+    from istar_tune.search import preflight
+
+    return preflight.run_checks([("resources", lambda: preflight.check_resources(space.cpu, space.gpu, ray.nodes()))])
+
+
+def _open_tracking(experiment: _Experiment) -> None:
+    """Each search's MLflow experiment, parent run (its plan recorded) and trial logger."""
+    from istar_tune.search.callbacks import MlflowTrialLogger
+
+    if not is_remote(experiment.storage):
+        Path(experiment.storage).mkdir(parents=True, exist_ok=True)
+    tracking.prepare_store(experiment.tracking_uri)
+    mlflow = tracking.client(experiment.tracking_uri)
     # A tracking server keeps artifacts where it serves them from; a local store gets a folder beside it.
-    artifacts = artifact_root(tracking_uri, storage)
-    loggers, parents = {}, {}
-    for n, space in zip(names, spaces):
+    artifacts = artifact_root(experiment.tracking_uri, experiment.storage)
+    for n, space in zip(experiment.names, experiment.spaces):
         experiment_id = tracking.ensure_experiment(mlflow, n, artifacts)
         tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(),
                 tracking.TAG_STAGE: space.stage}
-        if simulated:
+        if experiment.simulated:
             tags[tracking.TAG_SIMULATED] = "true"
-        parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
-        tracking.record_plan(mlflow, parents[n], {group_key(base_config(p)): p.trials for p in planned[n]})
-        loggers[n] = MlflowTrialLogger(tracking_uri, n, parents[n], experiment_id, tags,
-                                       threads=8)
+        experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
+        tracking.record_plan(mlflow, experiment.parents[n],
+                             {group_key(base_config(p)): p.trials for p in experiment.planned[n]})
+        experiment.loggers[n] = MlflowTrialLogger(experiment.tracking_uri, n, experiment.parents[n], experiment_id,
+                                                  tags, threads=8)
 
-    total = sum(p.trials for n in names for p in planned[n])
-    # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
-    # died is not run again on --resume; in large ones, Ray's adaptive period keeps snapshots under 5% of the time
-    # (a re-run trial still gets one MLflow run: it is found by its trial id).
-    if _USER_CHECKPOINT_S is None:  # per search (one process may run several, as the benchmark does)
-        os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = "1" if total <= 500 else "auto"
-    # Every epoch checkpoints by design; Ray's warning about frequent snapshots would repeat all search long.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; our progress lines instead
-    # Ray's default per-trial loggers add a CSV file and a TensorBoard writer thread per trial on the driver; MLflow
-    # holds the record, so only result.json (read by Ray's ExperimentAnalysis) is kept.
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    # Tune lets a custom searcher keep only one trial pending; with as many pending as the cluster has slots, a
-    # finished trial's worker is handed the next trial at once (actor reuse) and a new GPU node is never idle.
-    if _USER_PENDING is None:
-        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(8, _slots(ray.cluster_resources(), first)))
 
-    printer = ProgressPrinter(total, say)
+def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks: list, resume: bool):
+    """A restored Tuner (``resume``), else a new one with the searches' searcher and scheduler."""
+    from ray import tune
+
+    from istar_tune.search.scheduler import GroupScheduler
+    from istar_tune.search.searcher import GroupSearcher
+
+    names, spaces, first = experiment.names, experiment.spaces, experiment.spaces[0]
+    keep = {n: (s.checkpoints_to_keep if experiment.settings[n].checkpoint == "state" else 1)
+            for n, s in zip(names, spaces)}
+    extra = {"simulation": experiment.simulation} if experiment.simulated else {}
+    run_trial = tune.with_resources(
+        tune.with_parameters(trainable_fn, settings={n: as_dict(v) for n, v in experiment.settings.items()},
+                             keep=keep, **extra), {"cpu": first.cpu, "gpu": first.gpu})
+    if resume and tune.Tuner.can_restore(experiment.results_root):
+        tuner = tune.Tuner.restore(experiment.results_root, trainable=run_trial, resume_unfinished=True,
+                                   resume_errored=False)
+        cluster.replace_callbacks(tuner, callbacks)
+        return tuner
+    plans = [p for n, space in zip(names, spaces) for p in group_plans(space, experiment.planned[n], n)]
+    storages = {_optuna_storage(s, experiment.storage) for s in spaces} - {None}
+    if len(storages) > 1:
+        raise ConfigError(f"searches run together keep their Optuna studies in one database; they name "
+                          f"{len(storages)} ({', '.join(sorted(storages))}): give them the same search.storage")
+    searcher = GroupSearcher(plans, seed=first.seed, metric=OBJECTIVE, storage=next(iter(storages), None))
+    horizons = {trial_group(base_config(p, n)): max_epochs(p.group) for n, space in zip(names, spaces)
+                if space.scheduler == "asha" and space.stage != "seeds" for p in experiment.planned[n]}
+    asha = next((s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"), first)
+    scheduler = GroupScheduler(horizons or None, asha.grace_period, asha.reduction_factor, metric=OBJECTIVE)
+    return tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
+        metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
+        # Trials are independent (each seeds and loads its own model): starting a new worker process per trial
+        # would cost more than a short trial.
+        reuse_actors=True), run_config=cluster.run_config(first, experiment.name, experiment.storage, callbacks))
+
+
+def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
+         began: float, phases: dict[str, float]) -> list[SearchSummary]:
+    """Run the Tune experiment; however it ends, close the MLflow records and summarise each search."""
     from ray.tune.logger import JsonLoggerCallback
 
-    callbacks = [*loggers.values(), printer, JsonLoggerCallback()]
-    keep = {n: (s.checkpoints_to_keep if settings[n].checkpoint == "state" else 1) for n, s in zip(names, spaces)}
-    run_trial = tune.with_resources(tune.with_parameters(trainable_fn, settings={n: as_dict(v) for n, v in
-                                                                                 settings.items()},
-                                                         keep=keep, **extra), {"cpu": first.cpu, "gpu": first.gpu})
+    from istar_tune.search.callbacks import ProgressPrinter
+
+    names, planned = experiment.names, experiment.planned
+    printer = ProgressPrinter(experiment.total, say)
+    callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
     headline = " then ".join(f"{n} ({sum(p.trials for p in planned[n])} trials in {len(planned[n])} groups)"
                              for n in names)
-    printer.write(f"== {headline}" if len(names) > 1 else f"== {name}: {total} trials in {len(planned[name])} groups")
-    interrupted = ""
-    grid = None
+    printer.write(f"== {headline}" if len(names) > 1 else
+                  f"== {experiment.name}: {experiment.total} trials in {len(planned[experiment.name])} groups")
+    interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     try:
-        if resume and tune.Tuner.can_restore(results_root):
-            tuner = tune.Tuner.restore(results_root, trainable=run_trial, resume_unfinished=True,
-                                       resume_errored=False)
-            _replace_callbacks(tuner, callbacks)
-        else:
-            plans = [p for n, space in zip(names, spaces) for p in group_plans(space, planned[n], n)]
-            storages = {_optuna_storage(s, storage) for s in spaces} - {None}
-            if len(storages) > 1:
-                raise ConfigError(f"searches run together keep their Optuna studies in one database; they name "
-                                  f"{len(storages)} ({', '.join(sorted(storages))}): give them the same search.storage")
-            searcher = GroupSearcher(plans, seed=first.seed, metric=OBJECTIVE, storage=next(iter(storages), None))
-            horizons = {trial_group(base_config(p, n)): max_epochs(p.group) for n, space in zip(names, spaces)
-                        if space.scheduler == "asha" and space.stage != "seeds" for p in planned[n]}
-            asha = next((s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"), first)
-            scheduler = GroupScheduler(horizons or None, asha.grace_period, asha.reduction_factor, metric=OBJECTIVE)
-            tuner = tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
-                metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
-                # Trials are independent (each seeds and loads its own model): starting a new worker process per
-                # trial would cost more than a short trial.
-                reuse_actors=True), run_config=_run_config(first, name, storage, callbacks))
-        grid = tuner.fit()
+        grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
     except KeyboardInterrupt:
         interrupted = "interrupted by a signal"
         raise
@@ -196,27 +251,35 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
         raise
     finally:
         phases["fit"] = time.monotonic() - began - phases["setup"]
-        results = list(grid) if grid is not None else []
-        statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
-        outcomes = {n: group_outcomes(planned[n], results, statuses, n) for n in names}
-        ended = sum(len(g.trials) - g.count("interrupted") for n in names for g in outcomes[n])
-        if not interrupted and ended < expected_trials(names, planned, outcomes):
-            interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
-        flushing = time.monotonic()
-        for logger in loggers.values():
-            if interrupted:
-                logger.interrupt(interrupted)
-        flushed = all([logger.close(timeout=None if not interrupted else 120) for logger in loggers.values()])
-        phases["flush"] = time.monotonic() - flushing
-        for n in names:
-            failed = any(t.status == "failed" for g in outcomes[n] for t in g.trials)
-            mlflow.set_terminated(parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
-        if not flushed:
-            log.error("some MLflow writes did not land before the search ended")
-    return [SearchSummary(name=n, storage_path=str(results_root), tracking_uri=tracking_uri, groups=outcomes[n],
-                          planned_trials=sum(p.trials for p in planned[n]), interrupted=interrupted,
-                          mlflow_latencies_ms=list(loggers[n].writer.latencies_ms),
-                          mlflow_errors=list(loggers[n].writer.errors), phases_s=phases) for n in names]
+        summaries = _close(experiment, grid, interrupted, phases)
+    return summaries
+
+
+def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, float]) -> list[SearchSummary]:
+    """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
+    names, planned = experiment.names, experiment.planned
+    results = list(grid) if grid is not None else []
+    statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
+    outcomes = {n: group_outcomes(planned[n], results, statuses, n) for n in names}
+    ended = sum(len(g.trials) - g.count("interrupted") for n in names for g in outcomes[n])
+    if not interrupted and ended < expected_trials(names, planned, outcomes):
+        interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
+    flushing = time.monotonic()
+    for logger in experiment.loggers.values():
+        if interrupted:
+            logger.interrupt(interrupted)
+    flushed = all([logger.close(timeout=None if not interrupted else 120) for logger in experiment.loggers.values()])
+    phases["flush"] = time.monotonic() - flushing
+    mlflow = tracking.client(experiment.tracking_uri)
+    for n in names:
+        failed = any(t.status == "failed" for g in outcomes[n] for t in g.trials)
+        mlflow.set_terminated(experiment.parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
+    if not flushed:
+        log.error("some MLflow writes did not land before the search ended")
+    return [SearchSummary(name=n, storage_path=str(experiment.results_root), tracking_uri=experiment.tracking_uri,
+                          groups=outcomes[n], planned_trials=sum(p.trials for p in planned[n]),
+                          interrupted=interrupted, mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
+                          mlflow_errors=list(experiment.loggers[n].writer.errors), phases_s=phases) for n in names]
 
 
 def _check_shared(spaces: list[SearchSpace]) -> None:
@@ -245,59 +308,6 @@ def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
         log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
         return None
     return f"sqlite:///{Path(storage) / 'optuna.db'}"
-
-
-def _slots(cluster: dict[str, float], space: SearchSpace) -> int:
-    """How many trials of ``space`` the cluster's resources hold at once."""
-    fits = [cluster.get(name, 0.0) / amount for name, amount in (("CPU", space.cpu), ("GPU", space.gpu)) if amount]
-    return int(min(fits, default=1.0))
-
-
-def _connect(address: str | None) -> None:
-    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``; ``auto`` finds a running one), else start a local Ray
-    instance bound to 127.0.0.1, never one found through Ray's temporary files."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    cluster = address or os.environ.get("RAY_ADDRESS") or None
-    if cluster is None:
-        loopback_only()
-        cluster = "local"
-    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
-
-
-def loopback_only() -> None:
-    """Make a Ray instance started from this process listen on 127.0.0.1 only.
-
-    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is imported (``ray._private.ray_constants``) and its
-    processes read it when they start: the CLI sets it before importing Ray; when Ray is already imported, its
-    constant is set too."""
-    import sys
-
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
-
-
-def _replace_callbacks(tuner, callbacks) -> None:
-    """Give a restored experiment this run's callbacks (this tracking URI and progress printer). Ray restores the
-    pickled ones otherwise, which also work (they find their MLflow runs by trial id), so a Ray version without this
-    private attribute loses nothing essential."""
-    local = getattr(tuner, "_local_tuner", None)
-    if local is not None and hasattr(local, "get_run_config"):
-        local.get_run_config().callbacks = callbacks
-
-
-def _run_config(space: SearchSpace, name: str, storage: str, callbacks):
-    from ray import tune
-
-    # Tune keeps every checkpoint it is told of; the trial itself prunes all but its newest (checkpoints.py):
-    # a Tune limit would force a snapshot of every trial's state per checkpoint, which stalls large searches.
-    return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=callbacks,
-                          failure_config=tune.FailureConfig(max_failures=space.max_failures),
-                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None))
 
 
 def results_exist(storage_path: str | os.PathLike, name: str) -> bool:

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings, from_dict
+from istar_tune.config import group_key, Hyperparameters, RunSettings, from_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.tasks import get_task
@@ -41,11 +41,6 @@ SEARCH_KEY = "search"
 """Key of a trial's configuration naming the search (MLflow experiment) it belongs to."""
 
 
-def group_key(config: dict[str, Any]) -> str:
-    """``model/task/method`` of a trial's configuration: the group it belongs to."""
-    return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
-
-
 def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:
     """What ``by_search`` (``{search name: value}``) holds for the search of a trial's configuration."""
     search = config.get(SEARCH_KEY)
@@ -72,7 +67,7 @@ class Group:
 
     @property
     def key(self) -> str:
-        return f"{self.model}/{self.task}/{self.method}"
+        return group_key({"model": self.model, "task": self.task, "method": self.method})
 
     @property
     def slug(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
@@ -96,36 +97,60 @@ def load_search_space(path: str | Path) -> SearchSpace:
     for key in raw:
         if key not in _TOP_KEYS:
             problem(key, f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
-
     stage = raw.get("stage", "search")
     if stage not in STAGES:
         problem("stage", f"must be one of {', '.join(STAGES)}, got {stage!r}")
-
     name = raw.get("name", path.stem.replace("_", "-"))
     if not isinstance(name, str) or not name.strip():
         problem("name", f"must be a non-empty string, got {name!r}")
+    models, tasks, methods = _axes(raw, problem)
+    search = _search_section(raw, problem)
+    hyperparameters = _domains(raw.get("hyperparameters", {}), "hyperparameters", search["algorithm"], problem)
+    method_hyperparameters = _method_domains(raw, search["algorithm"], problem)
+    sections = {**_scheduler_section(raw, problem), **_resources_section(raw, problem)}
+    settings = _settings_section(raw, problem, problems, path)
+    seeds: tuple[int, ...] = ()
+    best_of: tuple[str, ...] = ()
+    if stage == "seeds":
+        seeds, best_of = _seeds_section(raw, problem)
+    elif not hyperparameters and not method_hyperparameters:
+        problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
+    if problems:
+        raise ConfigError(problems)
+    return SearchSpace(
+        path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
+        methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
+        **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of)
 
-    def names(key: str, default=None) -> tuple[str, ...]:
-        value = raw.get(key, default)
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            problem(key, f"must be a non-empty list of names, got {value!r}")
-            return ()
-        return tuple(value)
 
-    models = names("models", list(PAPER_MODELS))
-    tasks = names("tasks")
+def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
+    value = raw.get(key, default)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        problem(key, f"must be a non-empty list of names, got {value!r}")
+        return ()
+    return tuple(value)
+
+
+def _axes(raw: dict, problem) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``models``, ``tasks`` and ``methods``: lists of known names."""
+    models = _names(raw, "models", problem, list(PAPER_MODELS))
+    tasks = _names(raw, "tasks", problem)
     for task in tasks:
         try:
             get_task(task)
         except ConfigError as err:
             problem("tasks", str(err))
-    methods = names("methods")
+    methods = _names(raw, "methods", problem)
     for method in methods:
         if method not in METHODS:
             problem("methods", f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    return models, tasks, methods
 
+
+def _search_section(raw: dict, problem) -> dict[str, Any]:
+    """``search``: the algorithm and its options, as :class:`SearchSpace` fields."""
     search = _mapping(raw, "search", _SEARCH_KEYS, problem)
     algorithm = search.get("algorithm", "grid")
     if algorithm not in ALGORITHMS:
@@ -149,8 +174,11 @@ def load_search_space(path: str | Path) -> SearchSpace:
                 _check_value(key, value, "search.points_to_evaluate", problem)
     if points and algorithm != "optuna":
         problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
+    return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "optuna_storage": optuna_storage,
+            "points_to_evaluate": tuple(points)}
 
-    hyperparameters = _domains(raw.get("hyperparameters", {}), "hyperparameters", algorithm, problem)
+
+def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, Domain]]:
     method_hyperparameters: dict[str, dict[str, Domain]] = {}
     per_method = raw.get("method_hyperparameters", {}) or {}
     if not isinstance(per_method, dict):
@@ -160,7 +188,10 @@ def load_search_space(path: str | Path) -> SearchSpace:
         if method not in METHODS:
             problem(f"method_hyperparameters.{method}", f"unknown method: choose one of {', '.join(METHODS)}")
         method_hyperparameters[method] = _domains(domains, f"method_hyperparameters.{method}", algorithm, problem)
+    return method_hyperparameters
 
+
+def _scheduler_section(raw: dict, problem) -> dict[str, Any]:
     scheduler = _mapping(raw, "scheduler", _SCHEDULER_KEYS, problem)
     scheduler_type = scheduler.get("type", "none")
     if scheduler_type not in SCHEDULERS:
@@ -169,55 +200,52 @@ def load_search_space(path: str | Path) -> SearchSpace:
     reduction_factor = scheduler.get("reduction_factor", 3)
     if not _is_number(reduction_factor) or reduction_factor <= 1:
         problem("scheduler.reduction_factor", f"must be a number greater than 1, got {reduction_factor!r}")
+        reduction_factor = 3
+    return {"scheduler": scheduler_type, "grace_period": grace_period, "reduction_factor": float(reduction_factor)}
 
+
+def _resources_section(raw: dict, problem) -> dict[str, Any]:
+    """``resources``, ``concurrency``, ``max_failures`` and ``checkpoints_to_keep``."""
     resources = _mapping(raw, "resources", _RESOURCE_KEYS, problem)
     cpu, gpu = resources.get("cpu", 1), resources.get("gpu", 0)
     if not _is_number(cpu) or cpu <= 0:
         problem("resources.cpu", f"must be a positive number, got {cpu!r}")
+        cpu = 1
     if not _is_number(gpu) or gpu < 0:
         problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
+        gpu = 0
     elif gpu > 1:
         problem("resources.gpu", f"a trial trains on one GPU; got {gpu!r}: use 1, or a fraction to share a GPU "
                                  "(several GPUs per trial are not supported)")
     concurrency = raw.get("concurrency")
     if concurrency is not None:
         concurrency = _integer(raw, "concurrency", None, 1, problem)
-    max_failures = _integer(raw, "max_failures", 1, 0, problem)
-    checkpoints_to_keep = _integer(raw, "checkpoints_to_keep", 2, 1, problem)
+    return {"cpu": float(cpu), "gpu": float(gpu), "concurrency": concurrency,
+            "max_failures": _integer(raw, "max_failures", 1, 0, problem),
+            "checkpoints_to_keep": _integer(raw, "checkpoints_to_keep", 2, 1, problem)}
 
+
+def _settings_section(raw: dict, problem, problems: list[str], path: Path) -> dict[str, Any]:
     settings = raw.get("settings", {}) or {}
     if not isinstance(settings, dict):
         problem("settings", f"must be a mapping of run settings, got {type(settings).__name__}")
-        settings = {}
-    else:
-        try:
-            from_dict(RunSettings, settings, source="settings")
-        except ConfigError as err:
-            problems.extend(f"{path}: {p}" for p in err.problems)
+        return {}
+    try:
+        from_dict(RunSettings, settings, source="settings")
+    except ConfigError as err:
+        problems.extend(f"{path}: {p}" for p in err.problems)
+    return dict(settings)
 
+
+def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    raw_seeds = raw.get("seeds")
     seeds: tuple[int, ...] = ()
-    best_of: tuple[str, ...] = ()
-    if stage == "seeds":
-        raw_seeds = raw.get("seeds")
-        if not isinstance(raw_seeds, list) or not raw_seeds or \
-                not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds):
-            problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
-        else:
-            seeds = tuple(raw_seeds)
-        best_of = names("best_of")
-    elif not hyperparameters and not method_hyperparameters:
-        problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
-
-    if problems:
-        raise ConfigError(problems)
-    return SearchSpace(
-        path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
-        methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
-        algorithm=algorithm, num_samples=num_samples, seed=seed, optuna_storage=optuna_storage,
-        points_to_evaluate=tuple(points), scheduler=scheduler_type,
-        grace_period=grace_period, reduction_factor=float(reduction_factor), cpu=float(cpu), gpu=float(gpu),
-        concurrency=concurrency, max_failures=max_failures, checkpoints_to_keep=checkpoints_to_keep,
-        settings=dict(settings), stage=stage, seeds=seeds, best_of=best_of)
+    if not isinstance(raw_seeds, list) or not raw_seeds or \
+            not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds):
+        problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
+    else:
+        seeds = tuple(raw_seeds)
+    return seeds, _names(raw, "best_of", problem)
 
 
 def _is_number(value) -> bool:

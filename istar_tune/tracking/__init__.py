@@ -6,12 +6,14 @@ tables, plots, ``status`` and the seeds stage. The names below are the package's
 ``tracking.TAG_ROLE``, ...); each lives in exactly one of those modules.
 """
 
-from istar_tune.tracking.runs import COUNTED_STATUSES, TrialRun, best_trials, get_experiment, trial_runs
+from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, trial_runs
 from istar_tune.tracking.store import (
+    COUNTED_STATUSES,
     MAX_TAG_CHARS,
     PAGE_SIZE,
     PLAN_TOTAL,
     SCHEMES,
+    STATUSES,
     TAG_COMMIT,
     TAG_ERROR,
     TAG_GROUP,
@@ -31,6 +33,7 @@ from istar_tune.tracking.store import (
     client,
     decode_plan,
     encode_plan,
+    ended_status,
     ensure_experiment,
     find_runs,
     git_commit,
@@ -43,10 +46,11 @@ from istar_tune.tracking.store import (
 from istar_tune.tracking.writer import RunWriter, error_summary, resolved_hyperparameters, trial_error_text
 
 __all__ = [
-    "COUNTED_STATUSES", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "SCHEMES", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP",
-    "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM", "TAG_ROLE", "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE",
-    "TAG_STAGE", "TAG_STATUS", "TAG_TRIAL_ID", "RunWriter", "TrialRun", "best_trials", "check_reachable",
-    "check_store", "client", "decode_plan", "encode_plan", "ensure_experiment", "error_summary", "get_experiment",
-    "find_runs", "git_commit", "parent_run", "planned_groups", "prepare_store", "quote", "record_plan",
-    "resolved_hyperparameters", "trial_error_text", "trial_runs",
+    "COUNTED_STATUSES", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES", "STATUSES",
+    "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM", "TAG_ROLE",
+    "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TRIAL_ID", "TrialRun",
+    "best_trials", "check_reachable", "check_store", "client", "decode_plan", "encode_plan", "ended_status",
+    "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit", "parent_run",
+    "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters", "trial_error_text",
+    "trial_runs",
 ]

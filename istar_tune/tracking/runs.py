@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from istar_tune.tracking.store import (
+    COUNTED_STATUSES,
     TAG_GROUP,
     TAG_ROLE,
     TAG_SIMULATED,
@@ -111,9 +112,10 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
     held = planned_groups(mlflow_client, experiment.experiment_id)
     best: dict[tuple, TrialRun] = {}
     for model, task, method in groups:
-        if held is not None and f"{model}/{task}/{method}" not in held:
+        key = group_key({"model": model, "task": task, "method": method})
+        if held is not None and key not in held:
             continue  # no search of this experiment planned the group: no query
-        tags = {TAG_ROLE: "trial", TAG_GROUP: f"{model}/{task}/{method}"}
+        tags = {TAG_ROLE: "trial", TAG_GROUP: key}
         metric = get_task(task).metric
         query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
         top = mlflow_client.search_runs([experiment.experiment_id], filter_string=query,
@@ -134,7 +136,6 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
 
 BEST_OF_TOP = 50
 """Runs per group :func:`best_trials` reads first, ordered by the metric."""
-COUNTED_STATUSES = ("finished", "stopped_early")
 
 
 def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:

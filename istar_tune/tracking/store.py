@@ -7,12 +7,15 @@ import logging
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
+
+from istar_tune.methods import trial_epochs
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
 TAG_TRIAL_ID = "istar_tune.trial_id"
 TAG_GROUP = "istar_tune.group"
-TAG_STATUS = "istar_tune.status"  # running | finished | stopped_early | failed
+TAG_STATUS = "istar_tune.status"  # one of STATUSES
 TAG_ERROR = "istar_tune.error"
 TAG_SPACE = "istar_tune.search_space"
 TAG_COMMIT = "istar_tune.git_commit"
@@ -22,6 +25,18 @@ TAG_PARENT = "mlflow.parentRunId"
 TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
 TAG_RESTORED_FROM = "istar_tune.restored_from"
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
+STATUSES = ("running", "finished", "stopped_early", "failed", "interrupted")
+"""A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""
+COUNTED_STATUSES = ("finished", "stopped_early")
+"""The statuses whose score counts (tables, plots, ``status``, the best trial of a group)."""
+
+
+def ended_status(config: dict[str, Any], last_epoch: int) -> str:
+    """How a trial that ended without an error ended: ``finished``, or ``stopped_early`` (by its scheduler) when its
+    last reported epoch is before the last one its configuration trains (:func:`istar_tune.methods.trial_epochs`)."""
+    return "stopped_early" if last_epoch < trial_epochs(config) else "finished"
+
+
 MAX_TAG_CHARS = 7000
 PAGE_SIZE = 5000
 

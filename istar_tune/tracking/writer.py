@@ -220,7 +220,7 @@ class RunWriter:
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
-                TAG_GROUP: f"{config.get('model')}/{config.get('task')}/{config.get('method')}"}
+                TAG_GROUP: group_key(config)}
         run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
         run_id = self._runs[trial_id] = run.info.run_id
         self._logged_epoch[trial_id] = 0

@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,27 +135,18 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
                   "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
                   "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
-        result.epochs.append(record)
-        if selection.update(epoch, record):
-            result.best_epoch = epoch
-            if output_dir is not None and run.settings.save_checkpoint:
-                save_pretrained(run, output_dir / BEST_CHECKPOINT)
-        record.update(selection.scored(result.epochs))
-        stop = selection.should_stop(epoch)
-        ends = stop or epoch == epochs
-        if ends:
-            selection.restore()  # the scored epoch's weights go on: to the second stage, into the final checkpoint
-            if stop:
-                log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
-                         run.task.metric, run.settings.patience, epoch, selection.best[0])
-        if output_dir is not None:
-            write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+        stop, ends = _close_epoch(run, result, selection, record, epochs, output_dir,
+                                  lambda folder: save_pretrained(run, folder))
+        if stop:
+            log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
+                     run.task.metric, run.settings.patience, epoch, selection.best[0])
         final = ends and not second_stage
         contents = {"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final \
             else "state"
         kept = None if ends else selection.kept_unless(epoch)
-        report_epoch(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final: save_state(
-            d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k, finished=f))
+        report_epoch(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final:
+                     save_state(d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k,
+                                finished=f))
         if stop:
             break
     return False
@@ -194,22 +186,9 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
                       "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
             if selection.holdout:
                 record.update(evaluate_holdout(run))
-            result.epochs.append(record)
-            improved = selection.update(epoch, record)
-            if not selection.holdout:  # the best validation epoch over both stages, the later one on a tie
-                improved = record[run.task.metric] >= result.best.get(run.task.metric, -math.inf)
-            if improved:
-                result.best_epoch = epoch
-                if output_dir is not None and run.settings.save_checkpoint:
-                    save_pretrained(run, output_dir / BEST_CHECKPOINT)
-                    torch.save(hook.layer.state_dict(), output_dir / BEST_CHECKPOINT / ISOLAYER_FILE)
-            record.update(selection.scored(result.epochs))
-            stop = selection.should_stop(epoch)
-            ends = stop or stage_epoch == hp.isolayer_epochs
-            if ends:
-                selection.restore()
-            if output_dir is not None:
-                write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+            stop, ends = _close_epoch(run, result, selection, record, stage_one_epochs + hp.isolayer_epochs,
+                                      output_dir, lambda folder: _save_with_layer(run, hook, folder),
+                                      later_ties_win=True)
             # The last report keeps the model and the trained layer (records only with ``checkpoint: resume``);
             # a trial retried within this stage repeats it from the fine-tuned state.
             contents = "records" if run.settings.checkpoint == "resume" else "weights"
@@ -222,6 +201,40 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
         result.second_stage = IsoLayerResult(before=before, after=spaces.get(scored, before))
     finally:
         hook.remove()
+
+
+def _close_epoch(run: Run, result: TrainResult, selection: Selection, record: dict[str, Any], last: int,
+                 output_dir: Path | None, save_best: Callable[[Path], None],
+                 later_ties_win: bool = False) -> tuple[bool, bool]:
+    """The bookkeeping every epoch of every stage ends with: keep the record, follow the best epoch (its checkpoint
+    written by ``save_best`` into the output folder), add the scored epoch's measures, put the scored weights back
+    when the stage ends and rewrite ``metrics.json``. Returns (stopped by ``patience``, the stage ends here).
+
+    ``later_ties_win``: without ``holdout``, the best epoch is the best validation metric over every stage so far,
+    the later one on a tie (IsoLayer's stage 2 against stage 1)."""
+    epoch = record["epoch"]
+    result.epochs.append(record)
+    improved = selection.update(epoch, record)
+    if later_ties_win and not selection.holdout:
+        improved = record[run.task.metric] >= result.best.get(run.task.metric, -math.inf)
+    if improved:
+        result.best_epoch = epoch
+        if output_dir is not None and run.settings.save_checkpoint:
+            save_best(output_dir / BEST_CHECKPOINT)
+    record.update(selection.scored(result.epochs))
+    stop = selection.should_stop(epoch)
+    ends = stop or epoch == last
+    if ends:
+        selection.restore()  # the scored epoch's weights go on: to the second stage, into the final checkpoint
+    if output_dir is not None:
+        write_json_atomic(output_dir / METRICS_FILE, result.as_json())
+    return stop, ends
+
+
+def _save_with_layer(run: Run, hook: IsoLayerHook, folder: Path) -> None:
+    """The best checkpoint of IsoLayer's stage 2: the model and, beside it, the trained layer."""
+    save_pretrained(run, folder)
+    torch.save(hook.layer.state_dict(), folder / ISOLAYER_FILE)
 
 
 def _sentence_space(run: Run, hook: IsoLayerHook) -> SentenceSpace:

@@ -1,0 +1,51 @@
+"""The configuration reference: every hyperparameter, run setting and search-space key with its default and
+meaning, generated from the config dataclasses' field docstrings and :data:`~istar_tune.search.space_file.SPACE_KEYS`
+(``istar-tune reference`` prints it; the README's reference section is this text, and a test keeps them equal).
+The CLI's flags take their help from the same docstrings.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import fields
+from functools import cache
+
+from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.search.space_file import SPACE_KEYS
+
+NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each dataclass field (the configuration reference is generated from these)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs = {}
+    for node, following in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) and \
+                isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+
+def configuration_reference() -> str:
+    """The configuration reference of the README, generated from the config dataclasses' field docstrings."""
+    def table(cls) -> list[str]:
+        docs = field_docs(cls)
+        lines = ["| key | flag | default | meaning |", "| --- | --- | --- | --- |"]
+        for f in fields(cls):
+            flag = ("--no-" if f.name in NEGATED_FLAGS else "--") + f.name.replace("_", "-")
+            lines.append(f"| `{f.name}` | `{flag}` | `{f.default}` | {docs.get(f.name, '')} |")
+        return lines
+
+    out = ["### Hyperparameters (searchable; `istar-tune train` flags, search-space `hyperparameters`)", ""]
+    out += table(Hyperparameters)
+    out += ["", "### Run settings (`istar-tune train` flags, search-space `settings`)", ""]
+    out += table(RunSettings)
+    out += ["", "### Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
+    out += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in SPACE_KEYS.items()]
+    return "\n".join(out) + "\n"

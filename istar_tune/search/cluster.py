@@ -1,0 +1,94 @@
+"""The Ray cluster a search runs on, and what Tune sets once per experiment.
+
+:func:`connect` joins a cluster (``--address``/``$RAY_ADDRESS``) or starts a local instance on 127.0.0.1;
+:func:`tune_environment` sets the experiment-wide Tune settings a search at cluster scale needs (snapshot period,
+pending trials, per-trial loggers), each left alone where the user set it; :func:`run_config` is the experiment's
+storage, retries and checkpoint policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from istar_tune.search.space import SearchSpace
+
+_USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
+_USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")
+
+
+def tune_environment(total_trials: int, space: SearchSpace) -> None:
+    """Tune's experiment-wide settings for a search of ``total_trials`` (read from the environment when Tune
+    starts, so set per search: one process may run several, as the benchmark does). Call after :func:`connect`."""
+    import ray
+
+    # Snapshot the experiment state every second in small searches, so a trial that finished just before the driver
+    # died is not run again on --resume; in large ones, Ray's adaptive period keeps snapshots under 5% of the time
+    # (a re-run trial still gets one MLflow run: it is found by its trial id).
+    if _USER_CHECKPOINT_S is None:
+        os.environ["TUNE_GLOBAL_CHECKPOINT_S"] = "1" if total_trials <= 500 else "auto"
+    # Every epoch checkpoints by design; Ray's warning about frequent snapshots would repeat all search long.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables; our progress lines instead
+    # Ray's default per-trial loggers add a CSV file and a TensorBoard writer thread per trial on the driver; MLflow
+    # holds the record, so only result.json (read by Ray's ExperimentAnalysis) is kept.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Tune lets a custom searcher keep only one trial pending; with as many pending as the cluster has slots, a
+    # finished trial's worker is handed the next trial at once (actor reuse) and a new GPU node is never idle.
+    if _USER_PENDING is None:
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(8, slots(ray.cluster_resources(), space)))
+
+
+def slots(cluster: dict[str, float], space: SearchSpace) -> int:
+    """How many trials of ``space`` the cluster's resources hold at once."""
+    fits = [cluster.get(name, 0.0) / amount for name, amount in (("CPU", space.cpu), ("GPU", space.gpu)) if amount]
+    return int(min(fits, default=1.0))
+
+
+def connect(address: str | None) -> None:
+    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``; ``auto`` finds a running one), else start a local Ray
+    instance bound to 127.0.0.1, never one found through Ray's temporary files."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    cluster = address or os.environ.get("RAY_ADDRESS") or None
+    if cluster is None:
+        loopback_only()
+        cluster = "local"
+    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
+
+
+def loopback_only() -> None:
+    """Make a Ray instance started from this process listen on 127.0.0.1 only.
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is imported (``ray._private.ray_constants``) and its
+    processes read it when they start: the CLI sets it before importing Ray; when Ray is already imported, its
+    constant is set too."""
+    import sys
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+def replace_callbacks(tuner, callbacks) -> None:
+    """Give a restored experiment this run's callbacks (this tracking URI and progress printer). Ray restores the
+    pickled ones otherwise, which also work (they find their MLflow runs by trial id), so a Ray version without this
+    private attribute loses nothing essential."""
+    local = getattr(tuner, "_local_tuner", None)
+    if local is not None and hasattr(local, "get_run_config"):
+        local.get_run_config().callbacks = callbacks
+
+
+def run_config(space: SearchSpace, name: str, storage: str, callbacks):
+    from ray import tune
+
+    # Tune keeps every checkpoint it is told of; the trial itself prunes all but its newest (checkpoints.py):
+    # a Tune limit would force a snapshot of every trial's state per checkpoint, which stalls large searches.
+    return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=callbacks,
+                          failure_config=tune.FailureConfig(max_failures=space.max_failures),
+                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None))
+
+
