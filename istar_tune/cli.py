@@ -20,7 +20,16 @@ from typing import Any
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
 from istar_tune.errors import IstarTuneError
 from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
-from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root
+from istar_tune.results.plots import write_plots
+from istar_tune.results.status import search_status
+from istar_tune.results.tables import CAPTIONS, build_table, markdown, render
+from istar_tune.search.cluster import loopback_only
+from istar_tune.search.outcome import exit_code
+from istar_tune.search.plan import dry_run_report, plan
+from istar_tune.search.run import run_searches
+from istar_tune.search.simulate import Simulation
+from istar_tune.search.space_file import load_search_space
+from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root, tracking_uri
 
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
 def _add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
@@ -103,10 +112,6 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from istar_tune.search.outcome import exit_code
-    from istar_tune.search.plan import dry_run_report, plan
-    from istar_tune.search.run import run_searches
-    from istar_tune.search.space_file import load_search_space
 
     spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
               for path in args.space]
@@ -127,7 +132,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     simulation = None
     if args.simulate:
-        from istar_tune.search.simulate import Simulation
 
         simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
@@ -140,13 +144,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _tracking_uri(args: argparse.Namespace) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the store under ``--storage-path``."""
-    from istar_tune.tracking.storage import tracking_uri
 
     return tracking_uri(args.tracking_uri, args.storage_path)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from istar_tune.results.tables import CAPTIONS, build_table, render
 
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
@@ -162,8 +164,6 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import time
 
-    from istar_tune.results.status import search_status
-    from istar_tune.results.tables import markdown
 
     while True:
         table, headline = search_status(_tracking_uri(args), args.experiment)
@@ -185,7 +185,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_plots(args: argparse.Namespace) -> int:
-    from istar_tune.results.plots import write_plots
 
     for path in write_plots(_tracking_uri(args), args.experiment, args.output_dir, log_to_mlflow=not args.no_mlflow):
         print(f"wrote {path}")
@@ -381,7 +380,6 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.storage)
         args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
-        from istar_tune.search.cluster import loopback_only
 
         loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,

@@ -12,9 +12,9 @@ import math
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -345,3 +345,14 @@ def group_key(config: Mapping[str, Any]) -> str:
     """``model/task/method`` of a trial's configuration (or of any mapping with those keys): the group its trials are
     compared within, and the value of its MLflow runs' group tag."""
     return f"{config.get('model')}/{config.get('task')}/{config.get('method')}"
+
+
+def trial_epochs(config: Mapping[str, Any]) -> int:
+    """How many epochs a trial of ``config`` reports (defaults filled in from ``Hyperparameters``).
+
+    The one epoch rule: the search (ASHA's horizon), the MLflow logger (stopped early or finished) and the
+    simulator all use it.
+    """
+    method = get_method(config.get("method", Hyperparameters.method))
+    return method.trial_epochs(config.get("epochs", Hyperparameters.epochs),
+                               config.get("isolayer_epochs", Hyperparameters.isolayer_epochs))

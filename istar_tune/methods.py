@@ -6,9 +6,7 @@ names a method. Pure Python: reading it loads neither torch nor Ray.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from istar_tune.errors import ConfigError
 
@@ -97,16 +95,3 @@ def label(name: str) -> str:
     """The paper's name of a method (the name itself for an unknown one)."""
     method = METHODS.get(name)
     return method.label if method else name
-
-
-def trial_epochs(config: Mapping[str, Any]) -> int:
-    """How many epochs a trial of ``config`` reports (defaults filled in from ``Hyperparameters``).
-
-    The one epoch rule: the search (ASHA's horizon), the MLflow logger (stopped early or finished) and the
-    simulator all use it.
-    """
-    from istar_tune.config import Hyperparameters
-
-    method = get_method(config.get("method", Hyperparameters.method))
-    return method.trial_epochs(config.get("epochs", Hyperparameters.epochs),
-                               config.get("isolayer_epochs", Hyperparameters.isolayer_epochs))

@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from istar_tune.errors import ModelError
+from istar_tune.errors import ConfigError, ModelError
 from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, Task
 
 
@@ -151,7 +151,6 @@ def max_positions(name: str) -> int | None:
 def check_max_length(max_length: int, positions: int | None, name: str) -> None:
     """Refuse a ``max_length`` longer than the model's positions (it would fail inside the model's forward)."""
     if positions is not None and max_length > positions:
-        from istar_tune.errors import ConfigError
 
         raise ConfigError(f"max_length {max_length} exceeds the {positions} positions of model {name!r}: use "
                           f"--max-length {positions} or less")

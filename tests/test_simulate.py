@@ -67,6 +67,7 @@ def test_simulation_settings_are_validated():
 
 
 def test_the_simulator_module_does_not_import_torch():
-    code = "import sys, istar_tune.search.simulate, istar_tune.search.run; print('torch' in sys.modules, 'ray' in sys.modules)"
+    code = ("import sys, istar_tune.search.simulate, istar_tune.search.run; "
+            "print('torch' in sys.modules, 'ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import yaml
 
+from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.isotropy import (
     cosine_similarity_from_sum,
@@ -32,9 +33,15 @@ from istar_tune.isotropy import (
     isoscore_star_from_cov,
     twonn_intrinsic_dimension,
 )
+from istar_tune.models import hidden_size, load_model, load_tokenizer
+from istar_tune.results.plots import pyplot
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
+from istar_tune.training.data import encode, load_raw
 from istar_tune.training.forward import forward_pass
+from istar_tune.training.isolayer import IsoLayerHook
+from istar_tune.training.setup import quiet_libraries
+from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
 
 
 @dataclass
@@ -48,7 +55,6 @@ class Source:
 
 
 def resolve_checkpoint(path: str | Path) -> Source:
-    from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -72,7 +78,6 @@ def resolve_checkpoint(path: str | Path) -> Source:
 
 
 def _load(source: Source, task: Task):
-    from istar_tune.models import load_model, load_tokenizer
 
     if source.model_dir is not None:
         return load_model(str(source.model_dir), task), load_tokenizer(str(source.model_dir))
@@ -85,7 +90,6 @@ def _load(source: Source, task: Task):
 def _sentence_hook(model, source: Source):
     """A hook on the head's input (IsoLayer's trained layer where the checkpoint holds one, else the identity);
     ``None`` for a model without a linear head."""
-    from istar_tune.training.isolayer import IsoLayerHook
 
     try:
         hook = IsoLayerHook(model)
@@ -102,9 +106,6 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
             output_dir: str | Path | None = None) -> dict[str, Any]:
     from transformers import DataCollatorWithPadding
 
-    from istar_tune.models import hidden_size
-    from istar_tune.training.data import encode, load_raw
-    from istar_tune.training.setup import quiet_libraries
 
     quiet_libraries(True)
     source = resolve_checkpoint(checkpoint)
@@ -159,7 +160,6 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
 
 def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
-    from istar_tune.results.plots import pyplot
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -204,7 +204,6 @@ def log_to_mlflow(result: dict[str, Any], files: list[Path], tracking_uri: str, 
     """Log to ``run_id``, or to the run of the search trial the checkpoint belongs to; returns the run id used."""
     from mlflow.entities import Metric
 
-    from istar_tune import tracking
 
     tracking.check_store(tracking_uri)
     client = tracking.client(tracking_uri)

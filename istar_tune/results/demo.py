@@ -18,6 +18,7 @@ import pandas as pd
 
 from istar_tune.errors import DataError
 from istar_tune.methods import label, uses_lambda
+from istar_tune.metrics import best_scored, score
 from istar_tune.results.tables import build_table, lambda_groups, markdown
 from istar_tune.search.run import results_exist, run_search
 from istar_tune.search.space_file import load_search_space, resolve_space
@@ -48,10 +49,12 @@ def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
     """Per method and λ: trials, the best accuracy and its trial's eval IsoScore*, and the mean eval IsoScore*."""
     rows = []
     for (method, lam), group in lambda_groups(trial_runs(tracking_uri, experiment)).items():
-        best = max(group, key=lambda r: r.metrics.get("accuracy", -1.0))
+        best = best_scored(group, lambda r: r.trial_id, lambda r: score(r.metrics, "accuracy"))
+        if best is None:
+            continue
         rows.append({"method": label(method),
                      "lam": lam if uses_lambda(method) else None,
-                     "trials": len(group), "best accuracy": best.metrics.get("accuracy"),
+                     "trials": len(group), "best accuracy": score(best.metrics, "accuracy"),
                      "its eval IsoScore*": best.metrics.get("eval_isoscore_star"),
                      "mean eval IsoScore*": float(np.mean([r.metrics.get("eval_isoscore_star", np.nan)
                                                            for r in group]))})

@@ -12,7 +12,7 @@ import pandas as pd
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
-from istar_tune.metrics import score
+from istar_tune.metrics import best_scored, score
 from istar_tune.tasks import get_task
 
 
@@ -20,37 +20,25 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     """The per-group table and a one-line headline (the search's own state and totals)."""
     tracking.check_store(tracking_uri)
     client = tracking.client(tracking_uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        names = sorted(e.name for e in client.search_experiments())
-        raise ConfigError(f"no MLflow experiment named {experiment!r} at {tracking_uri}; experiments there: "
-                          f"{', '.join(names) or 'none'}")
+    found = tracking.get_experiment(client, tracking_uri, experiment)
     parents = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "search"})
-    plan = json.loads(parents[0].data.tags.get(tracking.TAG_PLAN, "{}")) if parents else {}
-    groups: dict[str, dict] = {}
-    for key, planned in plan.items():
-        if key != tracking.PLAN_TOTAL:  # a plan too large for a tag keeps only its total
-            groups[key] = {"planned": planned}
+    plan_tag = parents[0].data.tags.get(tracking.TAG_PLAN) if parents else None
+    plan = json.loads(plan_tag) if plan_tag else {}
+    # A plan too large for a tag keeps only its total: then no group has a planned count.
+    groups = {key: {"planned": planned} for key, planned in (tracking.decode_plan(plan_tag) or {}).items()}
+    runs: dict[str, list] = {}
     for run in tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"}):
-        tags = run.data.tags
-        key = tags.get(tracking.TAG_GROUP, "?")
+        key = run.data.tags.get(tracking.TAG_GROUP, "?")
         row = groups.setdefault(key, {"planned": 0})
-        status = tags.get(tracking.TAG_STATUS, "running")
+        status = run.data.tags.get(tracking.TAG_STATUS, "running")
         row[status] = row.get(status, 0) + 1
-        try:
-            metric = get_task(tags.get("task", "")).metric
-        except ConfigError:
-            continue
-        value = score(run.data.metrics, metric)
-        if value is not None and status != "failed" and value > row.get("best", float("-inf")):
-            row["best"], row["metric"] = value, metric
+        runs.setdefault(key, []).append(run)
     rows = []
     for key, row in sorted(groups.items()):
         counts = {s: row.get(s, 0) for s in tracking.STATUSES}
-        started = sum(counts.values())
-        pending = max(row["planned"] - started, 0) if key in plan else 0
-        rows.append({"group": key, **counts, "pending": pending, "metric": row.get("metric", ""),
-                     "best so far": row.get("best")})
+        pending = max(row["planned"] - sum(counts.values()), 0) if key in plan else 0
+        metric, best = _best_so_far(runs.get(key, []))
+        rows.append({"group": key, **counts, "pending": pending, "metric": metric, "best so far": best})
     table = pd.DataFrame(rows, columns=["group", "running", "pending", "finished", "stopped_early", "failed",
                                         "interrupted", "metric", "best so far"])
     state = parents[0].info.status if parents else "unknown"
@@ -59,3 +47,25 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     total = f"{sum(plan.values())}" if plan else f"{started} started (plan not recorded)"
     headline = f"search {experiment}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"
     return table, headline
+
+
+def _best_so_far(runs: list) -> tuple[str, float | None]:
+    """The group's task metric and its best score so far among trials that have not failed (running ones
+    included: their latest epoch), by :func:`istar_tune.metrics.best_scored`."""
+    metric = ""
+    for run in runs:
+        try:
+            metric = get_task(run.data.tags.get("task", "")).metric
+            break
+        except ConfigError:
+            continue
+    if not metric:
+        return "", None
+
+    def value(run) -> float | None:
+        if run.data.tags.get(tracking.TAG_STATUS) == "failed":
+            return None
+        return score(run.data.metrics, metric)
+
+    best = best_scored(runs, lambda r: r.data.tags.get(tracking.TAG_TRIAL_ID, ""), value)
+    return (metric, value(best)) if best is not None else ("", None)

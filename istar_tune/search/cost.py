@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from istar_tune.methods import get_method, trial_epochs
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
+from istar_tune.methods import get_method
 from istar_tune.tasks import get_task
 
 MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}
@@ -30,7 +31,6 @@ def throughput(model: str, batch_size: int) -> float:
 
 
 def typed_hyperparameters(config: Mapping[str, Any]):
-    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
 
     return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                      source="trial config")

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
+from istar_tune.config import group_key
 from istar_tune.methods import get_method
 from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
-from istar_tune.config import group_key
 from istar_tune.search.space import SEARCH_KEY, Group, trial_group
 from istar_tune.search.trainable import OBJECTIVE
 from istar_tune.tasks import get_task

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, group_key, trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.methods import trial_epochs
-from istar_tune.config import group_key
+from istar_tune.search.cost import trial_seconds
 from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, trial_group
 
 # -------------------------------------------------------------------------------------------- planning
@@ -109,23 +108,6 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup]) -> str:
     return "\n".join(lines)
 
 
-def _tune_domain(domain: Domain):
-    from ray import tune
-
-    kind, values = domain.kind, domain.values
-    if kind == "constant":
-        return values[0]
-    if kind == "grid":
-        return tune.grid_search(list(values))
-    if kind == "choice":
-        return tune.choice(list(values))
-    if kind == "loguniform":
-        return tune.loguniform(*values)
-    if kind == "uniform":
-        return tune.uniform(*values)
-    return tune.randint(values[0], values[1] + 1)  # both bounds included
-
-
 def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, Any]:
     group = planned.group
     base = {"model": absolute_if_path(group.model), "task": group.task, "method": group.method,
@@ -136,7 +118,6 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
     an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
-    from istar_tune.search.cost import trial_seconds
     from istar_tune.search.searcher import GroupPlan, grid_configs
 
     name = name or space.name
@@ -154,7 +135,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
                                    concurrency=space.concurrency))
             continue
         constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
-        sampled = {k: _tune_domain(d) for k, d in domains.items() if d.kind != "constant"}
+        sampled = {k: d.tune() for k, d in domains.items() if d.kind != "constant"}
         typical = {**base, **constants, **{k: d.values[0] for k, d in domains.items() if d.kind == "choice"}}
         for point in space.points_to_evaluate:
             missing = sorted(set(sampled) - set(point))

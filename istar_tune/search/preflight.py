@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
+from istar_tune.models import check_max_length, max_positions
+from istar_tune.tasks import get_task
+from istar_tune.tracking.storage import is_remote
+from istar_tune.tracking.store import check_reachable
 
 
 def check_tracking(tracking_uri: str) -> list[str]:
     """The tracking URI has a known scheme and, for a server, answers quickly."""
-    from istar_tune.tracking.store import check_reachable
 
     try:
         check_reachable(tracking_uri)
@@ -27,7 +30,6 @@ def check_tracking(tracking_uri: str) -> list[str]:
 
 
 def check_storage(storage: str) -> list[str]:
-    from istar_tune.tracking.storage import is_remote
 
     if is_remote(storage):
         return []
@@ -46,7 +48,6 @@ def check_storage(storage: str) -> list[str]:
 
 def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
     """Every task's split files exist and parse (as the trials will read them)."""
-    from istar_tune.tasks import get_task
     from istar_tune.training.data import parse_file, resolve_data_dir, task_files
 
     problems = []
@@ -67,7 +68,6 @@ def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
 
 
 def check_models(models: list[str], max_length: int) -> list[str]:
-    from istar_tune.models import check_max_length, max_positions
 
     problems = []
     for model in models:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.config import RunSettings, as_dict
+from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster
+from istar_tune.search import cluster, preflight
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, max_epochs, plan
-from istar_tune.search.simulate import Simulation
-from istar_tune.config import group_key
+from istar_tune.search.simulate import Simulation, simulated_trainable
 from istar_tune.search.space import SearchSpace, trial_group
 from istar_tune.search.trainable import OBJECTIVE, trainable
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
@@ -105,7 +104,6 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
     checked_s = _check_and_plan(experiment, resume)
     if experiment.simulated:
-        from istar_tune.search.simulate import simulated_trainable
 
         trainable_fn = simulated_trainable
     cluster.connect(address)
@@ -137,7 +135,6 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
 
 def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
-    from istar_tune.search import preflight
 
     names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
@@ -161,7 +158,6 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
 def _check_resources(space: SearchSpace) -> float:
     import ray
 
-    from istar_tune.search import preflight
 
     return preflight.run_checks([("resources", lambda: preflight.check_resources(space.cpu, space.gpu, ray.nodes()))])
 

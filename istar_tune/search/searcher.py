@@ -28,24 +28,9 @@ def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int,
             config = {**base, **dict(zip(grids, point))}
             for key, domain in domains.items():
                 if domain.kind != "grid":
-                    config[key] = _draw(domain, rng)
+                    config[key] = domain.sample(rng)
             configs.append(config)
     return configs
-
-
-def _draw(domain: Domain, rng: random.Random):
-    import math
-
-    kind, values = domain.kind, domain.values
-    if kind == "constant":
-        return values[0]
-    if kind == "choice":
-        return rng.choice(values)
-    if kind == "uniform":
-        return rng.uniform(*values)
-    if kind == "loguniform":
-        return math.exp(rng.uniform(math.log(values[0]), math.log(values[1])))
-    return rng.randint(values[0], values[1])
 
 
 @dataclass

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.methods import get_method, trial_epochs
+from istar_tune.methods import get_method
+from istar_tune.search import checkpoints
 from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, typed_hyperparameters
+from istar_tune.search.space import for_search
+from istar_tune.search.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 
 TAG_SIMULATED = "istar_tune.simulated"
@@ -137,27 +141,20 @@ def _checkpoint_bytes(mode: str, final: bool, simulation: Simulation) -> int:
 
 def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], simulation: Simulation,
                         keep: dict[str, int]) -> None:
-    """The Tune trainable of a rehearsal: the same reports and checkpoints as :func:`search.trainable` (``settings``
-    and ``keep`` by search name, as there)."""
-    import logging
-
-    import ray
+    """The Tune trainable of a rehearsal: the same reports and checkpoints as
+    :func:`~istar_tune.search.trainable.trainable`, through the same :class:`~istar_tune.search.trainable.TuneReporter`
+    (``settings`` and ``keep`` by search name, as there)."""
     from ray import tune
 
-    for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
-        logging.getLogger(name).setLevel(logging.WARNING)
-    node = ray.get_runtime_context().get_node_id()
-    from istar_tune.search.space import for_search
-
+    quiet_ray_loggers()
     settings, keep = for_search(config, settings), for_search(config, keep)
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
-    from istar_tune.search import checkpoints
-
-    start, note = 0, ""
+    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none")
+    start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
-        epoch, note = checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
+        epoch, reporter.note = checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
         start = int(epoch or 0)
     epochs = trial_epochs(config)
     per_epoch = epoch_seconds(config, shrinkage) * simulation.time_factor
@@ -166,23 +163,17 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
         began = time.monotonic()
         time.sleep(per_epoch)
         record = {"epoch": epoch, **epoch_metrics(config, epoch, simulation), "epoch_time_s": time.monotonic() - began,
-                  "simulated": 1, "torch_imported": int("torch" in sys.modules), "node_id": node}
-        task_metric = get_task(config["task"]).metric
-        record["objective"] = record[task_metric]
-        if note:
-            record["restore_note"], note = note, ""
+                  "simulated": 1, "torch_imported": int("torch" in sys.modules)}
         if mode == "none":
-            tune.report(record)
+            reporter(record, None)
             continue
         size = _checkpoint_bytes(mode, epoch == epochs, simulation)
-        record["checkpoint_bytes"] = size
         with tempfile.TemporaryDirectory(prefix="istar-sim-") as folder:
             Path(folder, STATE_FILE).write_text(json.dumps({"epoch": epoch, "bytes": size}))
             if size:
                 with open(Path(folder, PAYLOAD_FILE), "wb") as handle:
                     handle.write(os.urandom(min(size, 1 << 20)) * (size // (1 << 20)) + os.urandom(size % (1 << 20)))
-            tune.report(record, checkpoint=tune.Checkpoint.from_directory(folder))
-        checkpoints.prune(keep)
+            reporter(record, Path(folder))
 
 
 def _read_state(folder: Path) -> dict[str, Any]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from istar_tune.config import group_key, Hyperparameters, RunSettings, from_dict
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.tasks import get_task
@@ -35,6 +36,36 @@ class Domain:
         if self.kind == "constant":
             return repr(self.values[0])
         return f"{self.kind}{list(self.values)}"
+
+    def sample(self, rng: random.Random) -> Any:
+        """One value drawn with ``rng`` (a grid's values are enumerated, not drawn: its first one here)."""
+        kind, values = self.kind, self.values
+        if kind in ("constant", "grid"):
+            return values[0]
+        if kind == "choice":
+            return rng.choice(values)
+        if kind == "uniform":
+            return rng.uniform(*values)
+        if kind == "loguniform":
+            return math.exp(rng.uniform(math.log(values[0]), math.log(values[1])))
+        return rng.randint(values[0], values[1])  # randint: both bounds included
+
+    def tune(self) -> Any:
+        """The same domain as Ray Tune's search-space object (a constant as itself)."""
+        from ray import tune
+
+        kind, values = self.kind, self.values
+        if kind == "constant":
+            return values[0]
+        if kind == "grid":
+            return tune.grid_search(list(values))
+        if kind == "choice":
+            return tune.choice(list(values))
+        if kind == "loguniform":
+            return tune.loguniform(*values)
+        if kind == "uniform":
+            return tune.uniform(*values)
+        return tune.randint(values[0], values[1] + 1)  # Tune's upper bound is exclusive
 
 
 SEARCH_KEY = "search"

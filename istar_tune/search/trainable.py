@@ -50,6 +50,12 @@ RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
 
+def quiet_ray_loggers() -> None:
+    """Ray's per-checkpoint info lines of every trial would drown the search's progress lines."""
+    for name in ("ray.train", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep: dict[str, int]) -> None:
     """The Ray Tune trainable: a plain function of the sampled config (plus the fixed run settings and checkpoints
     to keep of each search in the experiment, by search name)."""
@@ -58,8 +64,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     from istar_tune.training.loop import train
     from istar_tune.training.state import read_state
 
-    for name in ("ray.train", "ray.tune"):  # per-checkpoint info lines of every trial would drown the progress
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_ray_loggers()
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")

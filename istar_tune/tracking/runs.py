@@ -7,6 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
+from istar_tune.errors import ConfigError
+from istar_tune.metrics import SCORED_PREFIX, best_scored, score
+from istar_tune.tasks import get_task
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     TAG_GROUP,
@@ -58,7 +62,6 @@ def trial_runs(tracking_uri: str, experiment_name: str, simulated: bool = False)
 
 
 def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
-    from istar_tune.errors import ConfigError
 
     experiment = mlflow_client.get_experiment_by_name(experiment_name)
     if experiment is None:
@@ -69,7 +72,6 @@ def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
 
 
 def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_name: str) -> None:
-    from istar_tune.errors import ConfigError
 
     kinds = {run.data.tags.get(TAG_SIMULATED) == "true" for run in found}
     if (not simulated) in kinds:
@@ -80,7 +82,6 @@ def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_na
 
 
 def _trial_run(run) -> TrialRun:
-    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict
 
     tags, params = run.data.tags, run.data.params
     typed = from_dict(Hyperparameters, {k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS},
@@ -104,8 +105,6 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
     """
     if groups is None:
         return _best_of(trial_runs(tracking_uri, experiment_name, simulated))
-    from istar_tune.metrics import SCORED_PREFIX
-    from istar_tune.tasks import get_task
 
     mlflow_client = client(tracking_uri)
     experiment = get_experiment(mlflow_client, tracking_uri, experiment_name)
@@ -139,8 +138,6 @@ BEST_OF_TOP = 50
 
 
 def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
-    from istar_tune.metrics import best_scored, score
-    from istar_tune.tasks import get_task
 
     by_group: dict[tuple, list[TrialRun]] = {}
     for run in runs:

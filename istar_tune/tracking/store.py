@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from istar_tune.methods import trial_epochs
+from istar_tune.config import trial_epochs
+from istar_tune.errors import ConfigError
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
@@ -134,7 +135,6 @@ SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "da
 def check_reachable(tracking_uri: str) -> None:
     """Fail with one clear line for an unknown scheme or a tracking server that does not answer in 5 s (MLflow
     itself retries an unreachable server for minutes)."""
-    from istar_tune.errors import ConfigError
 
     if not tracking_uri.startswith(SCHEMES):
         raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
@@ -153,7 +153,6 @@ def check_reachable(tracking_uri: str) -> None:
 def check_store(tracking_uri: str) -> None:
     """As :func:`check_reachable`, and a local sqlite store to read from must exist (MLflow would create an empty
     one)."""
-    from istar_tune.errors import ConfigError
 
     check_reachable(tracking_uri)
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict, group_key
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
     TAG_GROUP,
@@ -36,7 +37,6 @@ def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
     """Every hyperparameter of a trial, defaults filled in and λ resolved for the method."""
-    from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict
 
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
