@@ -7,7 +7,7 @@ over PostgreSQL.
 Everything but the GPU work is real: Ray nodes on 127.0.0.1 (``ray.cluster_utils.Cluster``) scheduling each
 trial's ``resources: {cpu: 4, gpu: 1}``, Tune with a checkpoint every epoch, the MLflow logger writing to
 ``mlflow server`` over a PostgreSQL server (both started and stopped here), and the tables read back from it.
-Each trial waits for its modelled duration × the time factor (``istar_tune/simulate.py``). The four stages run as
+Each trial waits for its modelled duration × the time factor (``istar_tune/search/simulate.py``). The four stages run as
 one experiment (``run_searches``: each group's seeds start when that group's grid has ended), then the seeds stage
 once more on its own (``seeds_alone``: its configurations read back from MLflow); ``--separate`` runs the stages one
 search after another instead.

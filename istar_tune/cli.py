@@ -112,7 +112,6 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-
     spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
               for path in args.space]
     if args.name and len(spaces) == 1:
@@ -144,12 +143,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def _tracking_uri(args: argparse.Namespace) -> str:
     """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else the store under ``--storage-path``."""
-
     return tracking_uri(args.tracking_uri, args.storage_path)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
                         against_paper=args.against_paper, simulated=args.simulated)
@@ -185,7 +182,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_plots(args: argparse.Namespace) -> int:
-
     for path in write_plots(_tracking_uri(args), args.experiment, args.output_dir, log_to_mlflow=not args.no_mlflow):
         print(f"wrote {path}")
     return 0
@@ -377,7 +373,7 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.storage)
+    if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)
         args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
 

@@ -1,12 +1,42 @@
+"""Fixtures shared by the whole suite: the shared data, a reference IsoScore*, MLflow stores and the runs the search's
+logger would write into them."""
+
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
+import pytest
 import torch
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-def released_isoscore_star(points: torch.Tensor, shrinkage_cov: torch.Tensor | None, zeta: float) -> torch.Tensor:
-    """The released I-STAR formula, written out independently: svdvals of Σ_ζ and the paper's normalisation."""
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _shared(folder: str) -> Path:
+    path = SHARED / folder
+    if not path.is_dir():
+        pytest.fail(f"shared test data not found at {path}: clone the project beside ../shared")
+    return path
+
+
+@pytest.fixture(scope="session")
+def glue_tiny() -> Path:
+    """The small GLUE copy of ``../shared`` (fast tests)."""
+    return _shared("glue-tiny")
+
+
+@pytest.fixture(scope="session")
+def glue() -> Path:
+    """The full GLUE copy of ``../shared`` (the demo's data)."""
+    return _shared("glue")
+
+
+def _released_isoscore_star(points: torch.Tensor, shrinkage_cov: torch.Tensor | None, zeta: float) -> torch.Tensor:
     d = points.shape[1]
     cov = torch.cov(points.T)
     if zeta > 0:
@@ -17,22 +47,80 @@ def released_isoscore_star(points: torch.Tensor, shrinkage_cov: torch.Tensor | N
     defect = torch.linalg.vector_norm(normalised - 1) / math.sqrt(2 * (d - math.sqrt(d)))
     return ((d - defect**2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))
 
-import os  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import pytest  # noqa: E402
+@pytest.fixture(scope="session")
+def released_isoscore_star():
+    """The released I-STAR formula, written out independently: svdvals of Σ_ζ and the paper's normalisation."""
+    return _released_isoscore_star
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-GLUE_TINY = SHARED / "glue-tiny"
-GLUE = SHARED / "glue"
+@pytest.fixture
+def mlflow_store(tmp_path):
+    """An empty sqlite MLflow store with one experiment: (tracking URI, client, experiment id)."""
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = client.create_experiment("exp", artifact_location=(tmp_path / "artifacts").as_uri())
+    return uri, client, experiment
+
+
+def _log_trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", **params):
+    from mlflow.entities import Metric, Param
+
+    from istar_tune import tracking
+    from istar_tune.config import group_key
+
+    config = {"model": model, "task": task, "method": method, "batch_size": 16, "epochs": len(
+        next(iter(metric_values.values()))), "learning_rate": 3e-5, "seed": 42, **params}
+    run = client.create_run(experiment_id, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SEARCH: "s",
+                                                 tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
+                                                 tracking.TAG_GROUP: group_key(config)})
+    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in config.items()],
+                     metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
+                              for epoch, v in enumerate(values)])
+    client.set_terminated(run.info.run_id, "FAILED" if status == "failed" else "FINISHED")
 
 
 @pytest.fixture(scope="session")
-def glue_tiny() -> Path:
-    if not GLUE_TINY.is_dir():
-        pytest.fail(f"shared test data not found at {GLUE_TINY}: clone the project beside ../shared")
-    return GLUE_TINY
+def log_trial():
+    """Writes a child run shaped as the search's MLflow logger writes it: ``log_trial(client, experiment_id,
+    trial_id, model, task, method, metric_values, status="finished", **params)``, ``metric_values`` mapping each
+    metric to its per-epoch values."""
+    return _log_trial
+
+
+def _group_run(client, experiment, trial_id, value, status="finished", task="rte", simulated=False):
+    from mlflow.entities import Metric, Param
+
+    from istar_tune import tracking
+
+    tags = {tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
+            tracking.TAG_GROUP: f"bert/{task}/istar"}
+    if simulated:
+        tags[tracking.TAG_SIMULATED] = "true"
+    run = client.create_run(experiment, tags=tags)
+    params = {"model": "bert", "task": task, "method": "istar", "learning_rate": 1e-5 * (1 + int(trial_id[1:]))}
+    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                     metrics=[Metric("accuracy", value, 0, 1)] if value is not None else [])
+
+
+@pytest.fixture(scope="session")
+def group_run():
+    """Writes one bert/TASK/istar trial run with one accuracy (or none): ``group_run(client, experiment, trial_id,
+    value, status="finished", task="rte", simulated=False)``."""
+    return _group_run
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray instance of 4 CPUs on 127.0.0.1 for the module's tests."""
+    import ray
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "disabled")
+    patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+    patch.undo()

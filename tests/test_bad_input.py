@@ -9,9 +9,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GLUE_TINY
 
 from istar_tune.cli import main
+
+GLUE_TINY = Path()
+"""The shared glue-tiny folder: set from the ``glue_tiny`` fixture before each case builds its input."""
+
+
+@pytest.fixture(autouse=True)
+def _glue_tiny_path(glue_tiny):
+    global GLUE_TINY
+    GLUE_TINY = glue_tiny
+
 
 SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
 

@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import released_isoscore_star
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from IsoScore.IsoScore import IsoScore as reference_isoscore
@@ -51,7 +50,7 @@ POINT_CLOUDS = {
 @pytest.mark.parametrize(("n", "d"), [(10, 64), (50, 128), (200, 16), (1000, 64)])
 @pytest.mark.parametrize("zeta", [0.0, 0.2, 0.8])
 @pytest.mark.parametrize("target", ["identity", "psd"])
-def test_closed_form_matches_released_svd_formula(kind, n, d, zeta, target):
+def test_closed_form_matches_released_svd_formula(released_isoscore_star, kind, n, d, zeta, target):
     points = POINT_CLOUDS[kind](n, d, n + d)
     shrink = None if target == "identity" else _random_psd(d, d)
     ours = isoscore_star(points, shrink, zeta)
@@ -145,7 +144,7 @@ def test_analytic_gradient_matches_numerical_gradient():
     assert torch.autograd.gradcheck(lambda p: isoscore_star(p), (points,))
 
 
-def test_analytic_gradient_matches_autograd_of_released_formula():
+def test_analytic_gradient_matches_autograd_of_released_formula(released_isoscore_star):
     points = _anisotropic(80, 20, 5).requires_grad_(True)
     released_isoscore_star(points, None, 0.2).backward()
     expected = points.grad.clone()
@@ -233,7 +232,7 @@ def test_twonn_recovers_dimension_of_a_linear_manifold(true_dim):
     assert math.isfinite(twonn_intrinsic_dimension(torch.cat([latent, latent]) @ embed))  # duplicates dropped
 
 
-def test_blocked_gram_path_matches_plain_product():
+def test_blocked_gram_path_matches_plain_product(released_isoscore_star):
     from istar_tune.isotropy import _gram
 
     x = torch.randn(20_000, 64, dtype=torch.float64)  # large enough for the two-block path

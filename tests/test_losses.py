@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import released_isoscore_star
 
 from istar_tune.errors import ConfigError
 from istar_tune.losses import cosreg_penalty, istar_penalty, layer_points, penalty
@@ -15,7 +14,7 @@ def _hidden(num_layers=3, batch=2, seq=5, d=8, seed=0):
     return states, mask
 
 
-def test_istar_penalty_is_lambda_times_one_minus_isoscore_star_of_all_layer_real_tokens():
+def test_istar_penalty_is_lambda_times_one_minus_isoscore_star_of_all_layer_real_tokens(released_isoscore_star):
     states, mask = _hidden()
     shrink = torch.eye(8, dtype=torch.float64) * 2
     union = torch.cat([h[mask.bool()] for h in states[1:]])  # embedding output excluded, padding excluded
@@ -24,7 +23,7 @@ def test_istar_penalty_is_lambda_times_one_minus_isoscore_star_of_all_layer_real
     assert got.item() == pytest.approx(expected.item(), rel=1e-9)
 
 
-def test_istar_penalty_single_layer_and_padding_option():
+def test_istar_penalty_single_layer_and_padding_option(released_isoscore_star):
     states, mask = _hidden()
     last = states[-1][mask.bool()]
     assert istar_penalty(states, mask, 1.0, 0.0, layer=-1).item() == pytest.approx(

@@ -7,7 +7,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import GLUE_TINY
 
 from istar_tune import tracking
 from istar_tune.cli import build_parser, main
@@ -72,13 +71,13 @@ def test_files_and_tools_the_readme_names_exist():
     assert _commands("mlflow") and _commands("mlflow")[0][:2] == ["ui", "--backend-store-uri"]
 
 
-def _smoke(argv: list[str], tmp_path: Path) -> list[str]:
+def _smoke(glue_tiny, argv: list[str], tmp_path: Path) -> list[str]:
     """A README command in a form that runs here in seconds."""
     command, rest = argv[0], list(argv[1:])
     if command == "search":
         return ["search", *rest, "--dry-run", "--storage-path", str(tmp_path / "runs")]
     if command == "train":
-        return ["train", *rest, "--data-dir", str(GLUE_TINY), "--max-train-samples", "32", "--max-eval-samples", "16",
+        return ["train", *rest, "--data-dir", str(glue_tiny), "--max-train-samples", "32", "--max-eval-samples", "16",
                 "--epochs", "1", "--max-length", "32", "--no-progress", "--output-dir", str(tmp_path / "train")]
     if command == "analyze":
         return ["analyze", str(tmp_path / "train"), *rest[1:], "--max-eval-samples", "16"]
@@ -91,9 +90,8 @@ def _smoke(argv: list[str], tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def stores(tmp_path):
+def stores(log_trial, tmp_path):
     """The MLflow experiments the README's table and plot commands read, with a few runs each."""
-    from test_tables import _trial
 
     (tmp_path / "runs").mkdir()
     client = tracking.client(default_tracking_uri(tmp_path / "runs"))
@@ -101,7 +99,7 @@ def stores(tmp_path):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
-            _trial(client, exp, f"{name}-{seed}", "bert", "rte", "istar",
+            log_trial(client, exp, f"{name}-{seed}", "bert", "rte", "istar",
                    {"accuracy": [0.6 + seed / 100], "eval_isoscore_star": [0.1]}, lam=-1.0, zeta=0.8, seed=seed)
     rehearsal = client.get_experiment_by_name("rehearsal").experiment_id
     for run in tracking.find_runs(client, rehearsal, **{tracking.TAG_ROLE: "trial"}):
@@ -109,10 +107,10 @@ def stores(tmp_path):
     return tmp_path
 
 
-def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(stores, capsys):
+def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, stores, capsys):
     order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
-        smoke = _smoke(argv, stores)
+        smoke = _smoke(glue_tiny, argv, stores)
         assert main(smoke) == 0, (smoke, capsys.readouterr().err)
     out = capsys.readouterr().out
     assert "total 648 trials" in out and "total 27 trials" in out

@@ -55,7 +55,6 @@ class Source:
 
 
 def resolve_checkpoint(path: str | Path) -> Source:
-
     path = Path(path).expanduser()
     if not path.exists():
         raise ConfigError(f"checkpoint {str(path)!r} does not exist: give an istar-tune train output folder, a "
@@ -78,7 +77,6 @@ def resolve_checkpoint(path: str | Path) -> Source:
 
 
 def _load(source: Source, task: Task):
-
     if source.model_dir is not None:
         return load_model(str(source.model_dir), task), load_tokenizer(str(source.model_dir))
     model = load_model(source.hparams["model"], task)
@@ -90,7 +88,6 @@ def _load(source: Source, task: Task):
 def _sentence_hook(model, source: Source):
     """A hook on the head's input (IsoLayer's trained layer where the checkpoint holds one, else the identity);
     ``None`` for a model without a linear head."""
-
     try:
         hook = IsoLayerHook(model)
     except ConfigError:
@@ -160,7 +157,6 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
 
 def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
-
     output.mkdir(parents=True, exist_ok=True)
     (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     plt = pyplot()

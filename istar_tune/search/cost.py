@@ -1,4 +1,8 @@
-"""TODO docstring
+"""The cost model of a trial: what planning orders trials by, the dry run and the rehearsal wait for.
+
+An assumption written down here, not a measurement: training examples of the task × epochs ÷ a per-model,
+per-batch-size throughput × the method's relative step cost, plus a fixed start-up cost per trial, an evaluation pass
+per epoch and, for I-STAR, the Σ_S pass per epoch.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ def throughput(model: str, batch_size: int) -> float:
 
 
 def typed_hyperparameters(config: Mapping[str, Any]):
-
     return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                      source="trial config")
 

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""How a search ended, from Tune's results: each trial's status (finished, stopped early, failed,
+interrupted), each group's best trial (:func:`istar_tune.metrics.best_scored`), the summary printed at the end and the
+command's exit code.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""Planning a search: its (model, task, method) groups and their trial counts (the seeds stage reads each
+group's best configuration from MLflow, or waits for a search of the same run), the dry-run report, and what each
+group's searcher hands out.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
-    """What :class:`~istar_tune.groups.GroupSearcher` hands out: every configuration of grid and seeds groups,
+    """What :class:`~istar_tune.search.searcher.GroupSearcher` hands out: every configuration of grid and seeds groups,
     an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
     from istar_tune.search.searcher import GroupPlan, grid_configs
 

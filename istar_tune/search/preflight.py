@@ -21,7 +21,6 @@ from istar_tune.tracking.store import check_reachable
 
 def check_tracking(tracking_uri: str) -> list[str]:
     """The tracking URI has a known scheme and, for a server, answers quickly."""
-
     try:
         check_reachable(tracking_uri)
     except IstarTuneError as err:
@@ -30,7 +29,6 @@ def check_tracking(tracking_uri: str) -> list[str]:
 
 
 def check_storage(storage: str) -> list[str]:
-
     if is_remote(storage):
         return []
     path = Path(storage)
@@ -68,7 +66,6 @@ def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
 
 
 def check_models(models: list[str], max_length: int) -> list[str]:
-
     problems = []
     for model in models:
         try:

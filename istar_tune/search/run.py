@@ -135,7 +135,6 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
 
 def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
-
     names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
               ("tracking", lambda: preflight.check_tracking(experiment.tracking_uri))]
@@ -317,7 +316,7 @@ def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
-    """Settings of every trial, its data folder by the one rule (:func:`istar_tune.data.resolve_data_dir`: flag,
+    """Settings of every trial, its data folder by the one rule (:func:`istar_tune.training.data.resolve_data_dir`: flag,
     then search-space file, then ``$GLUE_DIR``), made absolute: trials run in their own working folders."""
     from istar_tune.training.data import resolve_data_dir
 

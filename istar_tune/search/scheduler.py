@@ -1,4 +1,5 @@
-"""TODO docstring
+"""The experiment's scheduler: first come, first served in the searcher's order, and (with ASHA) one
+ASHA instance per group, so early stopping compares only a group's trials.
 """
 
 from __future__ import annotations

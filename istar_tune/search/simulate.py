@@ -1,4 +1,11 @@
-"""TODO docstring
+"""A stand-in for fine-tuning, for rehearsals of a search at cluster scale (never the default).
+
+Under ``--simulate`` every trial runs as usual (Ray schedules it with its resources, Tune gets a report and a real
+checkpoint every epoch through the real reporter, the MLflow logger, retries and resume all work) except the model
+training: the trial waits for the duration the cost model (``cost.py``) gives the real trial, scaled by
+``time_factor``, writes a checkpoint of ``checkpoint_bytes``, and reports per-epoch metrics drawn from a
+deterministic synthetic landscape whose best configuration per (model, task, method) is known (:func:`optimum`). It
+never imports torch. The landscape is an assumption, written down here, not a measurement.
 """
 
 from __future__ import annotations
@@ -23,8 +30,6 @@ from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, typed_hyperpa
 from istar_tune.search.space import for_search
 from istar_tune.search.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
-
-TAG_SIMULATED = "istar_tune.simulated"
 
 OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
                       "lam": (-5.0, -3.0, -1.0, 1.0, 3.0, 5.0), "zeta": (0.2, 0.4, 0.6, 0.8)}

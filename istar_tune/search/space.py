@@ -1,4 +1,14 @@
-"""TODO docstring
+"""Search spaces: models, tasks, methods, hyperparameter domains, the search algorithm, the scheduler and
+the resources of each trial (validated from YAML by ``space_file.py``).
+
+A domain is a constant (``batch_size: 32``) or a mapping with one key:
+
+* ``grid: [v1, v2, ...]`` — every value (grid search);
+* ``choice: [v1, v2, ...]`` — one value sampled per trial;
+* ``loguniform: [low, high]`` / ``uniform: [low, high]`` — a float range;
+* ``randint: [low, high]`` — an integer in [low, high] (both included).
+
+:class:`Domain` is the one place a domain's kind is interpreted (grid size, a seeded draw, Ray Tune's object).
 """
 
 from __future__ import annotations

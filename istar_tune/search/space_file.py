@@ -1,4 +1,5 @@
-"""TODO docstring
+"""Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, also the README's reference),
+every problem reported at once with the file and the key; shipped spaces found by name.
 """
 
 from __future__ import annotations

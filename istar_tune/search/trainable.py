@@ -1,4 +1,6 @@
-"""TODO docstring
+"""The trial: a plain function of its sampled configuration that fine-tunes it
+(:func:`istar_tune.training.loop.train`), resuming from its newest readable checkpoint, and the reporter every trial
+(real or simulated) hands its epochs to.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""Reading trials back from MLflow (the source of truth for tables, plots and the seeds stage): typed
+hyperparameters and last metric values per run, simulated and real runs never mixed, and each group's best trial by
+the one rule (:func:`istar_tune.metrics.best_scored`).
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ def trial_runs(tracking_uri: str, experiment_name: str, simulated: bool = False)
 
 
 def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
-
     experiment = mlflow_client.get_experiment_by_name(experiment_name)
     if experiment is None:
         names = sorted(e.name for e in mlflow_client.search_experiments())
@@ -72,7 +73,6 @@ def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
 
 
 def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_name: str) -> None:
-
     kinds = {run.data.tags.get(TAG_SIMULATED) == "true" for run in found}
     if (not simulated) in kinds:
         what = ("simulated runs (a rehearsal with --simulate)", "pass --simulated to tabulate them") if not simulated \
@@ -82,7 +82,6 @@ def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_na
 
 
 def _trial_run(run) -> TrialRun:
-
     tags, params = run.data.tags, run.data.params
     typed = from_dict(Hyperparameters, {k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS},
                       source=f"run {run.info.run_id}")
@@ -138,7 +137,6 @@ BEST_OF_TOP = 50
 
 
 def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
-
     by_group: dict[tuple, list[TrialRun]] = {}
     for run in runs:
         if run.status in COUNTED_STATUSES:

@@ -1,4 +1,5 @@
-"""TODO docstring
+"""The MLflow store: the tags istar-tune writes and the trial statuses, the store checks (scheme,
+reachability, existence), experiments and parent runs, the plan tag, and paged queries by tag.
 """
 
 from __future__ import annotations
@@ -135,7 +136,6 @@ SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "da
 def check_reachable(tracking_uri: str) -> None:
     """Fail with one clear line for an unknown scheme or a tracking server that does not answer in 5 s (MLflow
     itself retries an unreachable server for minutes)."""
-
     if not tracking_uri.startswith(SCHEMES):
         raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
                           f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or "
@@ -153,7 +153,6 @@ def check_reachable(tracking_uri: str) -> None:
 def check_store(tracking_uri: str) -> None:
     """As :func:`check_reachable`, and a local sqlite store to read from must exist (MLflow would create an empty
     one)."""
-
     check_reachable(tracking_uri)
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():
         raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "

@@ -1,4 +1,7 @@
-"""TODO docstring
+"""Writing trials' child runs: :class:`RunWriter`, background threads fed by the search's Tune callback,
+batched, retried on transient errors and flushed at the end, so a slow or briefly unreachable tracking server never
+blocks Tune's event loop. A trial's run is found again by its trial-id tag, so a resumed search continues the same
+runs instead of creating duplicates.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
     """Every hyperparameter of a trial, defaults filled in and λ resolved for the method."""
-
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     return {**as_dict(hparams), "lam": hparams.penalty_weight}

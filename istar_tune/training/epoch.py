@@ -1,4 +1,5 @@
-"""TODO docstring
+"""One training pass over the shuffled training data, shared by every method and stage, and the loss of
+each method: task loss + λ·penalty (I-STAR, CosReg) or the task loss alone (Base, IsoLayer's first stage).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""Evaluation after an epoch: the task metric(s) on the validation set, the IsoScore and IsoScore*
+(towards Σ_S with ``eval_zeta``) of its all-layer token cloud, and, with ``holdout``, the task metric on the held-out
+training examples that chooses the scored epoch.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """IsoLayer (the second paper): a d × d layer between the sentence embedding and the task head.
 
-Stage 1 fine-tunes the model as Base does (``train.py``), or starts from ``init_checkpoint``. Stage 2 freezes the
+Stage 1 fine-tunes the model as Base does (``loop.py``), or starts from ``init_checkpoint``. Stage 2 freezes the
 encoder and the head, inserts one identity-initialised linear layer on the sentence embedding that feeds the head
 (:class:`IsoLayerHook`), and trains only that layer with :class:`IsoLayerLoss`: ``α·L̂1 + (1 − α)·L̂2``, L1 the task
 loss, L2 = log(1/IsoScore) of the batch's sentence embeddings after the layer, both normalised by
 :class:`LossBalancer`. This module holds those pieces; stage 2 runs them through the same epoch loop as every method
-(``train.py``), which measures the sentence space before and after (:func:`sentence_space`, :class:`IsoLayerResult`).
+(``loop.py``), which measures the sentence space before and after (:func:`sentence_space`, :class:`IsoLayerResult`).
 
 Where the sentence embedding is found: the head is the part of the model outside ``model.base_model``; its first
 linear layer (in module order) takes the sentence embedding — BERT's and ALBERT's pooler output, DistilBERT's

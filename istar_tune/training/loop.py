@@ -1,4 +1,16 @@
-"""TODO docstring
+"""The one training path for every method and task.
+
+:func:`train` takes a run's :class:`~istar_tune.config.Hyperparameters` (what a search samples) and
+:class:`~istar_tune.config.RunSettings`, fine-tunes, evaluates after every epoch and hands each epoch's record to
+a reporter (the CLI prints it; a Ray trial reports it to Tune with a checkpoint). Methods differ only in the loss
+(:func:`~istar_tune.training.epoch.method_loss`); a method with a second stage (IsoLayer) runs it through the same
+epoch pass with its own loss and hook (``isolayer.py``), and every epoch of every stage ends with the same
+bookkeeping (:func:`_close_epoch`).
+
+Per epoch: the model trains with AdamW and the recipe's schedule (gradient accumulation, clipping, mixed precision on
+CUDA with the penalty in float32) against a Σ_S estimated from up to ``shrinkage_tokens`` training tokens (no
+gradient, streaming); then Σ_S is re-estimated from the updated model, and the validation set gives the task
+metric(s) and the IsoScore* of its all-layer token cloud shrunk towards that Σ_S with ``eval_zeta``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""Which epoch of a stage is scored: the last, or, with the ``holdout`` setting, the epoch of each stage
+whose task metric on held-out training examples is best; its weights are put back when the stage ends (``patience``
+ends it early), and every record then carries that epoch's validation measures as ``scored_<name>``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""TODO docstring
+"""A run's set-up, validated by loading it: device, precision, seeds, task data, tokenizer and model
+(:func:`prepare` builds the :class:`Run` every other training module takes), and the optimizer with the recipe's
+schedule (:func:`make_optimizer`).
 """
 
 from __future__ import annotations

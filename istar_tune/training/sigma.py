@@ -1,4 +1,6 @@
-"""TODO docstring
+"""Σ_S, the shrinkage covariance of I-STAR: the covariance of up to ``shrinkage_tokens`` training tokens,
+drawn in a seeded random order of the whole training set, a fresh draw per use (before training, after each epoch);
+and the token points the penalty, Σ_S and the eval IsoScore* all read (:func:`token_cloud`).
 """
 
 from __future__ import annotations

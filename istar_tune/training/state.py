@@ -1,4 +1,6 @@
-"""TODO docstring
+"""What a run writes: the resumable state a reporter checkpoints after every epoch (tensors and plain
+data), the output folder's ``config.yaml``, ``metrics.json`` and best checkpoint, and the hand-over of a record
+(with its state folder) to the reporter.
 """
 
 from __future__ import annotations

@@ -1,5 +1,3 @@
-"""The rehearsal stand-in: its cost model and its landscape (the Ray side is in test_scale.py)."""
-
 from __future__ import annotations
 
 import itertools
@@ -9,7 +7,6 @@ import sys
 import pytest
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.cost import trial_seconds
 from istar_tune.search.simulate import OPTIMUM_CANDIDATES, Simulation, epoch_metrics, expected_score, optimum
 
 
@@ -48,15 +45,6 @@ def test_metrics_are_deterministic_and_seeds_vary_them_within_the_noise():
     assert all(abs(v - expected_score(config)) <= 0.002 for v in seeded)
     # earlier epochs score lower: the curve rises to the final value
     assert epoch_metrics(config, 1, simulation)["accuracy"] < first["accuracy"]
-
-
-def test_the_cost_model_grows_with_data_epochs_and_small_batches_and_i_star_costs_more():
-    base = {"model": "bert", "task": "rte", "method": "base", "learning_rate": 3e-5, "batch_size": 32, "epochs": 3}
-    assert trial_seconds({**base, "task": "qqp"}) > 50 * trial_seconds(base) / 2
-    assert trial_seconds({**base, "epochs": 5}) > trial_seconds(base)
-    assert trial_seconds({**base, "batch_size": 8}) > trial_seconds(base)
-    assert trial_seconds({**base, "method": "istar"}) > trial_seconds(base)
-    assert trial_seconds({**base, "model": "distilbert"}) < trial_seconds(base)
 
 
 def test_simulation_settings_are_validated():

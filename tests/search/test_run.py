@@ -13,7 +13,7 @@ from istar_tune.search.space_file import load_search_space
 from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
-SMOKE = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
+SMOKE = Path(__file__).resolve().parents[2] / "search_spaces" / "smoke.yaml"
 
 
 @pytest.fixture(scope="module")

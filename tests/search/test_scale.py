@@ -31,19 +31,6 @@ settings: {{checkpoint: resume}}
 """
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    patch = pytest.MonkeyPatch()
-    patch.setenv("RAY_AUTH_MODE", "disabled")
-    patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield
-    ray.shutdown()
-    patch.undo()
-
-
 def _space(tmp_path: Path, name: str, text: str = SPACE):
     path = tmp_path / f"{name}.yaml"
     path.write_text(text.format(name=name))

@@ -1,20 +1,16 @@
-"""The searcher and scheduler that keep the groups of one Tune experiment apart (without a Ray cluster)."""
-
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from ray.tune.search import Searcher
 
 from istar_tune.search.cost import trial_seconds
 from istar_tune.search.plan import group_plans, plan
-from istar_tune.search.scheduler import GroupScheduler
 from istar_tune.search.searcher import GroupPlan, GroupSearcher, grid_configs
 from istar_tune.search.space import Domain
 from istar_tune.search.space_file import load_search_space
 
-SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 def test_grid_configs_are_the_product_of_the_grids_times_the_repeats():
@@ -71,22 +67,6 @@ def test_optuna_groups_get_their_own_study_and_budget():
     assert sorted(c["task"] for c in handed) == ["mrpc"] * 40 + ["rte"] * 40
     assert all(-5 <= c["lam"] <= 5 and 0.2 <= c["zeta"] <= 0.8 and c["grad_accum"] == 2 for c in handed)
     assert len({id(p.searcher) for p in searcher.plans}) == 2
-
-
-def test_the_scheduler_stops_trials_only_against_their_own_group():
-    scheduler = GroupScheduler({"m/a/istar": 3, "m/b/istar": 3}, grace_period=1, reduction_factor=2)
-
-    def trial(trial_id, task):
-        return SimpleNamespace(trial_id=trial_id, config={"model": "m", "task": task, "method": "istar"})
-
-    trials = [trial("a1", "a"), trial("a2", "a"), trial("b1", "b")]
-    for t in trials:
-        scheduler.on_trial_add(None, t)
-    assert scheduler.on_trial_result(None, trials[0], {"training_iteration": 1, "objective": 0.9}) == "CONTINUE"
-    assert scheduler.on_trial_result(None, trials[1], {"training_iteration": 1, "objective": 0.1}) == "STOP"
-    # group b's first trial is weak compared to group a, but alone in its group: it goes on
-    assert scheduler.on_trial_result(None, trials[2], {"training_iteration": 1, "objective": 0.05}) == "CONTINUE"
-    assert set(scheduler.schedulers) == {"m/a/istar", "m/b/istar"}
 
 
 def test_optuna_studies_live_in_a_database_and_start_from_the_given_points(tmp_path):

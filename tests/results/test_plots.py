@@ -1,25 +1,24 @@
 from __future__ import annotations
 
 import pytest
-from test_tables import _trial
 
 from istar_tune import tracking
 from istar_tune.results.plots import lambda_points, write_plots
 
 
 @pytest.fixture
-def search_store(tmp_path):
+def search_store(log_trial, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))
     parent = tracking.parent_run(client, exp, "s", {})
     for i, (acc, iso) in enumerate([(0.80, 0.20), (0.82, 0.22)]):
-        _trial(client, exp, f"b{i}", "minilm", "sst2", "base",
+        log_trial(client, exp, f"b{i}", "minilm", "sst2", "base",
                {"accuracy": [0.7, acc], "eval_isoscore_star": [0.3, iso]})
     for i, (acc, iso) in enumerate([(0.70, 0.02), (0.74, 0.04)]):
-        _trial(client, exp, f"n{i}", "minilm", "sst2", "istar", {"accuracy": [acc], "eval_isoscore_star": [iso]},
+        log_trial(client, exp, f"n{i}", "minilm", "sst2", "istar", {"accuracy": [acc], "eval_isoscore_star": [iso]},
                lam=-5.0)
-    _trial(client, exp, "p0", "minilm", "sst2", "istar", {"accuracy": [0.75], "eval_isoscore_star": [0.45]}, lam=5.0)
+    log_trial(client, exp, "p0", "minilm", "sst2", "istar", {"accuracy": [0.75], "eval_isoscore_star": [0.45]}, lam=5.0)
     return uri, client, parent
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GLUE
 
 from istar_tune import tracking
 from istar_tune.cli import main
@@ -11,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def local_ray(monkeypatch):
+def ray_env(monkeypatch):
     import ray
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -30,9 +29,9 @@ def _table(lines: list[str], title: str) -> list[list[str]]:
     return rows
 
 
-def test_demo_smoke_prints_the_tables_mlflow_holds(local_ray, tmp_path, capsys):
+def test_demo_smoke_prints_the_tables_mlflow_holds(glue, ray_env, tmp_path, capsys):
     storage = tmp_path / "istar-runs"
-    assert main(["demo", "--smoke", "--data-dir", str(GLUE), "--storage-path", str(storage)]) == 0
+    assert main(["demo", "--smoke", "--data-dir", str(glue), "--storage-path", str(storage)]) == 0
     lines = capsys.readouterr().out.splitlines()
     uri = default_tracking_uri(storage)
     runs = tracking.trial_runs(uri, "demo-smoke")
@@ -58,7 +57,7 @@ def test_demo_smoke_prints_the_tables_mlflow_holds(local_ray, tmp_path, capsys):
     assert ui and uri in ui[0]
 
     # Running it again reuses every finished trial: no new runs.
-    assert main(["demo", "--smoke", "--data-dir", str(GLUE), "--storage-path", str(storage)]) == 0
+    assert main(["demo", "--smoke", "--data-dir", str(glue), "--storage-path", str(storage)]) == 0
     assert len(tracking.trial_runs(uri, "demo-smoke")) == 6
 
 

@@ -10,34 +10,19 @@ from istar_tune.cli import main
 from istar_tune.results.tables import build_table, render
 
 
-def _trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", **params):
-    """A child run shaped as the search's MLflow logger writes it; ``metric_values``: metric → per-epoch values."""
-    from mlflow.entities import Metric, Param
-
-    config = {"model": model, "task": task, "method": method, "batch_size": 16, "epochs": len(
-        next(iter(metric_values.values()))), "learning_rate": 3e-5, "seed": 42, **params}
-    run = client.create_run(experiment_id, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SEARCH: "s",
-                                                 tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
-                                                 tracking.TAG_GROUP: f"{model}/{task}/{method}"})
-    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in config.items()],
-                     metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
-                              for epoch, v in enumerate(values)])
-    client.set_terminated(run.info.run_id, "FAILED" if status == "failed" else "FINISHED")
-
-
 @pytest.fixture
-def store(tmp_path):
+def store(log_trial, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))
     # minilm / sst2: two base trials (the second is better after its last epoch, the first at its best epoch).
-    _trial(client, exp, "b1", "minilm", "sst2", "base", {"accuracy": [0.90, 0.80]}, learning_rate=1e-5)
-    _trial(client, exp, "b2", "minilm", "sst2", "base", {"accuracy": [0.70, 0.85]}, learning_rate=5e-5)
-    _trial(client, exp, "bx", "minilm", "sst2", "base", {"accuracy": [0.99]}, status="failed")  # not counted
-    _trial(client, exp, "i1", "minilm", "sst2", "istar", {"accuracy": [0.86]}, lam=-1.0, zeta=0.2)
-    _trial(client, exp, "i2", "minilm", "sst2", "istar", {"accuracy": [0.84]}, lam=5.0, zeta=0.8)
+    log_trial(client, exp, "b1", "minilm", "sst2", "base", {"accuracy": [0.90, 0.80]}, learning_rate=1e-5)
+    log_trial(client, exp, "b2", "minilm", "sst2", "base", {"accuracy": [0.70, 0.85]}, learning_rate=5e-5)
+    log_trial(client, exp, "bx", "minilm", "sst2", "base", {"accuracy": [0.99]}, status="failed")  # not counted
+    log_trial(client, exp, "i1", "minilm", "sst2", "istar", {"accuracy": [0.86]}, lam=-1.0, zeta=0.2)
+    log_trial(client, exp, "i2", "minilm", "sst2", "istar", {"accuracy": [0.84]}, lam=5.0, zeta=0.8)
     # minilm / cola: mcc; one istar trial only.
-    _trial(client, exp, "c1", "minilm", "cola", "istar", {"mcc": [0.41], "accuracy": [0.7]}, lam=-3.0, zeta=0.4)
+    log_trial(client, exp, "c1", "minilm", "cola", "istar", {"mcc": [0.41], "accuracy": [0.7]}, lam=-3.0, zeta=0.4)
     return uri, client
 
 
@@ -88,17 +73,17 @@ def test_lambda_zeta_table_with_the_paper_beside_ours(store):
     assert against.iloc[1]["average"] == "— (paper -1.44 | 0.36; its cells average -1.444 | 0.378)"
 
 
-def test_seeds_table_mean_std_best_marker_and_welch_test(tmp_path):
+def test_seeds_table_mean_std_best_marker_and_welch_test(log_trial, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     exp = tracking.ensure_experiment(client, "seeds", str(tmp_path / "artifacts"))
     istar = [0.930, 0.928, 0.931, 0.929, 0.932]
     base = [0.920, 0.921, 0.919, 0.922, 0.918]
     for i, (a, b) in enumerate(zip(istar, base)):
-        _trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i)
-        _trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i)
+        log_trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i)
+        log_trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i)
     for i, (f1, em) in enumerate([(87.0, 80.0), (88.0, 81.0)]):
-        _trial(client, exp, f"q{i}", "bert", "squad", "base", {"f1": [f1], "exact_match": [em]}, seed=i)
+        log_trial(client, exp, f"q{i}", "bert", "squad", "base", {"f1": [f1], "exact_match": [em]}, seed=i)
     assert ttest_ind([100 * v for v in istar], [100 * v for v in base], equal_var=False,
                      alternative="greater").pvalue < 0.05
     table = build_table(uri, "seeds", "seeds", tasks=["sst2", "squad"])
@@ -145,7 +130,8 @@ def test_table_command_and_its_errors(store, tmp_path, capsys):
     assert "cannot reach the MLflow server" in capsys.readouterr().err
 
 
-def test_isolayer_seeds_show_the_median_and_the_ev_of_the_median_ev1_run_scored_at_the_chosen_epoch(tmp_path):
+def test_isolayer_seeds_show_the_median_and_the_ev_of_the_median_ev1_run_scored_at_the_chosen_epoch(log_trial,
+                                                                                                    tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     exp = tracking.ensure_experiment(client, "iso", str(tmp_path / "artifacts"))
@@ -153,7 +139,7 @@ def test_isolayer_seeds_show_the_median_and_the_ev_of_the_median_ev1_run_scored_
     scored = [0.70, 0.74, 0.71, 0.60, 0.90]
     ev1 = [0.30, 0.50, 0.20, 0.40, 0.10]  # the median EV_1 (0.30) is seed 0's run
     for i, (value, ev) in enumerate(zip(scored, ev1)):
-        _trial(client, exp, f"s{i}", "bert", "rte", "isolayer",
+        log_trial(client, exp, f"s{i}", "bert", "rte", "isolayer",
                {"accuracy": [0.55], "scored_accuracy": [value], "sentence_ev1": [0.99],
                 "scored_sentence_ev1": [ev], "scored_sentence_ev2": [ev + 0.2], "scored_sentence_ev3": [ev + 0.3]},
                seed=i, alpha=0.5)

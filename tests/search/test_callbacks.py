@@ -1,0 +1,65 @@
+"""The Tune callbacks: the MLflow logger gives every trial of its search one child run with its params, per-epoch
+metrics and final status; the printer writes one line per event."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from istar_tune import tracking
+from istar_tune.search.callbacks import MlflowTrialLogger, ProgressPrinter
+
+
+def _trial(trial_id, search="s", epochs=2, error_file=None):
+    config = {"model": "tiny-bert", "task": "rte", "method": "istar", "epochs": epochs, "learning_rate": 1e-4,
+              "lam": -1.0, "zeta": 0.2, "search": search}
+    return SimpleNamespace(trial_id=trial_id, config=config, last_result={}, error_file=error_file, num_failures=1,
+                           get_error=lambda: None)
+
+
+def test_each_trial_of_the_search_gets_one_run_with_its_records_and_status(mlflow_store, tmp_path):
+    uri, client, experiment = mlflow_store
+    parent = tracking.parent_run(client, experiment, "s", {})
+    logger = MlflowTrialLogger(uri, "s", parent, experiment, {"istar_tune.stage": "search"}, threads=2)
+    finished, stopped, failed, open_, other = (_trial("t1"), _trial("t2", epochs=3), _trial("t3"), _trial("t4"),
+                                               _trial("x1", search="another"))
+    error = tmp_path / "error.txt"
+    error.write_text("Traceback (most recent call last):\nRuntimeError: CUDA out of memory")
+    failed.error_file = str(error)
+    for trial in (finished, stopped, failed, open_, other):
+        logger.on_trial_start(0, [], trial)
+    for trial in (finished, stopped):
+        for epoch in (1, 2):
+            trial.last_result = {"epoch": epoch, "accuracy": 0.5 + epoch / 10, "node_id": "n1"}
+            logger.on_trial_result(0, [], trial, trial.last_result)
+        logger.on_trial_complete(0, [], trial)
+    logger.on_trial_error(0, [], failed)
+    logger.interrupt("interrupted by a signal")
+    assert logger.close(timeout=60)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
+                                                                               **{tracking.TAG_ROLE: "trial"})}
+    assert set(runs) == {"t1", "t2", "t3", "t4"}  # the other search's trial is not logged here
+    status = {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()}
+    assert status == {"t1": ("finished", "FINISHED"), "t2": ("stopped_early", "FINISHED"),
+                      "t3": ("failed", "FAILED"), "t4": ("interrupted", "KILLED")}
+    assert runs["t3"].data.tags[tracking.TAG_ERROR] == "RuntimeError: CUDA out of memory"
+    assert runs["t2"].data.tags["istar_tune.stopped_after_epoch"] == "2"
+    assert runs["t1"].data.params["learning_rate"] == "0.0001" and runs["t1"].data.tags[tracking.TAG_NODE] == "n1"
+    history = client.get_metric_history(runs["t1"].info.run_id, "accuracy")
+    assert [(m.step, round(m.value, 3)) for m in history] == [(1, 0.6), (2, 0.7)]
+    assert runs["t1"].data.tags[tracking.TAG_PARENT] == parent
+
+
+def test_the_printer_writes_epochs_in_small_searches_and_every_end():
+    lines = []
+    printer = ProgressPrinter(total=2, write=lines.append)
+    trial = _trial("t1")
+    printer.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.625, "epoch_time_s": 12.0})
+    trial.last_result = {"accuracy": 0.75}
+    printer.on_trial_complete(0, [], trial)
+    printer.on_trial_error(0, [], _trial("t2"))
+    assert lines == ["  trial t1 epoch 1: accuracy 0.6250 (12 s)",
+                     "[1/2] trial t1 done (tiny-bert/rte/istar: accuracy 0.7500)",
+                     "[2/2] trial t2 FAILED: unknown error"]
+    quiet = ProgressPrinter(total=ProgressPrinter.EPOCH_LINES_UP_TO + 1, write=lines.append)
+    quiet.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.5})
+    assert len(lines) == 3

@@ -1,0 +1,48 @@
+"""The cluster a search runs on: trial slots, a loopback-only local instance, Tune's settings left to the user."""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from istar_tune.search import cluster
+from istar_tune.search.space import SearchSpace
+
+
+def _space(**resources) -> SearchSpace:
+    return SearchSpace(path="s.yaml", name="s", models=("bert",), tasks=("rte",), methods=("base",), **resources)
+
+
+def test_slots_are_what_the_scarcest_resource_holds():
+    assert cluster.slots({"CPU": 16.0, "GPU": 4.0}, _space(cpu=2.0, gpu=1.0)) == 4
+    assert cluster.slots({"CPU": 16.0, "GPU": 4.0}, _space(cpu=2.0, gpu=0.5)) == 8
+    assert cluster.slots({"CPU": 3.0}, _space(cpu=1.0)) == 3
+
+
+def test_a_local_instance_listens_on_loopback_only(monkeypatch):
+    monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
+    cluster.loopback_only()
+    assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+
+
+def test_tune_settings_follow_the_search_unless_the_user_set_them(monkeypatch):
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 64.0, "GPU": 16.0})
+    for name in ("TUNE_GLOBAL_CHECKPOINT_S", "TUNE_MAX_PENDING_TRIALS_PG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cluster, "_USER_PENDING", None)
+    monkeypatch.setattr(cluster, "_USER_CHECKPOINT_S", None)
+    cluster.tune_environment(100, _space(cpu=1.0, gpu=1.0))
+    assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1" and os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "16"
+    cluster.tune_environment(5000, _space(cpu=1.0, gpu=1.0))
+    assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "auto"
+    monkeypatch.setattr(cluster, "_USER_PENDING", "3")
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "3")
+    cluster.tune_environment(100, _space(cpu=1.0, gpu=1.0))
+    assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "3"
+
+
+def test_the_run_config_keeps_every_checkpoint_and_retries_as_the_space_says(tmp_path):
+    config = cluster.run_config(_space(max_failures=3), "s", str(tmp_path), [])
+    assert config.failure_config.max_failures == 3 and config.checkpoint_config.num_to_keep is None
+    assert config.name == "s" and config.storage_path == str(tmp_path)

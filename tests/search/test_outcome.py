@@ -1,0 +1,59 @@
+"""A search's outcome from Tune's results: each trial's status, each group's best (the one best-trial rule), the
+summary text and the exit code."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from istar_tune.search.outcome import SearchSummary, exit_code, expected_trials, group_outcomes
+from istar_tune.search.plan import PlannedGroup
+from istar_tune.search.space import Group
+
+
+def _result(trial_id, value, epochs, error=None, **config):
+    config = {"model": "bert", "task": "rte", "method": "istar", "epochs": 3, "search": "s", **config}
+    return SimpleNamespace(config=config, error=error, path=f"/runs/{trial_id}",
+                           metrics={"trial_id": trial_id, "epoch": epochs, "objective": value, "timestamp": 1.0})
+
+
+PLANNED = [PlannedGroup(group=Group("bert", "rte", "istar", {}), trials=5)]
+
+
+def test_each_trial_gets_its_status_and_the_group_its_best():
+    results = [_result("t3", 0.7, 3), _result("t1", 0.7, 3), _result("t2", 0.9, 1),
+               _result("t4", 0.95, 3, error=RuntimeError("Traceback ...\nValueError: the loss became nan")),
+               _result("t5", 0.99, 2), _result("other", 1.0, 3, search="another")]
+    statuses = {"t5": "RUNNING"}
+    (outcome,) = group_outcomes(PLANNED, results, statuses, "s")
+    by_id = {t.trial_id: t for t in outcome.trials}
+    assert set(by_id) == {"t1", "t2", "t3", "t4", "t5"}  # another search's trial is not this search's
+    assert [by_id[t].status for t in ("t1", "t2", "t3", "t4", "t5")] == \
+        ["finished", "stopped_early", "finished", "failed", "interrupted"]
+    assert by_id["t4"].error == "ValueError: the loss became nan"
+    assert outcome.best.trial_id == "t2"  # failed and interrupted trials never win; a stopped one counts
+    (tie,) = group_outcomes(PLANNED, [results[0], results[1]], {}, "s")
+    assert tie.best.trial_id == "t1"  # ties go to the lowest trial id, as in the tables
+
+
+def test_the_summary_reports_counts_the_best_configuration_and_failures():
+    results = [_result("t1", 0.7, 3, learning_rate=3e-5, lam=-1.0, zeta=0.2),
+               _result("t2", None, 1, error=RuntimeError("OSError: disk full"))]
+    groups = group_outcomes(PLANNED, results, {}, "s")
+    summary = SearchSummary(name="s", storage_path="/runs", tracking_uri="sqlite:///m.db", groups=groups,
+                            planned_trials=5)
+    text = summary.report()
+    assert text.startswith("search s: 2 trials, 1 finished, 0 stopped early, 1 failed")
+    assert "bert/rte/istar: best accuracy 0.7000 with learning_rate=3e-05" in text and "lam=-1.0" in text
+    assert "FAILED bert/rte/istar trial t2: OSError: disk full" in text
+    assert exit_code(summary) == 1
+    summary.interrupted = "interrupted by a signal"
+    assert exit_code(summary) == 130 and "INTERRUPTED (interrupted by a signal): 3 of 5" in summary.report()
+
+
+def test_seeds_of_a_group_whose_source_scored_nothing_are_not_expected():
+    source = PlannedGroup(group=Group("bert", "rte", "istar", {}), trials=2)
+    seeds = PlannedGroup(group=Group("bert", "rte", "istar", {}), trials=3, after="s:bert/rte/istar")
+    failed = group_outcomes([source], [_result("t1", None, 1, error=RuntimeError("x"))], {}, "s")
+    assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*failed, *failed]}) == 2
+    scored = group_outcomes([source], [_result("t1", 0.6, 3)], {}, "s")
+    assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*scored, *scored]}) == 5

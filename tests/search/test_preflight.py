@@ -1,0 +1,47 @@
+"""The checks before a search starts anything: each returns its problems, and run_checks raises them all at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.errors import ConfigError
+from istar_tune.search import preflight
+
+
+def test_storage_that_is_a_file_or_not_writable_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert preflight.check_storage(str(tmp_path / "new" / "runs")) == []
+    assert "is a file" in preflight.check_storage(str(tmp_path / "file" / "runs"))[0]
+    assert preflight.check_storage("s3://bucket/runs") == []
+
+
+def test_tracking_uris_with_an_unknown_scheme_or_a_silent_server_are_refused():
+    assert "unknown scheme" in preflight.check_tracking("ftp://host/x")[0]
+    assert "cannot reach" in preflight.check_tracking("http://127.0.0.1:9")[0]
+    assert preflight.check_tracking("sqlite:///anywhere.db") == []
+
+
+def test_data_is_parsed_as_the_trials_read_it(glue_tiny, tmp_path):
+    assert preflight.check_data(["rte", "sst2"], str(glue_tiny)) == []
+    (tmp_path / "RTE").mkdir()
+    problems = preflight.check_data(["rte"], str(tmp_path))
+    assert len(problems) == 1 and "RTE" in problems[0]
+
+
+def test_a_max_length_past_the_models_positions_is_refused():
+    assert preflight.check_models(["tiny-bert"], 32) == []
+    assert "positions" in preflight.check_models(["tiny-bert"], 100_000)[0]
+
+
+def test_resources_no_node_can_hold_are_refused_with_what_the_cluster_has():
+    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0}}, {"Alive": False, "Resources": {"GPU": 8.0}}]
+    assert preflight.check_resources(1, 1, nodes) == []
+    problem = preflight.check_resources(1, 2, nodes)[0]
+    assert "1 GPU(s) in 1 node(s)" in problem
+
+
+def test_run_checks_raises_every_problem_together():
+    with pytest.raises(ConfigError) as err:
+        preflight.run_checks([("a", lambda: ["first"]), ("b", lambda: []), ("c", lambda: ["second"])])
+    assert err.value.problems == ["first", "second"]
+    assert preflight.run_checks([("a", lambda: [])]) >= 0

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from istar_tune.cli import main
+from istar_tune.errors import ConfigError
+from istar_tune.search.space_file import load_search_space
+
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SHIPPED = sorted(SPACES.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_space_loads_and_validates(path):
+    space = load_search_space(path)
+    assert space.models and space.tasks and space.methods
+    space.run_settings()  # its settings are valid RunSettings
+    if space.stage == "search":
+        assert all(space.trials_in(g) >= 1 for g in space.groups())
+
+
+BASE = """\
+name: bad
+models: [tiny-bert]
+tasks: [sst2]
+methods: [base, istar]
+hyperparameters:
+  learning_rate: {grid: [1.0e-3]}
+"""
+
+BAD_SPACES = {
+    "unknown top-level key": (BASE + "colour: red\n", "colour: unknown key"),
+    "unknown hyperparameter": (BASE + "  dropout: 0.1\n", "hyperparameters.dropout: unknown hyperparameter"),
+    "wrong type": (BASE + "  batch_size: big\n", "batch_size must be an integer, got 'big'"),
+    "empty grid": (BASE + "  epochs: {grid: []}\n", "grid needs a non-empty list"),
+    "zeta outside [0, 1]": (BASE + "  zeta: {grid: [0.2, 1.5]}\n", "zeta must lie in [0, 1], got 1.5"),
+    "unknown task": (BASE.replace("[sst2]", "[sst2, mnli]"), "unknown task 'mnli'"),
+    "unknown method": (BASE.replace("[base, istar]", "[base, isotropy]"), "unknown method 'isotropy'"),
+    "unknown algorithm": (BASE + "search: {algorithm: bayes}\n", "search.algorithm: must be one of grid, optuna"),
+    "loguniform at zero": (BASE + "  weight_decay: {loguniform: [0, 0.1]}\n", "loguniform needs low > 0"),
+    "range the wrong way": (BASE + "  warmup_ratio: {uniform: [0.5, 0.1]}\n", "uniform needs [low, high]"),
+    "grid with optuna": (BASE + "search: {algorithm: optuna}\n", "grid values need search.algorithm: grid"),
+    "negative gpu": (BASE + "resources: {cpu: 1, gpu: -1}\n", "resources.gpu: must be a non-negative number"),
+    "empty models": (BASE.replace("[tiny-bert]", "[]"), "models: must be a non-empty list"),
+    "unknown scheduler": (BASE + "scheduler: {type: hyperband}\n", "scheduler.type: must be one of none, asha"),
+    "unknown setting": (BASE + "settings: {max_len: 64}\n", "unknown key 'max_len'"),
+    "seeds stage without seeds": (BASE + "stage: seeds\nbest_of: [x]\n", "seeds: must be a non-empty list"),
+    "not YAML": ("name: [unclosed\n", "not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_SPACES))
+def test_bad_spaces_fail_with_one_line_and_exit_2_before_ray_starts(kind, tmp_path, capsys):
+    import ray
+
+    text, message = BAD_SPACES[kind]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["search", str(path), "--storage-path", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("istar-tune: error:") and "\n" not in err
+    assert message in err and str(path) in err
+    assert not ray.is_initialized()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_all_problems_of_a_space_are_listed_together(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE + "  zeta: 3\n  batch_size: 0\ncolour: red\n")
+    with pytest.raises(ConfigError) as err:
+        load_search_space(path)
+    assert len(err.value.problems) == 3

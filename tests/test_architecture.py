@@ -1,0 +1,172 @@
+"""The house rules, read from the code: floors (ARCHITECTURE.md's table), no import circle, module and function
+sizes, light imports where they are promised, and a test module for each module with logic."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "istar_tune"
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def floors(text: str) -> dict[str, int]:
+    """Module → floor, from the floors table of ARCHITECTURE.md (`x.py` is a module, `pkg/` every module in it)."""
+    table = {}
+    for row in re.findall(r"^\| (\d+)\. [^|]+\| ([^|]+) \|", text, flags=re.M):
+        floor, cell = int(row[0]), row[1]
+        for item in re.findall(r"`([^`]+)`", cell):
+            if item.endswith("/"):
+                prefix = "istar_tune." + item.rstrip("/").replace("/", ".")
+                table.update({m: floor for m in MODULES if m == prefix or m.startswith(prefix + ".")})
+            else:
+                name = "istar_tune." + item.removesuffix(".py").replace("/", ".")
+                table["istar_tune" if name == "istar_tune.__init__" else name] = floor
+    return table
+
+
+def imports(path: Path) -> set[str]:
+    """The package's modules ``path`` imports, at any depth (inside functions too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "istar_tune":
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "istar_tune"}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: imports(path) - {name} for name, path in MODULES.items()}
+
+
+def upward(edges: dict[str, set[str]], floor_of: dict[str, int]) -> list[str]:
+    return sorted(f"{a} (floor {floor_of[a]}) imports {b} (floor {floor_of[b]})"
+                  for a, targets in edges.items() for b in targets if floor_of[b] > floor_of[a])
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, as the path around it; None when there is none."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for target in sorted(edges.get(node, ())):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_every_module_has_one_floor_in_architecture_md():
+    table = floors((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert sorted(set(MODULES) - set(table)) == [], "add these modules to the floors table of ARCHITECTURE.md"
+    assert sorted(set(table) - set(MODULES)) == [], "the floors table names modules that do not exist"
+
+
+def test_no_import_points_up_or_around_in_a_circle():
+    table = floors((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    edges = graph()
+    assert upward(edges, table) == []
+    assert cycle(edges) is None
+
+
+def test_the_checks_find_a_planted_circle_and_a_planted_upward_import():
+    planted = {"istar_tune.a": {"istar_tune.b"}, "istar_tune.b": {"istar_tune.c"}, "istar_tune.c": {"istar_tune.a"}}
+    assert cycle(planted) == ["istar_tune.a", "istar_tune.b", "istar_tune.c", "istar_tune.a"]
+    edges = {**graph(), "istar_tune.metrics": {"istar_tune.results.tables"}}
+    table = floors((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert upward(edges, table) == ["istar_tune.metrics (floor 1) imports istar_tune.results.tables (floor 6)"]
+
+
+def test_the_floors_table_reads_packages_and_files(tmp_path):
+    text = "| 0. facts | `errors.py` | x |\n| 3. one run | `training/` | y |\n"
+    table = floors(text)
+    assert table["istar_tune.errors"] == 0 and table["istar_tune.training.loop"] == 3
+    assert table["istar_tune.training"] == 3
+
+
+def test_imports_inside_functions_are_read(tmp_path):
+    source = tmp_path / "module.py"
+    source.write_text("from istar_tune import tracking\n\n\ndef f():\n    from istar_tune.search import preflight\n"
+                      "    import istar_tune.results.tables\n")
+    assert imports(source) == {"istar_tune.tracking", "istar_tune.search.preflight", "istar_tune.results.tables"}
+
+
+def test_modules_and_functions_fit_one_sitting():
+    long_modules = {name: n for name, path in MODULES.items()
+                    if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    long_functions = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    long_functions[f"{name}.{node.name}"] = n
+    assert long_modules == {} and long_functions == {}
+
+
+LIGHT = ["istar_tune", "istar_tune.config", "istar_tune.tracking", "istar_tune.results.tables",
+         "istar_tune.results.status", "istar_tune.search.space_file", "istar_tune.search.plan",
+         "istar_tune.search.simulate", "istar_tune.search.run", "istar_tune.cli"]
+
+
+def test_light_modules_load_neither_torch_nor_ray():
+    code = (f"import sys, {', '.join(LIGHT)}; "
+            "print(sorted(m for m in ('torch', 'ray', 'transformers', 'datasets') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _has_logic(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in MODULES.items() if p.stem not in ("__init__", "__main__")))
+def test_each_module_with_logic_has_its_test_module(name):
+    path = MODULES[name]
+    if not _has_logic(path):
+        pytest.skip(f"{name} holds no function or class")
+    relative = path.relative_to(PACKAGE)
+    expected = ROOT / "tests" / relative.parent / f"test_{relative.stem}.py"
+    assert expected.is_file(), f"{name} has logic but no {expected.relative_to(ROOT)}"
+
+
+def test_no_test_imports_another_test_file():
+    offenders = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and \
+                    node.module.split(".")[-1].startswith(("test_", "conftest")):
+                offenders.append(f"{path.relative_to(ROOT)}: from {node.module}")
+            elif isinstance(node, ast.Import):
+                offenders += [f"{path.relative_to(ROOT)}: import {a.name}" for a in node.names
+                              if a.name.split(".")[-1].startswith(("test_", "conftest"))]
+    assert offenders == []

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import pytest
+
+from istar_tune import tracking
+
+CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
+          "epochs": 2, "lam": -1.0, "zeta": 0.2}
+
+
+def test_find_runs_reads_every_page(mlflow_store, monkeypatch):
+    uri, client, experiment = mlflow_store
+    for index in range(7):
+        client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: f"t{index}"})
+    client.create_run(experiment, tags={tracking.TAG_ROLE: "search"})
+    monkeypatch.setattr(tracking.store, "PAGE_SIZE", 3)
+    runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+    assert sorted(r.data.tags[tracking.TAG_TRIAL_ID] for r in runs) == [f"t{i}" for i in range(7)]
+
+
+@pytest.mark.parametrize("value", ["it's", 'say "hi"', "back\\slash", "tick`s"])
+def test_tag_values_with_quotes_are_matched_exactly(mlflow_store, value):
+    _, client, experiment = mlflow_store
+    client.create_run(experiment, tags={tracking.TAG_SEARCH: value})
+    client.create_run(experiment, tags={tracking.TAG_SEARCH: value + "x"})
+    assert len(tracking.find_runs(client, experiment, **{tracking.TAG_SEARCH: value})) == 1
+
+
+def test_searches_starting_together_create_a_new_sqlite_store_once(tmp_path):
+    import threading
+
+    uri = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}"
+    errors = []
+
+    def start():
+        try:
+            tracking.prepare_store(uri)
+            client = tracking.client(uri)
+            tracking.ensure_experiment(client, f"e{threading.get_ident()}", str(tmp_path / "artifacts"))
+        except Exception as err:  # noqa: BLE001 - collected for the assertion
+            errors.append(err)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(tracking.client(uri).search_experiments()) == 4  # Default + one per search
+
+
+
+
+def test_plans_of_an_experiment_merge_and_groups_it_never_planned_are_not_queried(group_run, mlflow_store, monkeypatch):
+    uri, client, experiment = mlflow_store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search"}).info.run_id
+    tracking.record_plan(client, parent, {"bert/rte/istar": 6})
+    tracking.record_plan(client, parent, {"bert/mrpc/istar": 2})  # run again for another task: both kept
+    assert tracking.planned_groups(client, experiment) == {"bert/rte/istar", "bert/mrpc/istar"}
+    group_run(client, experiment, "t1", 0.7)
+    group_run(client, experiment, "t2", 0.6, task="mrpc")
+    queries = []
+    real = tracking.client
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def search_runs(self, experiment_ids, filter_string="", **kwargs):
+            queries.append(filter_string)
+            return self.inner.search_runs(experiment_ids, filter_string=filter_string, **kwargs)
+
+    monkeypatch.setattr(tracking.runs, "client", lambda u: Counting(real(u)))
+    groups = [("bert", task, "istar") for task in ("rte", "mrpc", "cola", "sst2")]
+    picked = tracking.best_trials(uri, "exp", groups=groups)
+    assert {k[1]: v.trial_id for k, v in picked.items()} == {"rte": "t1", "mrpc": "t2"}
+    group_queries = [q for q in queries if tracking.TAG_GROUP in q]
+    assert len(group_queries) == 2 and not any("cola" in q or "sst2" in q for q in group_queries)
+    # A plan that kept only its total says nothing of its groups: every group is asked for again.
+    client.set_tag(parent, tracking.TAG_PLAN, tracking.encode_plan({tracking.PLAN_TOTAL: 8}))
+    tracking.record_plan(client, parent, {"bert/cola/istar": 1})
+    assert tracking.planned_groups(client, experiment) is None
+    queries.clear()
+    assert {k[1] for k in tracking.best_trials(uri, "exp", groups=groups)} == {"rte", "mrpc"}
+    assert len({q for q in queries if tracking.TAG_GROUP in q}) == 4

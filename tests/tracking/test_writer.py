@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from istar_tune import tracking
+
+CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
+          "epochs": 2, "lam": -1.0, "zeta": 0.2}
+
+
+class Flaky:
+    """A client whose first ``failures`` writes raise, as a server that is briefly away would."""
+
+    def __init__(self, real, failures: int):
+        self.real, self.failures, self.calls = real, failures, 0
+
+    def __getattr__(self, name):
+        method = getattr(self.real, name)
+        if name not in ("log_batch", "create_run", "set_terminated", "update_run"):
+            return method
+
+        def call(*args, **kwargs):
+            self.calls += 1
+            if self.failures > 0:
+                self.failures -= 1
+                raise ConnectionError("tracking server unreachable")
+            return method(*args, **kwargs)
+        return call
+
+
+def test_the_writer_retries_until_the_store_answers_and_logs_each_epoch_once(mlflow_store):
+    uri, client, experiment = mlflow_store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search"}).info.run_id
+    flaky = Flaky(client, failures=3)
+    writer = tracking.RunWriter(uri, experiment, "exp", parent, {"extra": "1"}, threads=1,
+                                make_client=lambda _uri: flaky)
+    writer.start("t1", CONFIG)
+    for epoch in (1, 2, 2):  # epoch 2 re-reported, as after a restore
+        writer.metrics("t1", epoch, {"accuracy": 0.5 + epoch / 10, "epoch": epoch, "training_iteration": epoch})
+    writer.end("t1", "finished", "FINISHED")
+    assert writer.close(timeout=60)
+    assert flaky.calls > 3 and not writer.errors
+    runs = tracking.trial_runs(uri, "exp")
+    assert len(runs) == 1 and runs[0].status == "finished" and runs[0].config["lam"] == -1.0
+    history = client.get_metric_history(runs[0].run_id, "accuracy")
+    assert sorted((m.step, m.value) for m in history) == [(1, 0.6), (2, 0.7)]
+    assert client.get_run(runs[0].run_id).info.status == "FINISHED"
+    assert len(writer.latencies_ms) == 5
+
+
+def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_store):
+    uri, client, experiment = mlflow_store
+    first = tracking.RunWriter(uri, experiment, "exp", "p", {})
+    first.start("t1", CONFIG)
+    first.metrics("t1", 1, {"accuracy": 0.6})
+    assert first.close(timeout=30)
+    second = tracking.RunWriter(uri, experiment, "exp", "p", {})
+    second.start("t1", CONFIG)
+    second.metrics("t1", 1, {"accuracy": 0.99})  # already logged: skipped
+    second.metrics("t1", 2, {"accuracy": 0.7})
+    second.end("t1", "finished", "FINISHED")
+    assert second.close(timeout=30)
+    runs = tracking.trial_runs(uri, "exp")
+    assert len(runs) == 1
+    assert sorted((m.step, m.value) for m in client.get_metric_history(runs[0].run_id, "accuracy")) == \
+        [(1, 0.6), (2, 0.7)]

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from istar_tune.training.loop import train
+from istar_tune.training.state import CONFIG_FILE
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(make_hparams, make_settings, precision, monkeypatch,
+                                                                   tmp_path):
+    """autocast (bf16, or fp16 with the gradient scaler) runs on CPU as on a GPU; I-STAR's score gets float32."""
+    import torch
+
+    import istar_tune.losses as losses
+
+    seen = []
+    original = losses.isoscore_star
+
+    def spy(points, *args, **kwargs):
+        score = original(points, *args, **kwargs)
+        seen.append(score.dtype)
+        return score
+
+    monkeypatch.setattr(losses, "isoscore_star", spy)
+    scaled = []
+    original_scale = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale",
+                        lambda self, value: scaled.append(self.is_enabled()) or original_scale(self, value))
+    result = train(make_hparams(task="rte"), make_settings(precision=precision, max_train_samples=64,
+                                                  max_eval_samples=32, output_dir=str(tmp_path)))
+    import yaml
+
+    assert yaml.safe_load((tmp_path / CONFIG_FILE).read_text())["resolved"]["precision"] == \
+        {"bf16": "bfloat16", "fp16": "float16"}[precision]
+    assert math.isfinite(result.final["train_loss"]) and math.isfinite(result.final["accuracy"])
+    assert seen and set(seen) == {torch.float32}
+    assert scaled and all(scaled) == (precision == "fp16")  # the scaler is on for fp16 only

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.config import RunSettings
+from istar_tune.training.loop import train
+
+
+@pytest.mark.parametrize("recipe", ["paper", "modern"])
+def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping(make_hparams, make_settings,
+                                                                                 monkeypatch, recipe):
+    import torch
+
+    from istar_tune.training import loop as train_module
+    from istar_tune.training.setup import make_optimizer, prepare
+
+    run = prepare(make_hparams(weight_decay=0.01, warmup_ratio=0.1),
+                  make_settings(max_train_samples=64, recipe=recipe))
+    optimizer, scheduler, _ = make_optimizer(run, list(run.model.named_parameters()), 1e-3, 20, 0.1)
+    assert isinstance(optimizer, torch.optim.AdamW)
+    decays = {group["weight_decay"] for group in optimizer.param_groups}
+    rates = []
+    for _ in range(6):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    clipped = []
+    monkeypatch.setattr(train_module.torch.nn.utils, "clip_grad_norm_", lambda *a, **k: clipped.append(1))
+    train_module.train(make_hparams(), make_settings(max_train_samples=32, max_eval_samples=16, recipe=recipe))
+    if recipe == "paper":
+        assert decays == {0.0} and rates == [1e-3] * 6 and not clipped
+    else:
+        assert decays == {0.01, 0.0} and rates[0] == 0.0 and rates[1] > 0.0 and clipped  # warm-up, then clipping
+
+
+def test_the_paper_recipe_uses_fp16_with_a_scaler_on_cuda():
+    import torch
+
+    from istar_tune.training.setup import resolve_precision
+
+    assert resolve_precision("auto", torch.device("cuda"), "paper") == torch.float16
+    assert resolve_precision("auto", torch.device("cpu"), "paper") is None  # float32 on CPU, as every recipe
+
+
+def test_holdout_settings_are_checked(make_hparams, make_settings):
+    from istar_tune.config import from_dict
+    from istar_tune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="patience 2 needs a holdout"):
+        from_dict(RunSettings, {"patience": 2})
+    with pytest.raises(ConfigError, match="holdout must lie strictly between 0 and 1"):
+        from_dict(RunSettings, {"holdout": 1.0})
+    with pytest.raises(ConfigError, match="sentence-level tasks"):
+        train(make_hparams(task="squad"), make_settings(holdout=0.3))
