@@ -148,6 +148,8 @@ RECIPES = {
                     squad_window=384, squad_stride=128),
 }
 
+MIN_MAX_LENGTH = 8
+"""The shortest ``max_length`` accepted: [CLS], [SEP] (twice for a pair) and a few tokens of text."""
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 
@@ -178,14 +180,19 @@ def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
                 pass
         return value, f"{name} must be an integer, got {value!r}"
     if hint is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value), None
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value), None
+                number = float(value)
             except ValueError:
                 pass
-        return value, f"{name} must be a number, got {value!r}"
+        if number is None:
+            return value, f"{name} must be a number, got {value!r}"
+        if not math.isfinite(number):  # one rule for every float: NaN passes no comparison, inf none that matters
+            return value, f"{name} must be a finite number, got {value!r}"
+        return number, None
     if hint is str:
         if isinstance(value, (str, Path)):
             return str(value), None
@@ -243,8 +250,6 @@ def _range_problems(obj: Any) -> list[str]:
                      "isolayer_epochs"):
             positive(name, getattr(obj, name))
         positive("weight_decay", obj.weight_decay, strict=False)
-        if obj.lam is not None and not math.isfinite(obj.lam):
-            problems.append(f"lam must be a finite number, got {obj.lam}")
         for name in ("zeta", "alpha"):
             value = getattr(obj, name)
             if not 0.0 <= value <= 1.0:
@@ -256,6 +261,9 @@ def _range_problems(obj: Any) -> list[str]:
     elif isinstance(obj, RunSettings):
         for name in ("max_train_samples", "max_eval_samples", "max_length", "eval_batch_size", "shrinkage_tokens"):
             positive(name, getattr(obj, name))
+        if 0 < obj.max_length < MIN_MAX_LENGTH:
+            problems.append(f"max_length must be at least {MIN_MAX_LENGTH} tokens (the special tokens take 2 or 3 of "
+                            f"them), got {obj.max_length}")
         positive("max_grad_norm", obj.max_grad_norm, strict=False)
         if not 0.0 <= obj.eval_zeta <= 1.0:
             problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
@@ -306,7 +314,18 @@ def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyp
 
 class _Yaml12Loader(yaml.SafeLoader):
     """PyYAML's safe loader with YAML 1.2's float syntax: ``1e-5`` and ``3E+2`` are numbers, as people write
-    them (YAML 1.1, PyYAML's default, reads them as strings because they lack a dot)."""
+    them (YAML 1.1, PyYAML's default, reads them as strings because they lack a dot); a key given twice in one
+    mapping is an error, as YAML 1.2 says (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping: keep one", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Yaml12Loader.add_implicit_resolver(

@@ -98,6 +98,21 @@ CASES = {
     # istar-tune search (all refused before Ray starts)
     "search: space missing": (lambda t: ["search", str(t / "none.yaml")], "does not exist"),
     "search: unknown key": (lambda t: ["search", _space(t, SPACE + "colour: red\n")], "colour"),
+    "search: a key given twice": (lambda t: ["search", _space(t, SPACE + "tasks: [rte]\n")], "given twice"),
+    "search: NaN in a grid": (lambda t: ["search", _space(t, SPACE.replace("[1.0e-3]", "[.nan]"))], "finite"),
+    "search: inf as a constant": (lambda t: ["search", _space(t, SPACE.replace("epochs: 1", "epochs: 1\n  lam: .inf"))],
+                                  "lam must be a finite number"),
+    "search: seeds repeated": (lambda t: ["search", _space(
+        t, SPACE + "stage: seeds\nseeds: [1, 2, 1]\nbest_of: [x]\n")], "repeats 1"),
+    "search: ASHA grace period past the epochs": (lambda t: ["search", _space(
+        t, SPACE + "scheduler: {type: asha, grace_period: 3}\n")], "grace_period: 3 is more than the 1 epochs"),
+    "train: learning rate inf": (lambda t: [*TRAIN, "--lr", "inf"], "learning_rate must be a finite number"),
+    "train: learning rate nan": (lambda t: [*TRAIN, "--lr", "nan"], "learning_rate must be a finite number"),
+    "train: max grad norm nan": (lambda t: [*TRAIN, "--max-grad-norm", "nan"], "max_grad_norm must be a finite"),
+    "train: lam -inf": (lambda t: [*TRAIN, "--lam=-inf"], "lam must be a finite number"),
+    "train: max length 1": (lambda t: [*TRAIN, "--max-length", "1"], "max_length must be at least 8"),
+    "train: config key given twice": (lambda t: [*TRAIN, "--config", _write(t, "c.yaml", "epochs: 1\nepochs: 2\n")],
+                                      "given twice"),
     "search: unknown task": (lambda t: ["search", _space(t, SPACE.replace("[rte]", "[nope]"))], "nope"),
     "search: unknown method": (lambda t: ["search", _space(t, SPACE.replace("[base]", "[whiten]"))], "whiten"),
     "search: grid of mixed kinds": (lambda t: ["search", _space(t, SPACE.replace(

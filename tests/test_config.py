@@ -42,3 +42,34 @@ def test_yaml_loading_errors(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_yaml(tmp_path / "missing.yaml")
     assert from_dict(RunSettings, {"data_dir": tmp_path}).data_dir == str(tmp_path)
+
+
+def _float_fields(cls) -> list[str]:
+    import typing
+    from dataclasses import fields
+
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in fields(cls) if hints[f.name] in (float, float | None)]
+
+
+@pytest.mark.parametrize("cls", [Hyperparameters, RunSettings])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", float("nan"), float("inf")])
+def test_every_float_setting_refuses_nan_and_infinity(cls, value):
+    names = _float_fields(cls)
+    assert len(names) >= 3  # learning rates, λ, ζ, α, ... / max_grad_norm, eval_zeta, holdout
+    for name in names:
+        with pytest.raises(ConfigError, match=f"{name} must be a finite number"):
+            from_dict(cls, {name: value})
+
+
+def test_a_key_given_twice_in_a_yaml_mapping_is_refused(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("settings:\n  max_length: 64\n  max_length: 32\n")
+    with pytest.raises(ConfigError, match="line 3: key 'max_length' is given twice in one mapping"):
+        load_yaml(path)
+
+
+def test_max_length_leaves_room_for_text():
+    with pytest.raises(ConfigError, match="max_length must be at least 8"):
+        from_dict(RunSettings, {"max_length": 3})
+    assert from_dict(RunSettings, {"max_length": 8}).max_length == 8

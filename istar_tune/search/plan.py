@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, group_key, trial_epochs
+from istar_tune.config import HYPERPARAMETER_KEYS, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.search.cost import trial_seconds
 from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, trial_group
@@ -155,14 +155,3 @@ def absolute_if_path(model: str) -> str:
     path = Path(model).expanduser()
     return str(path.resolve()) if path.exists() else model
 
-
-def max_epochs(group: Group) -> int:
-    """The most epochs a trial of ``group`` can report (ASHA's horizon)."""
-    def largest(key: str) -> int:
-        domain = group.domains.get(key)
-        if domain is None:
-            return int(getattr(Hyperparameters, key))
-        return int(max(domain.values)) if domain.kind != "constant" else int(domain.values[0])
-
-    return trial_epochs({"method": group.method, "epochs": largest("epochs"),
-                         "isolayer_epochs": largest("isolayer_epochs")})

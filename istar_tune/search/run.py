@@ -22,7 +22,7 @@ from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.search import cluster, preflight
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
-from istar_tune.search.plan import PlannedGroup, base_config, group_plans, max_epochs, plan
+from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
 from istar_tune.search.simulate import Simulation, simulated_trainable
 from istar_tune.search.space import SearchSpace, trial_group
 from istar_tune.search.trainable import OBJECTIVE, trainable
@@ -209,7 +209,7 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
         raise ConfigError(f"searches run together keep their Optuna studies in one database; they name "
                           f"{len(storages)} ({', '.join(sorted(storages))}): give them the same search.storage")
     searcher = GroupSearcher(plans, seed=first.seed, metric=OBJECTIVE, storage=next(iter(storages), None))
-    horizons = {trial_group(base_config(p, n)): max_epochs(p.group) for n, space in zip(names, spaces)
+    horizons = {trial_group(base_config(p, n)): p.group.max_epochs for n, space in zip(names, spaces)
                 if space.scheduler == "asha" and space.stage != "seeds" for p in experiment.planned[n]}
     asha = next((s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"), first)
     scheduler = GroupScheduler(horizons or None, asha.grace_period, asha.reduction_factor, metric=OBJECTIVE)
@@ -316,8 +316,9 @@ def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
-    """Settings of every trial, its data folder by the one rule (:func:`istar_tune.training.data.resolve_data_dir`: flag,
-    then search-space file, then ``$GLUE_DIR``), made absolute: trials run in their own working folders."""
+    """Settings of every trial, its data folder by the one rule
+    (:func:`istar_tune.training.data.resolve_data_dir`: flag, then search-space file, then ``$GLUE_DIR``), made
+    absolute: trials run in their own working folders."""
     from istar_tune.training.data import resolve_data_dir
 
     chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))

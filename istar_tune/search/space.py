@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings, from_dict, group_key
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, group_key, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.tasks import get_task
@@ -109,6 +109,18 @@ class Group:
     @property
     def key(self) -> str:
         return group_key({"model": self.model, "task": self.task, "method": self.method})
+
+    @property
+    def max_epochs(self) -> int:
+        """The most epochs a trial of this group can report (ASHA's horizon)."""
+        def largest(key: str) -> int:
+            domain = self.domains.get(key)
+            if domain is None:
+                return int(getattr(Hyperparameters, key))
+            return int(max(domain.values)) if domain.kind != "constant" else int(domain.values[0])
+
+        return trial_epochs({"method": self.method, "epochs": largest("epochs"),
+                             "isolayer_epochs": largest("isolayer_epochs")})
 
     @property
     def slug(self) -> str:

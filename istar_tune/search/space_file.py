@@ -118,10 +118,16 @@ def load_search_space(path: str | Path) -> SearchSpace:
         problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
     if problems:
         raise ConfigError(problems)
-    return SearchSpace(
+    space = SearchSpace(
         path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
         **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of)
+    if space.scheduler == "asha" and space.stage != "seeds":
+        horizon = max(group.max_epochs for group in space.groups())
+        if space.grace_period > horizon:
+            raise ConfigError(f"{path}: scheduler.grace_period: {space.grace_period} is more than the {horizon} "
+                              "epochs the longest trial reports, so ASHA could never stop a trial: lower it")
+    return space
 
 
 def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
@@ -244,6 +250,9 @@ def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]
     if not isinstance(raw_seeds, list) or not raw_seeds or \
             not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds):
         problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
+    elif len(set(raw_seeds)) < len(raw_seeds):
+        repeated = sorted({s for s in raw_seeds if raw_seeds.count(s) > 1})
+        problem("seeds", f"repeats {', '.join(map(str, repeated))} in {raw_seeds!r}: each seed once")
     else:
         seeds = tuple(raw_seeds)
     return seeds, _names(raw, "best_of", problem)

@@ -38,3 +38,28 @@ def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(make_hparams,
     assert math.isfinite(result.final["train_loss"]) and math.isfinite(result.final["accuracy"])
     assert seen and set(seen) == {torch.float32}
     assert scaled and all(scaled) == (precision == "fp16")  # the scaler is on for fp16 only
+
+
+def test_weights_that_become_non_finite_fail_the_epoch(make_hparams, make_settings):
+    """An update can overflow while the loss that led to it was finite: the epoch checks the weights."""
+    import torch
+
+    from istar_tune.errors import TrainingError
+    from istar_tune.training.epoch import method_loss, train_epoch
+    from istar_tune.training.setup import prepare
+
+    run = prepare(make_hparams(method="base", batch_size=8), make_settings(max_train_samples=8, max_eval_samples=8))
+    params = [p for p in run.model.parameters() if p.requires_grad]
+
+    class Overflowing:
+        def zero_grad(self, set_to_none=True):
+            pass
+
+        def step(self):
+            with torch.no_grad():
+                params[0].fill_(float("nan"))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(torch.optim.SGD([torch.zeros(1, requires_grad=True)]), lambda s: 1)
+    with pytest.raises(TrainingError, match="the weights became non-finite in epoch 1"):
+        train_epoch(run, method_loss(run, None), params, Overflowing(), scheduler,
+                    torch.amp.GradScaler("cpu", enabled=False), 1, "epoch 1/1")
