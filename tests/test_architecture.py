@@ -170,3 +170,26 @@ def test_no_test_imports_another_test_file():
                 offenders += [f"{path.relative_to(ROOT)}: import {a.name}" for a in node.names
                               if a.name.split(".")[-1].startswith(("test_", "conftest"))]
     assert offenders == []
+
+
+UNPICKLING = {"istar_tune/search/searcher.py", "istar_tune/search/scheduler.py"}
+"""The only modules that unpickle: Tune saves and restores a searcher's and a scheduler's state through them (Ray Tune
+pickles its experiment state anyway); README, Security, says the storage path must be trusted for that reason."""
+
+
+def test_checkpoints_load_as_data_only_and_pickle_is_read_only_where_the_readme_says():
+    loads, unpickles = [], []
+    for path in PACKAGE.rglob("*.py"):
+        relative = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = getattr(node.func.value, "id", "")
+                if (owner, node.func.attr) == ("torch", "load"):
+                    safe = any(k.arg == "weights_only" and getattr(k.value, "value", None) is True
+                               for k in node.keywords)
+                    loads.append((relative, safe))
+                elif (owner, node.func.attr) in (("pickle", "load"), ("pickle", "loads")):
+                    unpickles.append(relative)
+    assert loads and all(safe for _, safe in loads), loads
+    assert set(unpickles) <= UNPICKLING
+    assert "storage path must be trusted" in (ROOT / "README.md").read_text(encoding="utf-8")

@@ -152,12 +152,30 @@ CASES = {
     "plots: no store": (lambda t: ["plots", "--experiment", "x", "--storage-path", str(t / "runs")],
                         "no MLflow store"),
     "analyze: checkpoint missing": (lambda t: ["analyze", str(t / "no-checkpoint")], "no-checkpoint"),
+    "analyze: crafted checkpoint": (lambda t: ["analyze", _crafted(t)], "refused unread"),
 }
 
 
 def _write(tmp: Path, name: str, text: str) -> str:
     (tmp / name).write_text(text)
     return str(tmp / name)
+
+
+class _RunsACommand:
+    def __reduce__(self):
+        import os
+
+        return os.system, ("echo crafted > ran.txt",)
+
+
+def _crafted(tmp: Path) -> str:
+    """A search trial's checkpoint folder whose state file would run a command if it were unpickled."""
+    import torch
+
+    folder = tmp / "checkpoint_000001"
+    folder.mkdir()
+    torch.save({"epoch": 1, "model": _RunsACommand()}, folder / "trainer_state.pt")
+    return str(folder)
 
 
 def _tree(root: Path) -> set[str]:

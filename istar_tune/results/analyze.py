@@ -41,7 +41,7 @@ from istar_tune.training.data import encode, load_raw
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook
 from istar_tune.training.setup import quiet_libraries
-from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE
+from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE, load_data
 
 
 @dataclass
@@ -62,10 +62,10 @@ def resolve_checkpoint(path: str | Path) -> Source:
     if (path / CONFIG_FILE).is_file() and (path / BEST_CHECKPOINT).is_dir():
         config = yaml.safe_load((path / CONFIG_FILE).read_text())
         layer_file = path / BEST_CHECKPOINT / ISOLAYER_FILE
-        layer = torch.load(layer_file, map_location="cpu", weights_only=True) if layer_file.is_file() else None
+        layer = load_data(layer_file) if layer_file.is_file() else None
         return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"], layer)
     if (path / STATE_FILE).is_file():
-        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+        state = load_data(path / STATE_FILE)
         if "model" not in state:
             raise ConfigError(f"{path / STATE_FILE} keeps only the trial's records (checkpoint: resume): analyse a "
                               "checkpoint of a run with checkpoint: weights or state")
@@ -80,7 +80,7 @@ def _load(source: Source, task: Task):
     if source.model_dir is not None:
         return load_model(str(source.model_dir), task), load_tokenizer(str(source.model_dir))
     model = load_model(source.hparams["model"], task)
-    state = torch.load(source.state_file, map_location="cpu", weights_only=False)
+    state = load_data(source.state_file)
     model.load_state_dict(state["model"])
     return model, load_tokenizer(source.hparams["model"])
 

@@ -62,15 +62,40 @@ def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: i
             state["isolayer"] = isolayer
     if contents == "state":
         state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
-                     torch_rng=torch.get_rng_state(), numpy_rng=np.random.get_state(), python_rng=random.getstate())
+                     torch_rng=torch.get_rng_state(), numpy_rng=_numpy_rng_state(), python_rng=random.getstate())
         if best_model is not None:
             state["best_model"] = best_model
     torch.save(state, directory / STATE_FILE)
 
 
+def _numpy_rng_state() -> dict[str, Any]:
+    """NumPy's global RNG state as tensors and plain values (a state file holds nothing that needs unpickling)."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+
+
+def _set_numpy_rng_state(state: dict[str, Any]) -> None:
+    np.random.set_state((state["name"], state["keys"].numpy().astype(np.uint32), state["position"],
+                         state["has_gauss"], state["cached_gaussian"]))
+
+
+def load_data(path: Path) -> Any:
+    """A file written by ``torch.save``, read as tensors and plain data only (``weights_only=True``): a file that
+    needs any other object to be built (a crafted pickle, code to run) is refused, never executed. Fails on a
+    missing or truncated file too."""
+    import pickle
+
+    try:
+        return torch.load(Path(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise TrainingError(f"{path} holds objects other than tensors and plain data, refused unread (istar-tune "
+                            f"loads checkpoints with weights_only=True): {str(err).splitlines()[0][:200]}") from None
+
+
 def read_state(directory: Path) -> dict[str, Any]:
-    """The state saved in ``directory`` (fails on a missing or truncated file)."""
-    return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=False)
+    """The state saved in ``directory`` (fails on a missing, truncated or untrusted file: :func:`load_data`)."""
+    return load_data(Path(directory) / STATE_FILE)
 
 
 def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[str, Any]:
@@ -88,7 +113,7 @@ def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[
     scheduler.load_state_dict(state["scheduler"])
     scaler.load_state_dict(state["scaler"])
     torch.set_rng_state(state["torch_rng"].cpu())
-    np.random.set_state(state["numpy_rng"])
+    _set_numpy_rng_state(state["numpy_rng"])
     random.setstate(state["python_rng"])
     return state
 

@@ -37,3 +37,38 @@ def test_resumed_run_continues_from_its_last_epoch_and_matches_an_uninterrupted_
     assert [r["epoch"] for r in resumed.records] == [2, 3]  # epoch 1 is not trained again
     assert [{k: v for k, v in r.items() if k not in drop} for r in result.epochs] == \
         [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted]
+
+
+class _Payload:
+    """Runs a command when unpickled: what a crafted checkpoint on shared storage could hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_crafted_checkpoint_is_refused_and_its_code_never_runs(tmp_path):
+    import torch
+
+    from istar_tune.errors import TrainingError
+    from istar_tune.training.state import STATE_FILE, read_state
+
+    marker = tmp_path / "ran"
+    torch.save({"epoch": 1, "model": _Payload(marker)}, tmp_path / STATE_FILE)
+    with pytest.raises(TrainingError, match="holds objects other than tensors and plain data, refused unread"):
+        read_state(tmp_path)
+    assert not marker.exists()
+
+
+def test_a_saved_state_holds_only_tensors_and_plain_data(make_recorder, make_hparams, make_settings, tmp_path):
+    from istar_tune.training.state import STATE_FILE, load_data
+
+    recorder = make_recorder(keep_dir=tmp_path / "kept")
+    train(make_hparams(epochs=1), make_settings(max_train_samples=16, max_eval_samples=16), recorder)
+    state = load_data(tmp_path / "kept" / STATE_FILE)  # weights_only=True: would fail on any other object
+    assert state["epoch"] == 1 and set(state["numpy_rng"]) == {"name", "keys", "position", "has_gauss",
+                                                                "cached_gaussian"}
