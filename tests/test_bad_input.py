@@ -98,6 +98,12 @@ CASES = {
     # istar-tune search (all refused before Ray starts)
     "search: space missing": (lambda t: ["search", str(t / "none.yaml")], "does not exist"),
     "search: unknown key": (lambda t: ["search", _space(t, SPACE + "colour: red\n")], "colour"),
+    "search: sqlite store is a folder": (lambda t: ["search", _space(t), "--tracking-uri", f"sqlite:///{_folder(t)}"],
+                                         "is a folder, not a database file"),
+    "search: postgresql store not answering": (lambda t: ["search", _space(t), "--tracking-uri",
+                                                          "postgresql://mlflow@127.0.0.1:1/mlflow"], "cannot reach"),
+    "search: mysql store not answering": (lambda t: ["search", _space(t), "--tracking-uri",
+                                                     "mysql://mlflow@127.0.0.1:1/mlflow"], "cannot reach"),
     "search: a key given twice": (lambda t: ["search", _space(t, SPACE + "tasks: [rte]\n")], "given twice"),
     "search: NaN in a grid": (lambda t: ["search", _space(t, SPACE.replace("[1.0e-3]", "[.nan]"))], "finite"),
     "search: inf as a constant": (lambda t: ["search", _space(t, SPACE.replace("epochs: 1", "epochs: 1\n  lam: .inf"))],
@@ -176,6 +182,11 @@ def _crafted(tmp: Path) -> str:
     folder.mkdir()
     torch.save({"epoch": 1, "model": _RunsACommand()}, folder / "trainer_state.pt")
     return str(folder)
+
+
+def _folder(tmp: Path) -> Path:
+    (tmp / "store.db").mkdir()
+    return tmp / "store.db"
 
 
 def _tree(root: Path) -> set[str]:

@@ -16,13 +16,15 @@ from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, max_positions
 from istar_tune.tasks import get_task
 from istar_tune.tracking.storage import is_remote
-from istar_tune.tracking.store import check_reachable
+from istar_tune.tracking.store import check_reachable, check_writable
 
 
 def check_tracking(tracking_uri: str) -> list[str]:
-    """The tracking URI has a known scheme and, for a server, answers quickly."""
+    """The tracking URI has a known scheme, its server or database answers quickly, and the store can be written
+    (:func:`istar_tune.tracking.store.check_writable`)."""
     try:
         check_reachable(tracking_uri)
+        check_writable(tracking_uri)
     except IstarTuneError as err:
         return [str(err)]
     return []

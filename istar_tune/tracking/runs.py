@@ -83,7 +83,10 @@ def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_na
 
 def _trial_run(run) -> TrialRun:
     tags, params = run.data.tags, run.data.params
-    typed = from_dict(Hyperparameters, {k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS},
+    # The run's group tags are written when it is created; its params may be missing (a driver killed at that
+    # moment, in a store no resumed search repaired): its group comes from the tags, never from defaults.
+    named = {k: tags[k] for k in ("model", "task", "method") if tags.get(k) not in (None, "", "None")}
+    typed = from_dict(Hyperparameters, {**named, **{k: v for k, v in params.items() if k in HYPERPARAMETER_KEYS}},
                       source=f"run {run.info.run_id}")
     return TrialRun(run_id=run.info.run_id, trial_id=tags.get(TAG_TRIAL_ID, ""), model=typed.model,
                     task=typed.task, method=typed.method, status=tags.get(TAG_STATUS, "unknown"),

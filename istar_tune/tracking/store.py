@@ -150,6 +150,61 @@ def check_reachable(tracking_uri: str) -> None:
                               "start it or fix --tracking-uri / MLFLOW_TRACKING_URI") from None
 
 
+def check_writable(tracking_uri: str, timeout_s: float = 5.0) -> None:
+    """Fail with one clear line, within seconds, when a search could not write to the store: a sqlite file that is a
+    folder, read-only or in a folder that cannot be made; a database server that does not answer (MLflow itself
+    retries for minutes); a tracking server that refuses to create (and delete) a probe experiment."""
+    from istar_tune.errors import ConfigError
+
+    if tracking_uri.startswith("sqlite:///"):
+        problem = _sqlite_problem(Path(tracking_uri[len("sqlite:///"):]))
+        if problem:
+            raise ConfigError(f"tracking URI {tracking_uri}: {problem}")
+    elif tracking_uri.startswith(("postgresql", "mysql")):
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(tracking_uri)
+        port = parts.port or (5432 if tracking_uri.startswith("postgresql") else 3306)
+        try:
+            socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout_s).close()
+        except OSError as err:
+            raise ConfigError(f"cannot reach the database of tracking URI {parts.scheme}://{parts.hostname}:{port} "
+                              f"({err}): start it or fix --tracking-uri / MLFLOW_TRACKING_URI") from None
+    elif tracking_uri.startswith(("http://", "https://")):
+        _probe_server(tracking_uri)
+
+
+def _sqlite_problem(path: Path) -> str:
+    if path.is_dir():
+        return f"{path} is a folder, not a database file; name a file such as {path / 'mlflow.db'}"
+    if path.exists():
+        return "" if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) else f"{path} is not writable"
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, so {path} cannot be created"
+            return "" if os.access(parent, os.W_OK) else f"{parent} is not writable, so {path} cannot be created"
+    return ""
+
+
+def _probe_server(tracking_uri: str) -> None:
+    """Create and delete a probe experiment: a server that answers but refuses writes fails here, not in every
+    trial."""
+    import uuid
+
+    from istar_tune.errors import ConfigError
+
+    mlflow_client = client(tracking_uri)
+    try:
+        probe = mlflow_client.create_experiment(f"istar-tune-preflight-{uuid.uuid4().hex[:12]}")
+        mlflow_client.delete_experiment(probe)
+    except Exception as err:  # noqa: BLE001 - any refusal is the user's to fix; say which
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"the MLflow server at {tracking_uri} refuses writes ({first}): check its permissions "
+                          "or credentials (MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD)") from None
+
+
 def check_store(tracking_uri: str) -> None:
     """As :func:`check_reachable`, and a local sqlite store to read from must exist (MLflow would create an empty
     one)."""

@@ -85,6 +85,8 @@ class RunWriter:
         self._logged_epoch: dict[str, int] = {}
         self._params: dict[str, list] = {}
         self._open: set[str] = set()
+        self._incomplete: set[str] = set()
+        """Trials whose run an earlier driver created without params (repaired when the trial starts again)."""
         self._client = None
         self._loaded = False
         self._load_lock = threading.Lock()
@@ -208,6 +210,8 @@ class RunWriter:
                 if trial_id and trial_id not in self._runs:
                     self._runs[trial_id] = run.info.run_id
                     self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
+                    if not run.data.params:  # the driver died between creating the run and writing its params
+                        self._incomplete.add(trial_id)
             self._loaded = True
 
     def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None) -> tuple[str, bool]:
@@ -215,9 +219,11 @@ class RunWriter:
         if not self._loaded:
             self._load_existing(mlflow_client)
         if trial_id in self._runs:
-            return self._runs[trial_id], False
-        from mlflow.entities import Param
-
+            run_id = self._runs[trial_id]
+            if config and trial_id in self._incomplete:  # repaired with the trial's next start
+                self._incomplete.discard(trial_id)
+                self._params[run_id] = _params(config)
+            return run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
@@ -226,8 +232,9 @@ class RunWriter:
         run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
         run_id = self._runs[trial_id] = run.info.run_id
         self._logged_epoch[trial_id] = 0
-        # Params go with the run's next batch of metrics or tags (one call fewer per trial).
-        self._params[run_id] = [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
+        # The params go with the batch that created the run (with its first metrics when they came along): a run
+        # never exists for long without them, and a driver killed in between leaves a run the next one repairs.
+        self._params[run_id] = _params(config)
         return run_id, True
 
     def _log_batch(self, mlflow_client, run_id: str, metrics: list, tags: list) -> None:
@@ -271,7 +278,8 @@ class RunWriter:
             elif event.kind == "end":
                 tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
                 states[run_id] = event.payload["state"]
-        for run_id in dict.fromkeys([*metrics, *tags]):
+        # Created runs get their params now; a resumed trial's start event tags its run (a repair writes its params).
+        for run_id in dict.fromkeys([*created, *metrics, *tags]):
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
                             [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
         for run_id, state in states.items():
@@ -280,6 +288,12 @@ class RunWriter:
             else:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
+
+
+def _params(config: dict[str, Any]) -> list:
+    from mlflow.entities import Param
+
+    return [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
 
 
 def error_summary(text: str, fallback: str) -> str:

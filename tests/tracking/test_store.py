@@ -86,3 +86,43 @@ def test_plans_of_an_experiment_merge_and_groups_it_never_planned_are_not_querie
     queries.clear()
     assert {k[1] for k in tracking.best_trials(uri, "exp", groups=groups)} == {"rte", "mrpc"}
     assert len({q for q in queries if tracking.TAG_GROUP in q}) == 4
+
+
+def test_a_store_that_cannot_be_written_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    import pytest
+
+    from istar_tune.errors import ConfigError
+    from istar_tune.tracking import store
+
+    (tmp_path / "folder.db").mkdir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is a folder, not a database file"):
+        store.check_writable(f"sqlite:///{tmp_path / 'folder.db'}")
+    with pytest.raises(ConfigError, match="is a file, so"):
+        store.check_writable(f"sqlite:///{tmp_path / 'file' / 'mlflow.db'}")
+    store.check_writable(f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}")  # creatable: fine, and nothing created
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ConfigError, match="cannot reach the database"):
+        store.check_writable("postgresql://mlflow@127.0.0.1:1/mlflow", timeout_s=2)
+
+    calls = []
+
+    class Server:
+        def __init__(self, refuse):
+            self.refuse = refuse
+
+        def create_experiment(self, name):
+            if self.refuse:
+                raise RuntimeError("RESOURCE_DOES_NOT_EXIST: PERMISSION_DENIED for user 'reader'")
+            calls.append(("create", name))
+            return "17"
+
+        def delete_experiment(self, experiment_id):
+            calls.append(("delete", experiment_id))
+
+    monkeypatch.setattr(store, "client", lambda uri: Server(refuse=False))
+    store.check_writable("http://127.0.0.1:5000")
+    assert calls[0][0] == "create" and calls[0][1].startswith("istar-tune-preflight-") and calls[1] == ("delete", "17")
+    monkeypatch.setattr(store, "client", lambda uri: Server(refuse=True))
+    with pytest.raises(ConfigError, match="refuses writes .*PERMISSION_DENIED"):
+        store.check_writable("http://127.0.0.1:5000")

@@ -62,3 +62,32 @@ def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_
     assert len(runs) == 1
     assert sorted((m.step, m.value) for m in client.get_metric_history(runs[0].run_id, "accuracy")) == \
         [(1, 0.6), (2, 0.7)]
+
+
+def test_a_trials_run_has_its_params_and_group_as_soon_as_it_exists(mlflow_store):
+    uri, client, experiment = mlflow_store
+    writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    writer.start("t1", CONFIG)
+    assert writer.flush(timeout=30)  # no epoch yet
+    (run,) = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+    assert run.data.params["learning_rate"] == "0.001" and run.data.params["model"] == "tiny-bert"
+    assert run.data.tags[tracking.TAG_GROUP] == "tiny-bert/rte/istar" and not run.data.metrics
+    assert writer.close(timeout=30)
+
+
+def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_starts_again(mlflow_store):
+    uri, client, experiment = mlflow_store
+    # What a driver killed between creating the run and writing its params leaves behind.
+    client.create_run(experiment, run_name="t1", tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: "t1",
+                                                       tracking.TAG_STATUS: "running", "model": "tiny-bert",
+                                                       "task": "rte", "method": "istar",
+                                                       tracking.TAG_GROUP: "tiny-bert/rte/istar"})
+    (orphan,) = tracking.trial_runs(uri, "exp")
+    assert orphan.group == ("tiny-bert", "rte", "istar")  # read from its tags, not filled in with defaults
+    writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    writer.start("t1", CONFIG)
+    writer.metrics("t1", 1, {"accuracy": 0.6})
+    writer.end("t1", "finished", "FINISHED")
+    assert writer.close(timeout=30)
+    (run,) = tracking.trial_runs(uri, "exp")  # one run, not a second one
+    assert run.config["learning_rate"] == 1e-3 and run.config["lam"] == -1.0 and run.status == "finished"

@@ -1,0 +1,96 @@
+"""kill -9 of the driver at any moment of a search of real (tiny-bert) trials, then ``--resume``: every configuration
+has exactly one MLflow run, with its params, in the right group, and the table is the one an uninterrupted search
+gives."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.results.tables import build_table
+from istar_tune.tracking.storage import default_tracking_uri
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+SPACE = """\
+name: killed
+models: [tiny-bert]
+tasks: [sst2]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: 2
+  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3]}
+concurrency: 1
+settings: {max_length: 32, max_train_samples: 96, max_eval_samples: 64, shrinkage_tokens: 1000}
+"""
+LEARNING_RATES = {"0.001", "0.002", "0.003"}
+
+
+def _env(glue_tiny) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue_tiny)}
+
+
+def _trial_runs(uri: str) -> list:
+    try:
+        client = tracking.client(uri)
+        experiment = client.get_experiment_by_name("killed")
+        if experiment is None:
+            return []
+        return tracking.find_runs(client, experiment.experiment_id, **{tracking.TAG_ROLE: "trial"})
+    except Exception:  # noqa: BLE001 - the store may not exist yet, or be locked for a moment
+        return []
+
+
+def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) -> None:
+    """Block until the search reaches ``moment``: a trial's run exists but no epoch was reported (``start``), a
+    trial is inside its second epoch (``mid-epoch``), or the first trial has just finished (``finishing``)."""
+    while time.monotonic() < deadline:
+        if moment == "start":
+            if _trial_runs(uri):
+                return
+            time.sleep(0.05)
+            continue
+        line = driver.stdout.readline()
+        if moment == "mid-epoch" and " epoch 1:" in line:
+            time.sleep(1.0)
+            return
+        if moment == "finishing" and line.startswith("[1/"):
+            return
+    raise AssertionError(f"the search did not reach {moment!r} in time")
+
+
+@pytest.mark.parametrize("moment", ["start", "mid-epoch", "finishing"])
+def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, glue_tiny, tmp_path):
+    space = tmp_path / "killed.yaml"
+    space.write_text(SPACE)
+    storage = tmp_path / "runs"
+    uri = default_tracking_uri(storage)
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=_env(glue_tiny), start_new_session=True)
+    try:
+        _wait_for(moment, driver, uri, time.monotonic() + 240)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and its local Ray instance die at once
+        driver.wait()
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(glue_tiny),
+                             timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    runs = _trial_runs(uri)
+    assert len(runs) == 3 and len({r.data.tags[tracking.TAG_TRIAL_ID] for r in runs}) == 3
+    assert {r.data.params.get("learning_rate") for r in runs} == LEARNING_RATES  # every run has its params
+    assert {r.data.tags[tracking.TAG_GROUP] for r in runs} == {"tiny-bert/sst2/base"}
+    assert {r.data.tags[tracking.TAG_STATUS] for r in runs} == {"finished"}
+    table = build_table(uri, "killed", "best", tasks=["sst2"])
+    assert list(zip(table["model"], table["method"], table["trials"])) == [("tiny-bert", "base", 3)]
