@@ -320,6 +320,8 @@ class _Yaml12Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` merges; its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, str) and key in seen:
                 raise yaml.constructor.ConstructorError(

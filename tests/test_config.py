@@ -69,6 +69,12 @@ def test_a_key_given_twice_in_a_yaml_mapping_is_refused(tmp_path):
         load_yaml(path)
 
 
+def test_yaml_merge_keys_still_merge_and_may_be_overridden(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("base: &b {epochs: 2, learning_rate: 1.0e-4}\nrun:\n  <<: *b\n  learning_rate: 3.0e-4\n")
+    assert load_yaml(path)["run"] == {"epochs": 2, "learning_rate": 3e-4}
+
+
 def test_max_length_leaves_room_for_text():
     with pytest.raises(ConfigError, match="max_length must be at least 8"):
         from_dict(RunSettings, {"max_length": 3})
