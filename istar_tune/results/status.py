@@ -24,8 +24,8 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     parents = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "search"})
     plan_tag = parents[0].data.tags.get(tracking.TAG_PLAN) if parents else None
     plan = json.loads(plan_tag) if plan_tag else {}
-    # A plan too large for a tag keeps only its total: then no group has a planned count.
-    groups = {key: {"planned": planned} for key, planned in (tracking.decode_plan(plan_tag) or {}).items()}
+    # A plan too large for a tag keeps only its total (the key PLAN_TOTAL): no group has a planned count then.
+    groups = {key: {"planned": planned} for key, planned in plan.items() if key != tracking.PLAN_TOTAL}
     runs: dict[str, list] = {}
     for run in tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"}):
         key = run.data.tags.get(tracking.TAG_GROUP, "?")

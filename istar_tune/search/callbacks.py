@@ -35,9 +35,10 @@ class MlflowTrialLogger(Callback):
         self.threads = threads
         self._writer: tracking.RunWriter | None = None
         self._nodes: dict[str, str] = {}
+        self._reconciled = False
 
     def __getstate__(self):
-        return {**self.__dict__, "_writer": None, "_nodes": {}}
+        return {**self.__dict__, "_writer": None, "_nodes": {}, "_reconciled": False}
 
     @property
     def writer(self) -> tracking.RunWriter:
@@ -51,6 +52,24 @@ class MlflowTrialLogger(Callback):
 
     def setup(self, **info):
         _ = self.writer
+
+    def on_step_begin(self, iteration, trials, **info):
+        """Once, at the first step of a (resumed) experiment: the trials Tune restored as ended get their runs
+        ended too, with their last epoch (a driver killed just after a trial ended may not have written them)."""
+        if self._reconciled:
+            return
+        self._reconciled = True
+        from ray.tune.experiment import Trial
+
+        for trial in trials:
+            if not self._mine(trial) or trial.status not in (Trial.TERMINATED, Trial.ERROR):
+                continue
+            last = dict(trial.last_result or {})
+            if trial.status == Trial.ERROR:
+                status, state, tags = "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
+            else:
+                status, state, tags = tracking.ended_status(trial.config, int(last.get("epoch", 0))), "FINISHED", {}
+            self.writer.reconcile(trial.trial_id, trial.config, last, status, state, tags)
 
     def on_trial_start(self, iteration, trials, trial, **info):
         if self._mine(trial):

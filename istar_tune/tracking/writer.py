@@ -86,6 +86,8 @@ class RunWriter:
         self._params: dict[str, list] = {}
         self._open: set[str] = set()
         self._incomplete: set[str] = set()
+        self._unended: set[str] = set()
+        """Trials whose run an earlier driver left running (ended by :meth:`reconcile` when Tune says they ended)."""
         """Trials whose run an earlier driver created without params (repaired when the trial starts again)."""
         self._client = None
         self._loaded = False
@@ -115,6 +117,17 @@ class RunWriter:
     def end(self, trial_id: str, status: str, state: str, tags: dict[str, str] | None = None) -> None:
         self._open.discard(trial_id)
         self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags or {})}))
+
+    def reconcile(self, trial_id: str, config: dict[str, Any], last_result: dict[str, Any], status: str, state: str,
+                  tags: dict[str, str] | None = None) -> None:
+        """Make the run of a trial that had ended before this driver started (a resumed search) say so: a driver
+        killed just after the trial ended may not have written its last epoch or its end. Runs an earlier driver
+        ended are left as they are; a trial without a run gets one."""
+        epoch = int(last_result.get("epoch", last_result.get("training_iteration", 0)) or 0)
+        values = {**_metrics_of(last_result), "epoch": float(epoch)} if epoch else {}
+        self._put(_Event("reconcile", trial_id, {"config": dict(config), "epoch": epoch, "values": values,
+                                                 "time": int(time.time() * 1000), "status": status, "state": state,
+                                                 "tags": dict(tags or {})}))
 
     def open_trials(self) -> set[str]:
         """Trials started and not yet ended (as far as the calls made so far say)."""
@@ -212,6 +225,8 @@ class RunWriter:
                     self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
                     if not run.data.params:  # the driver died between creating the run and writing its params
                         self._incomplete.add(trial_id)
+                    if run.data.tags.get(TAG_STATUS, "running") == "running":
+                        self._unended.add(trial_id)
             self._loaded = True
 
     def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None) -> tuple[str, bool]:
@@ -252,10 +267,11 @@ class RunWriter:
         # Runs first (a run is created once: after a failed attempt its id is already known, or found again).
         created = set()
         for event in batch:
-            if event.kind == "start":
+            if event.kind in ("start", "reconcile"):
                 run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"])
                 if new:
                     created.add(run_id)
+                    self._unended.add(event.trial_id)
         metrics: dict[str, list] = {}
         tags: dict[str, dict[str, str]] = {}
         states: dict[str, str] = {}
@@ -275,9 +291,15 @@ class RunWriter:
                     Metric(k, v, event.payload["time"], epoch) for k, v in event.payload["values"].items())
             elif event.kind == "tags":
                 tags.setdefault(run_id, {}).update(event.payload["tags"])
-            elif event.kind == "end":
+            elif event.kind == "end" or (event.kind == "reconcile" and event.trial_id in self._unended):
+                if event.kind == "reconcile" and event.payload["epoch"] > logged.get(
+                        event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
+                    logged[event.trial_id] = event.payload["epoch"]  # the last epoch, if its write was lost
+                    metrics.setdefault(run_id, []).extend(Metric(k, v, event.payload["time"], event.payload["epoch"])
+                                                          for k, v in event.payload["values"].items())
                 tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
                 states[run_id] = event.payload["state"]
+                self._unended.discard(event.trial_id)
         # Created runs get their params now; a resumed trial's start event tags its run (a repair writes its params).
         for run_id in dict.fromkeys([*created, *metrics, *tags]):
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),

@@ -63,3 +63,22 @@ def test_the_printer_writes_epochs_in_small_searches_and_every_end():
     quiet = ProgressPrinter(total=ProgressPrinter.EPOCH_LINES_UP_TO + 1, write=lines.append)
     quiet.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.5})
     assert len(lines) == 3
+
+
+def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlflow_store):
+    uri, client, experiment = mlflow_store
+    killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    done, failed, running = _trial("t1"), _trial("t2"), _trial("t3")
+    for trial in (done, failed, running):
+        killed.on_trial_start(0, [], trial)
+    assert killed.writer.flush(timeout=30)  # the driver dies before the ends are written
+    done.status, failed.status, running.status = "TERMINATED", "ERROR", "PENDING"
+    done.last_result = {"epoch": 2, "accuracy": 0.75}
+    resumed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    resumed.on_step_begin(0, [done, failed, running])
+    resumed.on_step_begin(1, [done, failed, running])  # once only
+    assert resumed.close(timeout=30)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
+    assert {k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()} == \
+        {"t1": "finished", "t2": "failed", "t3": "running"}
+    assert runs["t1"].data.metrics["accuracy"] == 0.75 and runs["t1"].info.status == "FINISHED"

@@ -1,6 +1,6 @@
-"""kill -9 of the driver at any moment of a search of real (tiny-bert) trials, then ``--resume``: every configuration
-has exactly one MLflow run, with its params, in the right group, and the table is the one an uninterrupted search
-gives."""
+"""kill -9 of the driver at any moment of a search of real (tiny-bert, SST-2) trials, then ``--resume``: every
+configuration has exactly one MLflow run, with its params, in the right group, ended, and the table is the one an
+uninterrupted search gives."""
 
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ hyperparameters:
   epochs: 2
   learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3]}
 concurrency: 1
-settings: {max_length: 32, max_train_samples: 96, max_eval_samples: 64, shrinkage_tokens: 1000}
+settings: {max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}
 """
 LEARNING_RATES = {"0.001", "0.002", "0.003"}
 
 
-def _env(glue_tiny) -> dict[str, str]:
+def _env(glue) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue_tiny)}
+    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
 
 
 def _trial_runs(uri: str) -> list:
@@ -62,7 +62,8 @@ def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) 
             continue
         line = driver.stdout.readline()
         if moment == "mid-epoch" and " epoch 1:" in line:
-            time.sleep(1.0)
+            seconds = float(line.rsplit("(", 1)[1].split()[0])
+            time.sleep(seconds / 2)  # half way through epoch 2 of the first trial
             return
         if moment == "finishing" and line.startswith("[1/"):
             return
@@ -70,21 +71,21 @@ def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) 
 
 
 @pytest.mark.parametrize("moment", ["start", "mid-epoch", "finishing"])
-def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, glue_tiny, tmp_path):
+def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, glue, tmp_path):
     space = tmp_path / "killed.yaml"
     space.write_text(SPACE)
     storage = tmp_path / "runs"
     uri = default_tracking_uri(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=_env(glue_tiny), start_new_session=True)
+                              env=_env(glue), start_new_session=True)
     try:
         _wait_for(moment, driver, uri, time.monotonic() + 240)
     finally:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and its local Ray instance die at once
         driver.wait()
 
-    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(glue_tiny),
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(glue),
                              timeout=400)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     runs = _trial_runs(uri)

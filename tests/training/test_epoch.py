@@ -40,6 +40,7 @@ def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(make_hparams,
     assert scaled and all(scaled) == (precision == "fp16")  # the scaler is on for fp16 only
 
 
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)`")
 def test_weights_that_become_non_finite_fail_the_epoch(make_hparams, make_settings):
     """An update can overflow while the loss that led to it was finite: the epoch checks the weights."""
     import torch
