@@ -135,7 +135,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
                              name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
-                             simulation=simulation)
+                             simulation=simulation, accept_changed_space=args.accept_changed_space)
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)
@@ -262,6 +262,9 @@ def _add_search_command(commands) -> None:
     search.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local instance)")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
+    search.add_argument("--accept-changed-space", action="store_true",
+                        help="with --resume: go on although the space now plans other trials than the search started "
+                             "with (the search keeps the grid it started with)")
     search.add_argument("--dry-run", action="store_true", help="print the trials per model × task × method and "
                                                                "the resources; run nothing")
     search.add_argument("--simulate", action="store_true",

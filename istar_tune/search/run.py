@@ -20,7 +20,7 @@ from typing import Any
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster, preflight
+from istar_tune.search import cluster, guard, preflight
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
 from istar_tune.search.simulate import Simulation, simulated_trainable
@@ -67,6 +67,7 @@ class _Experiment:
     planned: dict[str, list[PlannedGroup]] = field(default_factory=dict)
     parents: dict[str, str] = field(default_factory=dict)
     loggers: dict[str, Any] = field(default_factory=dict)
+    lock: guard.Lock = field(default_factory=lambda: guard.Lock(None))
 
     @property
     def results_root(self) -> str:
@@ -84,15 +85,17 @@ class _Experiment:
 def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
                  tracking_uri: str | None = None, name: str | None = None, address: str | None = None,
                  resume: bool = False, data_dir: str | None = None, write: Callable[[str], None] | None = None,
-                 trainable_fn: Callable[..., None] = trainable,
-                 simulation: Simulation | None = None) -> list[SearchSummary]:
+                 trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None,
+                 accept_changed_space: bool = False) -> list[SearchSummary]:
     """Run (or resume) several searches as one Tune experiment; one summary per search, in order.
 
     Each search keeps its own MLflow experiment (its space's name; with one space, ``name`` if given), settings and
     groups; their trials share the cluster, so it stays full from the first trial of the first search to the last
     trial of the last. A seeds search whose ``best_of`` names a search of the same run does not wait for that
     whole search: each of its groups starts as soon as the group it re-runs has ended. ``name`` names the Tune
-    experiment (results folder; default: the searches' names joined by ``+``).
+    experiment (results folder; default: the searches' names joined by ``+``). One search at a time per results
+    folder (:mod:`~istar_tune.search.guard`); ``resume`` refuses a space that plans other trials than the search
+    started with, unless ``accept_changed_space``.
 
     ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`~istar_tune.search.trainable.trainable`,
     which fine-tunes; ``settings`` and ``keep`` map each search's name to its run settings and to how many of its
@@ -102,7 +105,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     say = write or _print
     began = time.monotonic()
     experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-    checked_s = _check_and_plan(experiment, resume)
+    checked_s = _check_and_plan(experiment, resume, accept_changed_space)
     if experiment.simulated:
 
         trainable_fn = simulated_trainable
@@ -133,7 +136,7 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
                        settings={n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)})
 
 
-def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
+def _check_and_plan(experiment: _Experiment, resume: bool, accept_changed_space: bool = False) -> float:
     """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
     names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
@@ -151,6 +154,15 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     if resume and not results_exist(experiment.storage, experiment.name):
         raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
                           "run it without --resume (or check --name and --storage-path)")
+    experiment.lock = guard.hold(experiment.storage, experiment.name)
+    try:
+        started = guard.check_plan(experiment.results_root, guard.fingerprint(spaces, experiment.planned), resume,
+                                   accept_changed_space)
+        if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
+            guard.keep_started(experiment.planned, started)
+    except BaseException:
+        experiment.lock.release()
+        raise
     return checked_s
 
 
@@ -246,7 +258,10 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         raise
     finally:
         phases["fit"] = time.monotonic() - began - phases["setup"]
-        summaries = _close(experiment, grid, interrupted, phases)
+        try:
+            summaries = _close(experiment, grid, interrupted, phases)
+        finally:
+            experiment.lock.release()
     return summaries
 
 
@@ -329,6 +344,6 @@ def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
 def _refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or is_remote(results_root):
         return
-    if Path(results_root).exists() and any(Path(results_root).iterdir()):
+    if Path(results_root).exists() and any(p.name != guard.PLAN_FILE for p in Path(results_root).iterdir()):
         raise ConfigError(f"search results already exist in {results_root}: pass --resume to continue that search, "
                           "or --name to start a new one")

@@ -124,3 +124,27 @@ def test_a_trial_no_node_can_hold_is_refused_within_seconds(tmp_path):
     assert "asks for 1 GPU(s)" in done.stderr and "the cluster has 0 GPU(s)" in done.stderr
     assert time.monotonic() - began < 60
     assert not (tmp_path / "runs").exists()  # nothing created
+
+
+def test_resume_refuses_a_second_driver_and_a_changed_grid(tmp_path):
+    from istar_tune.search import guard
+
+    finished = subprocess.run(_search(tmp_path), capture_output=True, text=True, env=_env(), timeout=300)
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
+    held = guard.hold(str(tmp_path / "runs"), "faults")  # as a first --resume still running would
+    try:
+        second = subprocess.run(_search(tmp_path, "--resume"), capture_output=True, text=True, env=_env(),
+                                timeout=120)
+    finally:
+        held.release()
+    assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
+    assert "search 'faults' in " in second.stderr and f"is already running (pid {os.getpid()}" in second.stderr
+
+    changed = SPACE.replace("6.0e-5]", "6.0e-5, 7.0e-5]")
+    refused = subprocess.run(_search(tmp_path, "--resume", space=changed), capture_output=True, text=True,
+                             env=_env(), timeout=120)
+    assert refused.returncode == 2 and "the search space of faults changed since the search started" in refused.stderr
+    accepted = subprocess.run(_search(tmp_path, "--resume", "--accept-changed-space", space=changed),
+                              capture_output=True, text=True, env=_env(), timeout=300)
+    assert accepted.returncode == 0, accepted.stdout[-2000:] + accepted.stderr[-2000:]
+    assert "6 trials, 6 finished" in accepted.stdout  # the grid the search started with

@@ -1,0 +1,113 @@
+"""One search at a time per results folder, and ``--resume`` only of the search that was started.
+
+:func:`hold` takes an exclusive lock beside the results folder for as long as the search runs (a second search of the
+same name on the same storage path, a second ``--resume`` included, is refused with one line naming the first).
+:func:`check_plan` stores what a search plans (its groups, their domains and trial counts, its settings) when it
+starts, and refuses a ``--resume`` whose space plans something else: Tune would silently go on with the old grid. The
+lock is a local file lock (``fcntl``): with a remote storage path (a bucket) it is skipped, as is the stored plan.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from istar_tune.errors import ConfigError
+from istar_tune.search.plan import PlannedGroup
+from istar_tune.search.space import SearchSpace
+from istar_tune.tracking.storage import is_remote
+
+PLAN_FILE = "istar-tune-plan.json"
+"""In the results folder: what the search planned when it started (compared on ``--resume``)."""
+
+
+class Lock:
+    """A held lock file; :meth:`release` (or the process ending, however it ends) frees it."""
+
+    def __init__(self, path: Path | None, handle=None):
+        self.path, self.handle = path, handle
+
+    def release(self) -> None:
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+            self.handle = None
+
+
+def hold(storage: str, name: str) -> Lock:
+    """The lock of search ``name`` under ``storage``; a :class:`ConfigError` naming the holder when another search
+    (this machine's or another's, on a shared folder) holds it."""
+    if is_remote(storage):
+        return Lock(None)
+    path = Path(storage) / f".{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held open for the whole search
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise ConfigError(f"search {name!r} in {storage} is already running ({holder}): wait for it to end or stop "
+                          "it; two searches in one results folder would run the same trials twice") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    handle.flush()
+    return Lock(path, handle)
+
+
+def fingerprint(spaces: list[SearchSpace], planned: dict[str, list[PlannedGroup]]) -> dict[str, Any]:
+    """What the searches plan, as plain data: per search, each group's domains, extra values and trial count, and
+    the search's algorithm, samples, stage, seeds and settings."""
+    def group(p: PlannedGroup) -> dict[str, Any]:
+        return {"group": p.group.key, "trials": p.trials, "after": p.after,
+                "domains": {k: [d.kind, list(d.values)] for k, d in sorted(p.group.domains.items())},
+                "values": dict(sorted(p.param_space.items()))}
+
+    return {space.name: {"algorithm": space.algorithm, "num_samples": space.num_samples, "stage": space.stage,
+                         "seeds": list(space.seeds), "settings": dict(sorted(space.settings.items())),
+                         "groups": [group(p) for p in planned[name]]}
+            for name, space in zip(planned, spaces)}
+
+
+def check_plan(results_root: str, plan: dict[str, Any], resume: bool,
+               accept_changed: bool = False) -> dict[str, Any] | None:
+    """On a new search, remember ``plan``; on ``--resume``, refuse one that differs from the remembered plan (unless
+    ``accept_changed``: the search then goes on with the grid it started with, whose plan is returned)."""
+    if is_remote(results_root):
+        return None
+    path = Path(results_root) / PLAN_FILE
+    text = json.dumps(plan, sort_keys=True, default=str)
+    if resume and path.is_file():
+        stored = path.read_text(encoding="utf-8")
+        if stored != text and accept_changed:
+            return json.loads(stored)
+        if stored != text:
+            changed = sorted(n for n in set(plan) | set(json.loads(stored))
+                             if json.dumps(plan.get(n), sort_keys=True, default=str)
+                             != json.dumps(json.loads(stored).get(n), sort_keys=True, default=str))
+            digest = hashlib.sha256(stored.encode()).hexdigest()[:12]
+            raise ConfigError(f"--resume: the search space of {', '.join(changed) or 'the search'} changed since the "
+                              f"search started (stored plan {digest} in {path}); resuming runs the grid it started "
+                              "with: pass --accept-changed-space to do that anyway, or --name to start a new search")
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return None
+
+
+def keep_started(planned: dict[str, list[PlannedGroup]], stored: dict[str, Any]) -> None:
+    """Trial counts of the plan a search started with (``stored``), for the groups it started with: what a resumed
+    Tune experiment runs, whatever the space says now."""
+    for name, groups in planned.items():
+        counts = {(g["group"], g["after"]): g["trials"] for g in stored.get(name, {}).get("groups", [])}
+        groups[:] = [p for p in groups if (p.group.key, p.after) in counts]
+        for p in groups:
+            p.trials = counts[(p.group.key, p.after)]

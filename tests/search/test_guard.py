@@ -1,0 +1,42 @@
+"""One search at a time per results folder, and --resume only of the plan the search started with."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.errors import ConfigError
+from istar_tune.search import guard
+from istar_tune.search.plan import plan
+from istar_tune.search.space import Domain, SearchSpace
+
+
+def _space(rates=(1e-5, 2e-5)) -> SearchSpace:
+    return SearchSpace(path="s.yaml", name="s", models=("bert",), tasks=("rte",), methods=("base",),
+                       hyperparameters={"learning_rate": Domain("grid", tuple(rates))})
+
+
+def test_a_second_search_of_the_same_folder_is_refused_naming_the_first(tmp_path):
+    first = guard.hold(str(tmp_path), "s")
+    with pytest.raises(ConfigError, match=r"search 's' in .* is already running \(pid \d+ on .*, since "):
+        guard.hold(str(tmp_path), "s")
+    other = guard.hold(str(tmp_path), "another")  # another search's folder: free
+    first.release()
+    guard.hold(str(tmp_path), "s").release()  # free again once the first ended
+    other.release()
+    assert guard.hold("s3://bucket/runs", "s").path is None  # remote storage: no local lock
+
+
+def test_resume_refuses_a_changed_plan_unless_asked_to_go_on(tmp_path):
+    root = str(tmp_path / "s")
+    started = guard.fingerprint([_space()], {"s": plan(_space())})
+    guard.check_plan(root, started, resume=False)
+    guard.check_plan(root, started, resume=True)  # the same plan: fine
+    changed = guard.fingerprint([_space((1e-5, 2e-5, 3e-5))], {"s": plan(_space((1e-5, 2e-5, 3e-5)))})
+    with pytest.raises(ConfigError, match="--resume: the search space of s changed since the search started"):
+        guard.check_plan(root, changed, resume=True)
+    started_again = guard.check_plan(root, changed, resume=True, accept_changed=True)
+    planned = {"s": plan(_space((1e-5, 2e-5, 3e-5)))}
+    guard.keep_started(planned, started_again)
+    assert [p.trials for p in planned["s"]] == [2]  # the grid the search started with
+    assert (tmp_path / "s" / guard.PLAN_FILE).read_text() == __import__("json").dumps(started, sort_keys=True,
+                                                                                      default=str)
