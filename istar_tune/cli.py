@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
-from istar_tune.errors import IstarTuneError
+from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
 from istar_tune.results.plots import write_plots
 from istar_tune.results.status import search_status
@@ -162,6 +162,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     import time
 
 
+    if args.watch < 0:
+        raise ConfigError(f"--watch {args.watch:g}: give the seconds between refreshes (more than 0), or leave it out")
     while True:
         table, headline = search_status(_tracking_uri(args), args.experiment)
         print(headline)
@@ -376,15 +378,14 @@ def _add_store_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)
-        args.storage_path = storage_root(args.storage_path)
     if getattr(args, "command", None) in ("search", "demo") and not (args.address or os.environ.get("RAY_ADDRESS")):
-
         loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
+        if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)
+            args.storage_path = storage_root(args.storage_path)
         return args.handler(args)
     except IstarTuneError as err:
         if args.debug:

@@ -148,6 +148,7 @@ RECIPES = {
                     squad_window=384, squad_stride=128),
 }
 
+MAX_SEED = 2**32 - 1
 MIN_MAX_LENGTH = 8
 """The shortest ``max_length`` accepted: [CLS], [SEP] (twice for a pair) and a few tokens of text."""
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -258,6 +259,8 @@ def _range_problems(obj: Any) -> list[str]:
             problems.append(f"warmup_ratio must lie in [0, 1), got {obj.warmup_ratio}")
         if obj.layer == 0:
             problems.append("layer is 1-based (1 = first transformer layer, -1 = last), got 0")
+        if not 0 <= obj.seed <= MAX_SEED:
+            problems.append(f"seed must lie in [0, {MAX_SEED}] (what NumPy and CUDA accept), got {obj.seed}")
     elif isinstance(obj, RunSettings):
         for name in ("max_train_samples", "max_eval_samples", "max_length", "eval_batch_size", "shrinkage_tokens"):
             positive(name, getattr(obj, name))
@@ -267,6 +270,12 @@ def _range_problems(obj: Any) -> list[str]:
         positive("max_grad_norm", obj.max_grad_norm, strict=False)
         if not 0.0 <= obj.eval_zeta <= 1.0:
             problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):
+            problems.append(f"device must be auto, cpu, cuda, cuda:N or mps, got {obj.device!r}")
+        if obj.holdout_seed is not None and not 0 <= obj.holdout_seed <= MAX_SEED:
+            problems.append(f"holdout_seed must lie in [0, {MAX_SEED}], got {obj.holdout_seed}")
+        if obj.output_dir and Path(obj.output_dir).exists() and not Path(obj.output_dir).is_dir():
+            problems.append(f"output_dir {obj.output_dir!r} is a file, not a folder")
         if obj.checkpoint not in CHECKPOINT_MODES:
             problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
         if obj.precision not in PRECISIONS:
@@ -312,10 +321,34 @@ def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyp
     return built[0], built[1]
 
 
+MAX_YAML_BYTES = 1 << 20
+"""The largest config or search-space file read (1 MiB: the paper's grids take a few hundred bytes)."""
+MAX_YAML_NODES = 1_000_000
+"""The most values a YAML file may hold, aliases followed (a 100,000-point grid holds 100,000)."""
+
+
 class _Yaml12Loader(yaml.SafeLoader):
     """PyYAML's safe loader with YAML 1.2's float syntax: ``1e-5`` and ``3E+2`` are numbers, as people write
     them (YAML 1.1, PyYAML's default, reads them as strings because they lack a dot); a key given twice in one
     mapping is an error, as YAML 1.2 says (PyYAML keeps the last one silently)."""
+
+    def construct_document(self, node):
+        """Refuse a document whose aliases expand past :data:`MAX_YAML_NODES` (a "billion laughs" file) before
+        building any of it."""
+        sizes: dict[int, int] = {}
+
+        def size(item) -> int:
+            if id(item) not in sizes:
+                sizes[id(item)] = 0  # a recursive alias counts once
+                children = item.value if isinstance(item.value, list) else []
+                flat = [c for pair in children for c in (pair if isinstance(pair, tuple) else (pair,))]
+                sizes[id(item)] = 1 + sum(size(child) for child in flat)
+            return sizes[id(item)]
+
+        if size(node) > MAX_YAML_NODES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"it expands to more than {MAX_YAML_NODES:,} values (aliases followed)", node.start_mark)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -345,6 +378,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config or search space is at most "
+                          f"{MAX_YAML_BYTES:,} bytes")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Yaml12Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as err:

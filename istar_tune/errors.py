@@ -14,9 +14,14 @@ class IstarTuneError(Exception):
 class ConfigError(IstarTuneError, ValueError):
     """A configuration value or file is invalid. ``problems`` lists every problem found, not only the first."""
 
+    SHOWN = 20
+    """Problems the message shows (all stay in ``problems``): one readable line, however bad the input."""
+
     def __init__(self, problems: list[str] | str):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("; ".join(self.problems))
+        shown = [p if len(p) <= 1000 else p[:1000] + "…" for p in self.problems[:self.SHOWN]]
+        more = len(self.problems) - len(shown)
+        super().__init__("; ".join(shown) + (f"; and {more} more problems" if more > 0 else ""))
 
 
 class DataError(IstarTuneError):

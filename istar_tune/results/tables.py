@@ -247,6 +247,9 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
 
 def render(table: pd.DataFrame, fmt: str, output: str | Path | None = None, caption: str = "") -> str | None:
     """The table as text (md, csv, latex), or written to ``output`` (required for parquet, optional otherwise)."""
+    if output is not None and not Path(output).parent.is_dir():
+        raise ConfigError(f"--output {str(output)!r}: the folder {str(Path(output).parent)!r} does not exist; "
+                          "create it or write elsewhere")
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "parquet":

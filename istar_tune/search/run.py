@@ -36,9 +36,16 @@ def _print(text: str) -> None:
     print(text, flush=True)
 
 
+MAX_NAME_CHARS = 100
+
+
 def validate_name(name: str) -> str:
     """A search name is a folder under the storage path and an MLflow experiment: no path separators, no ``..``."""
     text = str(name).strip()
+    if len(text) > MAX_NAME_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
+        raise ConfigError(f"search name {shown} is not usable: at most {MAX_NAME_CHARS} characters, none of them "
+                          f"control characters (it names a folder and an MLflow experiment); got {len(text)}")
     if not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/") \
             or text.startswith("~") or ("'" in text and '"' in text):
         raise ConfigError(f"search name {name!r} is not usable: give a plain name (letters, digits, '-', '_', '.'; "

@@ -4,6 +4,7 @@ every problem reported at once with the file and the key; shipped spaces found b
 
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,11 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
                                  "re-run."),
 }
 """Every key a search-space YAML may hold: key → (default, meaning). The validator and the README use it."""
+
+MAX_DOMAIN_VALUES = 10_000
+"""The most values one grid or choice lists (the paper's largest lists 6)."""
+MAX_TRIALS_PER_GROUP = 1_000_000
+"""The most trials a space plans per (model, task, method) group (the paper's I-STAR grid: 648)."""
 
 _TOP_KEYS = {key.split(".")[0] for key in SPACE_KEYS}
 _SEARCH_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("search.")}
@@ -122,6 +128,10 @@ def load_search_space(path: str | Path) -> SearchSpace:
         path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
         **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of)
+    largest = max(space.trials_in(group) for group in space.groups())
+    if largest > MAX_TRIALS_PER_GROUP:
+        raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
+                          f"{MAX_TRIALS_PER_GROUP:,}: narrow the grid or search it with search.algorithm: optuna")
     if space.scheduler == "asha" and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
         if space.grace_period > horizon:
@@ -329,6 +339,10 @@ def _domains(raw, where: str, algorithm: str, problem) -> dict[str, Domain]:
         if not isinstance(values, list) or not values:
             problem(at, f"{kind} needs a non-empty list, got {values!r}")
             continue
+        if len(values) > MAX_DOMAIN_VALUES:  # before any per-value work
+            problem(at, f"{kind} lists {len(values):,} values; a domain holds at most {MAX_DOMAIN_VALUES:,} (for "
+                        "more, search a range with search.algorithm: optuna)")
+            continue
         if kind == "grid" and algorithm == "optuna":
             problem(at, "grid values need search.algorithm: grid; with optuna use choice, uniform or loguniform")
             continue
@@ -349,7 +363,8 @@ def _domains(raw, where: str, algorithm: str, problem) -> dict[str, Domain]:
                             "alike (numbers unquoted)")
                 continue
             coerced = [_coerced(key, v) for v in values]
-            duplicates = sorted({repr(v) for v in coerced if coerced.count(v) > 1})
+            counts = collections.Counter(repr(v) for v in coerced)  # linear: a grid may hold many values
+            duplicates = sorted(value for value, n in counts.items() if n > 1)
             if duplicates:
                 problem(at, f"{kind} repeats {', '.join(duplicates)} in {values!r}: each value once")
                 continue

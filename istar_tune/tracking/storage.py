@@ -29,7 +29,12 @@ def is_remote(path: str | os.PathLike) -> bool:
 def storage_root(path: str | os.PathLike | None = None) -> str:
     """The storage path: ``path``, else ``$ISTAR_TUNE_STORAGE_PATH``, else ``istar-runs``; a local one absolute."""
     chosen = str(path) if path not in (None, "") else os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE
-    return chosen if is_remote(chosen) else str(Path(chosen).expanduser().resolve())
+    if is_remote(chosen):
+        return chosen
+    try:
+        return str(Path(chosen).expanduser().resolve())
+    except (OSError, RuntimeError) as err:  # a symlink loop (RuntimeError before Python 3.13)
+        raise ConfigError(f"storage path {chosen!r} cannot be resolved ({err}): give a real folder") from None
 
 
 def join(root: str, child: str) -> str:

@@ -94,9 +94,12 @@ def _label_value(task: Task, raw: str, where: str):
     raw = raw.strip()
     if task.problem_type == REGRESSION:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise DataError(f"{where}: score {raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise DataError(f"{where}: score {raw!r} is not a finite number")
+        return value
     if raw.isdigit() and int(raw) < len(task.label_names):
         return int(raw)
     if raw in task.label_names:
@@ -158,7 +161,10 @@ def parse_ptb(task: Task, path: Path) -> dict[str, list]:
 def parse_squad(task: Task, path: Path) -> dict[str, list]:
     """SQuAD v1.1 JSON flattened to one row per question with ``answers = {text: [...], answer_start: [...]}``."""
     try:
-        articles = json.loads(read_text(path))["data"]
+        try:
+            articles = json.loads(read_text(path))["data"]
+        except RecursionError:
+            raise DataError(f"{path}: JSON nested too deep to be a SQuAD file") from None
         rows: dict[str, list] = {"id": [], "title": [], "context": [], "question": [], "answers": []}
         for article in articles:
             for paragraph in article["paragraphs"]:
