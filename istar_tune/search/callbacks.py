@@ -13,7 +13,9 @@ from ray.tune import Callback
 
 from istar_tune import tracking
 from istar_tune.config import group_key
+from istar_tune.search.scheduler import STOPPED_EARLY
 from istar_tune.search.space import SEARCH_KEY
+from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.tasks import get_task
 
 
@@ -36,9 +38,12 @@ class MlflowTrialLogger(Callback):
         self._writer: tracking.RunWriter | None = None
         self._nodes: dict[str, str] = {}
         self._reconciled = False
+        self.stop: Stop | None = None
+        """The search's stopper (set by the search): a trial that ends early after it fired was interrupted, and a
+        systemic failure seen here fires it."""
 
     def __getstate__(self):
-        return {**self.__dict__, "_writer": None, "_nodes": {}, "_reconciled": False}
+        return {**self.__dict__, "_writer": None, "_nodes": {}, "_reconciled": False, "stop": None}
 
     @property
     def writer(self) -> tracking.RunWriter:
@@ -90,9 +95,10 @@ class MlflowTrialLogger(Callback):
         if not self._mine(trial):
             return
         last = int((trial.last_result or {}).get("epoch", 0))
-        status = tracking.ended_status(trial.config, last)
+        by_scheduler = self.stop is None or not self.stop.reason or trial.trial_id in STOPPED_EARLY
+        status = tracking.ended_status(trial.config, last, by_scheduler)
         extra = {"istar_tune.stopped_after_epoch": str(last)} if status == "stopped_early" else {}
-        self.writer.end(trial.trial_id, status, "FINISHED", extra)
+        self.writer.end(trial.trial_id, status, "KILLED" if status == "interrupted" else "FINISHED", extra)
         self._nodes.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -103,8 +109,15 @@ class MlflowTrialLogger(Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         if not self._mine(trial):
             return
-        self.writer.end(trial.trial_id, "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)})
+        error = tracking.trial_error_text(trial)
+        self.writer.end(trial.trial_id, "failed", "FAILED", {tracking.TAG_ERROR: error})
         self._nodes.pop(trial.trial_id, None)
+        if self.stop is not None and (cause := systemic_cause(error)):
+            self.stop.fail(cause, error)
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.stop is not None and self._writer is not None and self._writer.errors:
+            self.stop.fail("the tracking store is gone", self._writer.errors[-1])
 
     def on_experiment_end(self, trials, **info):
         self.writer.flush()

@@ -33,6 +33,9 @@ def tune_environment(total_trials: int, space: SearchSpace) -> None:
     # Ray's default per-trial loggers add a CSV file and a TensorBoard writer thread per trial on the driver; MLflow
     # holds the record, so only result.json (read by Ray's ExperimentAnalysis) is kept.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Ctrl-C and SIGTERM are the search's to handle (stopping.py): it records why and then asks Tune to end the run
+    # (SIGUSR1); with Tune's own SIGINT handler the search could not tell an interrupted trial from a finished one.
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     # Tune lets a custom searcher keep only one trial pending; with as many pending as the cluster has slots, a
     # finished trial's worker is handed the next trial at once (actor reuse) and a new GPU node is never idle.
     if _USER_PENDING is None:
@@ -74,9 +77,10 @@ def loopback_only() -> None:
 
 
 def replace_callbacks(tuner, callbacks) -> None:
-    """Give a restored experiment this run's callbacks (this tracking URI and progress printer). Ray restores the
-    pickled ones otherwise, which also work (they find their MLflow runs by trial id), so a Ray version without this
-    private attribute loses nothing essential."""
+    """Give a restored experiment this run's callbacks (this tracking URI, progress printer and stopper). Ray
+    restores the pickled ones otherwise, which also work (they find their MLflow runs by trial id) except that a
+    systemic failure would not stop the search early, so a Ray version without this private attribute loses no
+    record."""
     local = getattr(tuner, "_local_tuner", None)
     if local is not None and hasattr(local, "get_run_config"):
         local.get_run_config().callbacks = callbacks

@@ -53,6 +53,10 @@ class SearchSummary:
     planned_trials: int = 0
     interrupted: str = ""
     """Why the search stopped before every trial ended (empty when it ran to the end)."""
+    signal_number: int = 0
+    """The signal that stopped it (SIGINT, SIGTERM), if one did."""
+    systemic: bool = False
+    """A failure no retry can fix stopped it (``interrupted`` names the cause)."""
     mlflow_latencies_ms: list[float] = field(default_factory=list)
     mlflow_errors: list[str] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
@@ -72,8 +76,9 @@ class SearchSummary:
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:
             left = self.planned_trials - finished - stopped - len(self.failed)
-            lines.append(f"INTERRUPTED ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; "
-                         "continue with --resume")
+            label, then = ("STOPPED", "fix that, then continue with --resume") if self.systemic else \
+                ("INTERRUPTED", "continue with --resume")
+            lines.append(f"{label} ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; {then}")
         for outcome in self.groups:
             best = outcome.best
             if best is None:
@@ -105,10 +110,14 @@ def expected_trials(names: list[str], planned: dict[str, list[PlannedGroup]],
     return sum(p.trials for n in names for p in planned[n] if not p.after or best.get(p.after) is not None)
 
 
-def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[str, str],
-              search: str) -> list[GroupOutcome]:
-    """Each planned group's trials among ``results`` (Tune's, of every search in the experiment) of ``search``."""
+def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[str, str], search: str,
+                   stopped: bool = False) -> list[GroupOutcome]:
+    """Each planned group's trials among ``results`` (Tune's, of every search in the experiment) of ``search``.
+    ``stopped``: the search was stopped before its end, so a trial that ended early without its scheduler stopping
+    it was interrupted."""
     from ray.tune.experiment import Trial
+
+    from istar_tune.search.scheduler import STOPPED_EARLY
 
     by_group: dict[str, list[TrialOutcome]] = {}
     for result in results:
@@ -127,8 +136,9 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
             outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs, ended_at=ended)
         else:
-            outcome = TrialOutcome(trial_id, tracking.ended_status(config, epochs), config, value, epochs,
-                                   ended_at=ended)
+            by_scheduler = not stopped or trial_id in STOPPED_EARLY
+            outcome = TrialOutcome(trial_id, tracking.ended_status(config, epochs, by_scheduler), config, value,
+                                   epochs, ended_at=ended)
         by_group.setdefault(key, []).append(outcome)
     outcomes = []
     for item in planned:
@@ -141,6 +151,10 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
 
 
 def exit_code(summary: SearchSummary) -> int:
+    """0; 1 when a trial failed for good or a systemic failure stopped the search; 128 + the signal that stopped it
+    (130 for Ctrl-C, 143 for SIGTERM); 130 when it stopped early otherwise."""
+    if summary.signal_number:
+        return 128 + summary.signal_number
     if summary.interrupted:
-        return 130
+        return 1 if summary.systemic else 130
     return 1 if summary.failed else 0

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
@@ -28,6 +28,9 @@ from istar_tune.search.space import SearchSpace, trial_group
 from istar_tune.search.trainable import OBJECTIVE, trainable
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from istar_tune.search.stopping import Stop
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +115,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     say = write or _print
     began = time.monotonic()
     experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-    checked_s = _check_and_plan(experiment, resume, accept_changed_space)
+    checked_s = _check_and_plan(experiment, resume)
     if experiment.simulated:
 
         trainable_fn = simulated_trainable
@@ -120,6 +123,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     checked_s += _check_resources(experiment.spaces[0])
     say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
         f"checked in {checked_s:.1f} s")
+    _guard(experiment, resume, accept_changed_space)
     _open_tracking(experiment)
     cluster.tune_environment(experiment.total, experiment.spaces[0])
     phases: dict[str, float] = {}
@@ -143,7 +147,7 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
                        settings={n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)})
 
 
-def _check_and_plan(experiment: _Experiment, resume: bool, accept_changed_space: bool = False) -> float:
+def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
     names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
@@ -161,16 +165,20 @@ def _check_and_plan(experiment: _Experiment, resume: bool, accept_changed_space:
     if resume and not results_exist(experiment.storage, experiment.name):
         raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
                           "run it without --resume (or check --name and --storage-path)")
+    return checked_s
+
+
+def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) -> None:
+    """The results folder's lock, then the plan check (after every other check: a refusal creates nothing)."""
     experiment.lock = guard.hold(experiment.storage, experiment.name)
     try:
-        started = guard.check_plan(experiment.results_root, guard.fingerprint(spaces, experiment.planned), resume,
-                                   accept_changed_space)
+        started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
+                                   resume, accept_changed_space)
         if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
             guard.keep_started(experiment.planned, started)
     except BaseException:
         experiment.lock.release()
         raise
-    return checked_s
 
 
 def _check_resources(space: SearchSpace) -> float:
@@ -244,9 +252,13 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     """Run the Tune experiment; however it ends, close the MLflow records and summarise each search."""
     from ray.tune.logger import JsonLoggerCallback
 
+    from istar_tune.search import stopping
     from istar_tune.search.callbacks import ProgressPrinter
 
     names, planned = experiment.names, experiment.planned
+    stop = stopping.Stop()
+    for logger in experiment.loggers.values():
+        logger.stop = stop
     printer = ProgressPrinter(experiment.total, say)
     callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
     headline = " then ".join(f"{n} ({sum(p.trials for p in planned[n])} trials in {len(planned[n])} groups)"
@@ -256,9 +268,16 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     try:
-        grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
+        with stopping.catch_signals(stop), stopping.errors_to_file(_errors_log(experiment)):
+            try:
+                grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
+            except Exception:  # Tune may fail reading its own results back after the failure (a full disk)
+                if not stop.systemic:
+                    raise
+                log.debug("Tune ended with an error after a systemic failure", exc_info=True)
+        interrupted = stop.reason
     except KeyboardInterrupt:
-        interrupted = "interrupted by a signal"
+        interrupted = stop.reason or "interrupted by a signal"
         raise
     except BaseException as err:
         interrupted = f"{type(err).__name__}: {err}"
@@ -266,18 +285,25 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     finally:
         phases["fit"] = time.monotonic() - began - phases["setup"]
         try:
-            summaries = _close(experiment, grid, interrupted, phases)
+            summaries = _close(experiment, grid, interrupted, phases, stop)
         finally:
             experiment.lock.release()
     return summaries
 
 
-def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, float]) -> list[SearchSummary]:
+def _errors_log(experiment: _Experiment) -> Path:
+    """Where failed trials' tracebacks go: beside the results folder (a local file for a remote storage path)."""
+    folder = Path(experiment.storage) if not is_remote(experiment.storage) else Path.cwd()
+    return folder / f"{experiment.name}.errors.log"
+
+
+def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, float],
+           stop: Stop) -> list[SearchSummary]:
     """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
     names, planned = experiment.names, experiment.planned
     results = list(grid) if grid is not None else []
     statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
-    outcomes = {n: group_outcomes(planned[n], results, statuses, n) for n in names}
+    outcomes = {n: group_outcomes(planned[n], results, statuses, n, stopped=bool(stop.reason)) for n in names}
     ended = sum(len(g.trials) - g.count("interrupted") for n in names for g in outcomes[n])
     if not interrupted and ended < expected_trials(names, planned, outcomes):
         interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
@@ -295,7 +321,8 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
         log.error("some MLflow writes did not land before the search ended")
     return [SearchSummary(name=n, storage_path=str(experiment.results_root), tracking_uri=experiment.tracking_uri,
                           groups=outcomes[n], planned_trials=sum(p.trials for p in planned[n]),
-                          interrupted=interrupted, mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
+                          interrupted=interrupted, signal_number=stop.signal_number, systemic=stop.systemic,
+                          mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
                           mlflow_errors=list(experiment.loggers[n].writer.errors), phases_s=phases) for n in names]
 
 

@@ -13,6 +13,10 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from istar_tune.search.space import trial_group
 
+STOPPED_EARLY: set[str] = set()
+"""Trials a group's ASHA stopped (in this driver): "stopped early" is the scheduler's word, and a trial that ended
+early for any other reason (the search was stopped) is interrupted."""
+
 
 class GroupScheduler(FIFOScheduler):
     """First come, first served in the searcher's order, and (with ``asha``) one ASHA scheduler per group, created
@@ -62,8 +66,12 @@ class GroupScheduler(FIFOScheduler):
 
     def on_trial_result(self, tune_controller, trial, result):
         scheduler = self._of(trial)
-        return TrialScheduler.CONTINUE if scheduler is None else scheduler.on_trial_result(tune_controller, trial,
-                                                                                          result)
+        if scheduler is None:
+            return TrialScheduler.CONTINUE
+        decision = scheduler.on_trial_result(tune_controller, trial, result)
+        if decision == TrialScheduler.STOP:
+            STOPPED_EARLY.add(trial.trial_id)
+        return decision
 
     def on_trial_complete(self, tune_controller, trial, result):
         if (scheduler := self._of(trial)) is not None:

@@ -33,10 +33,13 @@ COUNTED_STATUSES = ("finished", "stopped_early")
 """The statuses whose score counts (tables, plots, ``status``, the best trial of a group)."""
 
 
-def ended_status(config: dict[str, Any], last_epoch: int) -> str:
-    """How a trial that ended without an error ended: ``finished``, or ``stopped_early`` (by its scheduler) when its
-    last reported epoch is before the last one its configuration trains (:func:`istar_tune.methods.trial_epochs`)."""
-    return "stopped_early" if last_epoch < trial_epochs(config) else "finished"
+def ended_status(config: dict[str, Any], last_epoch: int, by_scheduler: bool = True) -> str:
+    """How a trial that ended without an error ended: ``finished`` when it reported the last epoch its configuration
+    trains (:func:`istar_tune.config.trial_epochs`); before that, ``stopped_early`` when its scheduler stopped it
+    (``by_scheduler``), else ``interrupted`` (the search was stopped)."""
+    if last_epoch >= trial_epochs(config):
+        return "finished"
+    return "stopped_early" if by_scheduler else "interrupted"
 
 
 MAX_TAG_CHARS = 7000

@@ -1,0 +1,132 @@
+"""Every way a search stops before its last trial, said honestly.
+
+Ctrl-C (SIGINT) and SIGTERM do not kill the driver: :func:`catch_signals` records the signal in :class:`Stop` and
+asks Tune to end the experiment the way Tune ends one on Ctrl-C (SIGUSR1, which Tune always listens to): its state
+saved one last time, the unfinished trials resumable with ``--resume``. A second signal stops at once. A failure no
+retry can fix (no space left on the storage device, the storage folder gone or read-only, the tracking store gone)
+stops the search the same way at its first occurrence (:func:`systemic_cause`), instead of failing every remaining
+trial. The search then reports why it stopped, marks what did not finish as interrupted
+(never as stopped early: that is the scheduler's word) and exits 130, 143 or 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+SYSTEMIC = (
+    (re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|Errno 122"),
+     "no space left on the storage device"),
+    (re.compile(r"Read-only file system|Errno 30|EROFS"), "the storage device is read-only"),
+    (re.compile(r"storage path .* (is gone|does not exist)|No such file or directory: '[^']*(experiment_state|"
+                r"checkpoint_\d+|result\.json)"), "the storage folder is gone"),
+    (re.compile(r"MLflow writes lost"), "the tracking store is gone"),
+)
+"""Error texts whose cause is the machine or a service, not the configuration a trial tried."""
+
+
+def systemic_cause(error_text: str) -> str:
+    """What in ``error_text`` no retry or other configuration can fix; empty when nothing is."""
+    for pattern, cause in SYSTEMIC:
+        if pattern.search(error_text or ""):
+            return cause
+    return ""
+
+
+class Stop:
+    """Why the search is being stopped (empty while it is not): a signal, or a systemic failure. Setting a reason
+    asks Tune, in the driver, to end the experiment (SIGUSR1 to this process, which Tune handles as Ctrl-C)."""
+
+    def __init__(self):
+        self.reason = ""
+        self.signal_number = 0
+        self.systemic = False
+
+    def __getstate__(self):
+        return {"reason": "", "signal_number": 0, "systemic": False}  # a resumed experiment starts unstopped
+
+    def set(self, reason: str, signal_number: int = 0) -> None:
+        if not self.reason:
+            self.reason, self.signal_number = reason, signal_number
+            _end_tune_run()
+
+    def fail(self, cause: str, seen: str) -> None:
+        """Stop for a systemic failure: ``cause`` in words, ``seen`` the error line it was read from."""
+        if not self.reason:
+            self.reason, self.systemic = f"systemic failure: {cause} ({seen[:300]})", True
+            _end_tune_run()
+
+
+def _end_tune_run() -> None:
+    if hasattr(signal, "SIGUSR1"):
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
+_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+
+@contextlib.contextmanager
+def catch_signals(stop: Stop) -> Iterator[None]:
+    """While the experiment runs: the first SIGINT or SIGTERM asks :class:`Stop` to end it (the trials stop, Tune
+    saves its state); a second one interrupts at once (KeyboardInterrupt). Only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(number, frame):
+        if stop.reason:
+            raise KeyboardInterrupt
+        stop.set(f"interrupted by {_NAMES.get(number, number)}", number)
+
+    previous = {number: signal.signal(number, handle) for number in _NAMES}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _traceback(record: logging.LogRecord) -> bool:
+    """A Ray record that carries a traceback (a failed trial, a failed sync): many lines, for the log file."""
+    return record.name.startswith("ray") and record.levelno >= logging.WARNING and (
+        bool(record.exc_info) or "\n" in record.getMessage())
+
+
+class _KeepOut(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _traceback(record)
+
+
+class _KeepIn(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _traceback(record)
+
+
+@contextlib.contextmanager
+def errors_to_file(path: Path) -> Iterator[None]:
+    """While the experiment runs, Ray's records that carry a traceback (each failed trial's, each failed sync's) go
+    to ``path`` instead of the terminal, where the search prints one line per failed trial."""
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.handleError = lambda record: None  # a full or vanished disk loses the log, not the search's ending
+    handler.addFilter(_KeepIn())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ray_logger = logging.getLogger("ray")
+    terminal = [h for name in ("", "ray", "ray.tune", "ray.train") for h in logging.getLogger(name).handlers]
+    keep_out = _KeepOut()
+    for existing in terminal:
+        existing.addFilter(keep_out)
+    ray_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        ray_logger.removeHandler(handler)
+        with contextlib.suppress(OSError):
+            handler.close()
+        for existing in terminal:
+            existing.removeFilter(keep_out)

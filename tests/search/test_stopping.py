@@ -1,0 +1,165 @@
+"""Every way a search stops, said honestly: Ctrl-C and SIGTERM end it as interrupted (130, 143) with its summary and
+nothing left RUNNING; a full disk stops it at its first failure with one line naming the cause. The end-to-end cases
+run real tiny-bert trials."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.search.stopping import Stop, catch_signals, errors_to_file, systemic_cause
+
+BIN = Path(sys.executable).parent
+
+SPACE = """\
+name: stops
+models: [tiny-bert]
+tasks: [sst2]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: 3
+  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3]}
+concurrency: 2
+settings: {max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}
+"""
+
+
+def test_systemic_causes_are_told_from_a_trials_own_errors():
+    assert systemic_cause("OSError: [Errno 28] No space left on device") == "no space left on the storage device"
+    assert systemic_cause("OSError: [Errno 30] Read-only file system: '/runs/x'") == "the storage device is read-only"
+    assert systemic_cause("RuntimeError: MLflow writes lost after 900 s of retries") == "the tracking store is gone"
+    assert systemic_cause("TrainingError: the loss became nan at epoch 1") == ""
+    assert systemic_cause("") == ""
+
+
+@pytest.fixture
+def tune_asked():
+    """SIGUSR1s this process received (what Tune handles as "end the run")."""
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda number, frame: received.append(number))
+    yield received
+    signal.signal(signal.SIGUSR1, previous)
+
+
+def test_the_first_signal_asks_tune_to_end_the_run_and_a_second_interrupts_at_once(tune_asked):
+    stop = Stop()
+    with catch_signals(stop):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        assert stop.reason == "interrupted by SIGTERM" and stop.signal_number == signal.SIGTERM
+        assert tune_asked == [signal.SIGUSR1]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+    assert tune_asked == [signal.SIGUSR1]  # once
+
+
+def test_a_systemic_failure_asks_once_and_keeps_its_reason(tune_asked):
+    failed = Stop()
+    failed.fail("no space left on the storage device", "OSError: [Errno 28]")
+    failed.set("interrupted by SIGINT (Ctrl-C)", signal.SIGINT)  # the first reason stays
+    assert failed.systemic and failed.signal_number == 0 and failed.reason.startswith("systemic failure: no space")
+    assert tune_asked == [signal.SIGUSR1]
+    assert Stop().__getstate__() == {"reason": "", "signal_number": 0, "systemic": False}
+
+
+def test_tracebacks_go_to_the_log_file_and_one_liners_stay(tmp_path, capsys):
+    log = logging.getLogger("ray.tune.execution.tune_controller")
+    stream = logging.StreamHandler(sys.stderr)
+    logging.getLogger("ray").addHandler(stream)
+    try:
+        with errors_to_file(tmp_path / "errors.log"):
+            try:
+                raise OSError("[Errno 28] No space left on device")
+            except OSError:
+                log.error("Trial task failed for trial t1", exc_info=True)
+            log.warning("a one-line warning")
+    finally:
+        logging.getLogger("ray").removeHandler(stream)
+    err = capsys.readouterr().err
+    assert "a one-line warning" in err and "Trial task failed" not in err and "Traceback" not in err
+    text = (tmp_path / "errors.log").read_text()
+    assert "Trial task failed for trial t1" in text and "No space left on device" in text
+
+
+def _env(glue) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
+
+
+def _stop_after_first_trial(command, env, send) -> tuple[int, str]:
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                              start_new_session=True)
+    output = []
+    for line in driver.stdout:
+        output.append(line)
+        if line.startswith("[1/"):
+            time.sleep(1)
+            send(driver)
+            break
+    rest, _ = driver.communicate(timeout=300)
+    return driver.returncode, "".join(output) + rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)])
+def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, glue, tmp_path):
+    space = tmp_path / "stops.yaml"
+    space.write_text(SPACE)
+    storage = tmp_path / "runs"
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+
+    def send(driver):  # Ctrl-C in a terminal signals the whole group; a job system signals the driver
+        (os.killpg if to_group else os.kill)(driver.pid, sig)
+
+    returncode, text = _stop_after_first_trial(command, _env(glue), send)
+    assert returncode == code, text[-3000:]
+    assert "INTERRUPTED (interrupted by SIG" in text and "continue with --resume" in text
+    assert "stopped early" in text and " 0 stopped early" in text  # interrupted trials are not stopped early
+    client = tracking.client(f"sqlite:///{storage / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("stops").experiment_id
+    runs = tracking.find_runs(client, experiment)
+    parent = [r for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "search"]
+    assert len(parent) == 1 and parent[0].info.status == "KILLED"
+    trials = [r for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "trial"]
+    assert trials and all(r.info.status != "RUNNING" for r in trials)
+    assert {r.data.tags[tracking.TAG_STATUS] for r in trials} <= {"finished", "interrupted"}
+    assert any(r.data.tags[tracking.TAG_STATUS] == "finished" for r in trials)
+
+
+@pytest.mark.slow
+def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_line(glue, tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        space = tmp_path / "stops.yaml"
+        space.write_text(SPACE)
+        command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(mount / "runs"),
+                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+        began = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=_env(glue), timeout=300)
+        took = time.monotonic() - began
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    stopped = [line for line in done.stdout.splitlines() if line.startswith("STOPPED (systemic failure")]
+    assert len(stopped) == 1 and "no space left on the storage device" in stopped[0]
+    assert took < 120  # Ray's start, the first trial's failure, then at once the end (not 15-20 minutes)
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 5, done.stderr[-2000:]
+    failed_lines = [line for line in done.stdout.splitlines() if " FAILED: " in line]
+    assert failed_lines and all("No space left on device" in line for line in failed_lines)
+    client = tracking.client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = tracking.find_runs(client, client.get_experiment_by_name("stops").experiment_id)
+    assert all(r.info.status != "RUNNING" for r in runs)
