@@ -117,15 +117,18 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
     checked_s = _check_and_plan(experiment, resume)
     if experiment.simulated:
-
         trainable_fn = simulated_trainable
     cluster.connect(address)
     checked_s += _check_resources(experiment.spaces[0])
     say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
         f"checked in {checked_s:.1f} s")
     _guard(experiment, resume, accept_changed_space)
-    _open_tracking(experiment)
-    cluster.tune_environment(experiment.total, experiment.spaces[0])
+    try:
+        _open_tracking(experiment)
+        cluster.tune_environment(experiment.total, experiment.spaces[0])
+    except BaseException:
+        experiment.lock.release()
+        raise
     phases: dict[str, float] = {}
     return _fit(experiment, trainable_fn, resume, say, began, phases)
 

@@ -64,8 +64,16 @@ class Stop:
 
 
 def _end_tune_run() -> None:
-    if hasattr(signal, "SIGUSR1"):
-        os.kill(os.getpid(), signal.SIGUSR1)
+    """Ask the running Tune experiment to end; before Tune runs (it installs its SIGUSR1 handler when it starts)
+    there is nothing to save: stop at once."""
+    if not hasattr(signal, "SIGUSR1") or signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, signal.SIG_IGN, None,
+                                                                             _before_tune):
+        raise KeyboardInterrupt
+    os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def _before_tune(number, frame) -> None:
+    """SIGUSR1 before Tune listens for it: ignored (its default would end the process)."""
 
 
 _NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
@@ -85,6 +93,8 @@ def catch_signals(stop: Stop) -> Iterator[None]:
         stop.set(f"interrupted by {_NAMES.get(number, number)}", number)
 
     previous = {number: signal.signal(number, handle) for number in _NAMES}
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+        previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, _before_tune)
     try:
         yield
     finally:

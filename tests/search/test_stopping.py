@@ -163,3 +163,16 @@ def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_li
     client = tracking.client(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = tracking.find_runs(client, client.get_experiment_by_name("stops").experiment_id)
     assert all(r.info.status != "RUNNING" for r in runs)
+
+
+def test_a_signal_before_tune_listens_stops_at_once():
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    try:
+        stop = Stop()
+        with pytest.raises(KeyboardInterrupt), catch_signals(stop):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+        assert stop.reason == "interrupted by SIGINT (Ctrl-C)"
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL  # put back
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
