@@ -73,7 +73,8 @@ def test_a_systemic_failure_asks_once_and_keeps_its_reason(tune_asked):
 
 
 def test_tracebacks_go_to_the_log_file_and_one_liners_stay(tmp_path, capsys):
-    log = logging.getLogger("ray.tune.execution.tune_controller")
+    log = logging.getLogger("ray.tune.istar_tune_test")
+    log.setLevel(logging.WARNING)  # whatever level ray.init gave the "ray" loggers earlier in this process
     stream = logging.StreamHandler(sys.stderr)
     logging.getLogger("ray").addHandler(stream)
     try:
