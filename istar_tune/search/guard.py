@@ -90,9 +90,8 @@ def check_plan(results_root: str, plan: dict[str, Any], resume: bool,
         if stored != text and accept_changed:
             return json.loads(stored)
         if stored != text:
-            changed = sorted(n for n in set(plan) | set(json.loads(stored))
-                             if json.dumps(plan.get(n), sort_keys=True, default=str)
-                             != json.dumps(json.loads(stored).get(n), sort_keys=True, default=str))
+            before, now = json.loads(stored), json.loads(text)
+            changed = sorted(n for n in set(now) | set(before) if now.get(n) != before.get(n))
             digest = hashlib.sha256(stored.encode()).hexdigest()[:12]
             raise ConfigError(f"--resume: the search space of {', '.join(changed) or 'the search'} changed since the "
                               f"search started (stored plan {digest} in {path}); resuming runs the grid it started "

@@ -3,10 +3,10 @@
 Ctrl-C (SIGINT) and SIGTERM do not kill the driver: :func:`catch_signals` records the signal in :class:`Stop` and
 asks Tune to end the experiment the way Tune ends one on Ctrl-C (SIGUSR1, which Tune always listens to): its state
 saved one last time, the unfinished trials resumable with ``--resume``. A second signal stops at once. A failure no
-retry can fix (no space left on the storage device, the storage folder gone or read-only, the tracking store gone)
-stops the search the same way at its first occurrence (:func:`systemic_cause`), instead of failing every remaining
-trial. The search then reports why it stopped, marks what did not finish as interrupted
-(never as stopped early: that is the scheduler's word) and exits 130, 143 or 1.
+retry can fix (no space left on the storage device, the storage folder gone or read-only: :func:`systemic_cause`;
+MLflow writes lost after the writer's retries: the trial logger) stops the search the same way at its first
+occurrence, instead of failing every remaining trial. The search then reports why it stopped, marks what did not
+finish as interrupted (never as stopped early: that is the scheduler's word) and exits 130, 143 or 1.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ SYSTEMIC = (
     (re.compile(r"Read-only file system|Errno 30|EROFS"), "the storage device is read-only"),
     (re.compile(r"storage path .* (is gone|does not exist)|No such file or directory: '[^']*(experiment_state|"
                 r"checkpoint_\d+|result\.json)"), "the storage folder is gone"),
-    (re.compile(r"MLflow writes lost"), "the tracking store is gone"),
 )
 """Error texts whose cause is the machine or a service, not the configuration a trial tried."""
 
@@ -47,9 +46,6 @@ class Stop:
         self.reason = ""
         self.signal_number = 0
         self.systemic = False
-
-    def __getstate__(self):
-        return {"reason": "", "signal_number": 0, "systemic": False}  # a resumed experiment starts unstopped
 
     def set(self, reason: str, signal_number: int = 0) -> None:
         if not self.reason:

@@ -36,7 +36,6 @@ settings: {max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinka
 def test_systemic_causes_are_told_from_a_trials_own_errors():
     assert systemic_cause("OSError: [Errno 28] No space left on device") == "no space left on the storage device"
     assert systemic_cause("OSError: [Errno 30] Read-only file system: '/runs/x'") == "the storage device is read-only"
-    assert systemic_cause("RuntimeError: MLflow writes lost after 900 s of retries") == "the tracking store is gone"
     assert systemic_cause("TrainingError: the loss became nan at epoch 1") == ""
     assert systemic_cause("") == ""
 
@@ -69,7 +68,6 @@ def test_a_systemic_failure_asks_once_and_keeps_its_reason(tune_asked):
     failed.set("interrupted by SIGINT (Ctrl-C)", signal.SIGINT)  # the first reason stays
     assert failed.systemic and failed.signal_number == 0 and failed.reason.startswith("systemic failure: no space")
     assert tune_asked == [signal.SIGUSR1]
-    assert Stop().__getstate__() == {"reason": "", "signal_number": 0, "systemic": False}
 
 
 def test_tracebacks_go_to_the_log_file_and_one_liners_stay(tmp_path, capsys):
