@@ -15,7 +15,7 @@ from pathlib import Path
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, max_positions
 from istar_tune.tasks import get_task
-from istar_tune.tracking.storage import is_remote
+from istar_tune.tracking.storage import is_remote, unwritable
 from istar_tune.tracking.store import check_reachable, check_writable
 
 
@@ -33,17 +33,8 @@ def check_tracking(tracking_uri: str) -> list[str]:
 def check_storage(storage: str) -> list[str]:
     if is_remote(storage):
         return []
-    path = Path(storage)
-    for parent in (path, *path.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                return [f"storage path {storage!r}: {parent} is a file, not a folder; give a folder for the results"]
-            import os
-
-            if not os.access(parent, os.W_OK):
-                return [f"storage path {storage!r}: {parent} is not writable"]
-            return []
-    return []
+    problem = f"{storage} is a file" if Path(storage).is_file() else unwritable(storage)
+    return [f"storage path {storage!r}: {problem}; give a folder for the results"] if problem else []
 
 
 def check_data(tasks: list[str], data_dir: str | None) -> list[str]:

@@ -69,3 +69,15 @@ def artifact_root(uri: str, storage: str) -> str | None:
     if is_server(uri) or is_remote(storage):
         return None
     return str(Path(storage) / "mlartifacts")
+
+
+def unwritable(path: str | os.PathLike) -> str:
+    """Why ``path`` (a folder or file, existing or not) could not be written or created, read from its nearest
+    existing ancestor without creating anything; empty when it can."""
+    path = Path(path)
+    for existing in (path, *path.parents):
+        if existing.exists():
+            if existing != path and not existing.is_dir():
+                return f"{existing} is a file"
+            return "" if os.access(existing, os.W_OK) else f"{existing} is not writable"
+    return ""

@@ -12,6 +12,7 @@ from typing import Any
 
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
+from istar_tune.tracking.storage import unwritable
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
@@ -181,14 +182,8 @@ def check_writable(tracking_uri: str, timeout_s: float = 5.0) -> None:
 def _sqlite_problem(path: Path) -> str:
     if path.is_dir():
         return f"{path} is a folder, not a database file; name a file such as {path / 'mlflow.db'}"
-    if path.exists():
-        return "" if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) else f"{path} is not writable"
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return f"{parent} is a file, so {path} cannot be created"
-            return "" if os.access(parent, os.W_OK) else f"{parent} is not writable, so {path} cannot be created"
-    return ""
+    problem = unwritable(path) or (unwritable(path.parent) if path.exists() else "")
+    return f"{problem}, so {path} cannot be written" if problem else ""
 
 
 def _probe_server(tracking_uri: str) -> None:

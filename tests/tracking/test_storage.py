@@ -43,3 +43,11 @@ def test_remote_paths_join_as_uris_and_servers_keep_their_artifacts(tmp_path):
     assert join("s3://b/runs/", "smoke") == "s3://b/runs/smoke" and join(str(tmp_path), "s") == str(tmp_path / "s")
     assert artifact_root("http://127.0.0.1:5000", str(tmp_path)) is None
     assert artifact_root(f"sqlite:///{tmp_path}/mlflow.db", str(tmp_path)) == str(tmp_path / "mlartifacts")
+
+
+def test_unwritable_reads_the_nearest_existing_folder_and_creates_nothing(tmp_path):
+    from istar_tune.tracking.storage import unwritable
+
+    (tmp_path / "file").write_text("x")
+    assert unwritable(tmp_path / "new" / "deeper") == "" and not (tmp_path / "new").exists()
+    assert unwritable(tmp_path / "file" / "runs") == f"{tmp_path / 'file'} is a file"
