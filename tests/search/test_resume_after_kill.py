@@ -20,24 +20,7 @@ from istar_tune.tracking.storage import default_tracking_uri
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
-SPACE = """\
-name: killed
-models: [tiny-bert]
-tasks: [sst2]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 2
-  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3]}
-concurrency: 1
-settings: {max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}
-"""
 LEARNING_RATES = {"0.001", "0.002", "0.003"}
-
-
-def _env(glue) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
 
 
 def _trial_runs(uri: str) -> list:
@@ -71,21 +54,20 @@ def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) 
 
 
 @pytest.mark.parametrize("moment", ["start", "mid-epoch", "finishing"])
-def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, glue, tmp_path):
-    space = tmp_path / "killed.yaml"
-    space.write_text(SPACE)
+def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, real_search, tmp_path):
+    space, env = real_search("killed", epochs=2, rates=["1.0e-3", "2.0e-3", "3.0e-3"], concurrency=1)
     storage = tmp_path / "runs"
     uri = default_tracking_uri(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=_env(glue), start_new_session=True)
+                              env=env, start_new_session=True)
     try:
         _wait_for(moment, driver, uri, time.monotonic() + 240)
     finally:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and its local Ray instance die at once
         driver.wait()
 
-    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(glue),
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=env,
                              timeout=400)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     runs = _trial_runs(uri)

@@ -19,20 +19,6 @@ from istar_tune.search.stopping import Stop, catch_signals, errors_to_file, syst
 
 BIN = Path(sys.executable).parent
 
-SPACE = """\
-name: stops
-models: [tiny-bert]
-tasks: [sst2]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 3
-  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3]}
-concurrency: 2
-settings: {max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}
-"""
-
-
 def test_systemic_causes_are_told_from_a_trials_own_errors():
     assert systemic_cause("OSError: [Errno 28] No space left on device") == "no space left on the storage device"
     assert systemic_cause("OSError: [Errno 30] Read-only file system: '/runs/x'") == "the storage device is read-only"
@@ -90,11 +76,6 @@ def test_tracebacks_go_to_the_log_file_and_one_liners_stay(tmp_path, capsys):
     assert "Trial task failed for trial t1" in text and "No space left on device" in text
 
 
-def _env(glue) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
-
-
 def _stop_after_first_trial(command, env, send) -> tuple[int, str]:
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                               start_new_session=True)
@@ -111,16 +92,15 @@ def _stop_after_first_trial(command, env, send) -> tuple[int, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)])
-def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, glue, tmp_path):
-    space = tmp_path / "stops.yaml"
-    space.write_text(SPACE)
+def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, real_search, tmp_path):
+    space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
     storage = tmp_path / "runs"
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
 
     def send(driver):  # Ctrl-C in a terminal signals the whole group; a job system signals the driver
         (os.killpg if to_group else os.kill)(driver.pid, sig)
 
-    returncode, text = _stop_after_first_trial(command, _env(glue), send)
+    returncode, text = _stop_after_first_trial(command, env, send)
     assert returncode == code, text[-3000:]
     assert "INTERRUPTED (interrupted by SIG" in text and "continue with --resume" in text
     assert "stopped early" in text and " 0 stopped early" in text  # interrupted trials are not stopped early
@@ -136,19 +116,18 @@ def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_g
 
 
 @pytest.mark.slow
-def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_line(glue, tmp_path):
+def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_line(real_search, tmp_path):
     mount = tmp_path / "small"
     mount.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(mount)],
                       capture_output=True).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     try:
-        space = tmp_path / "stops.yaml"
-        space.write_text(SPACE)
+        space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
         command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(mount / "runs"),
                    "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
         began = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, env=_env(glue), timeout=300)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
         took = time.monotonic() - began
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -1,0 +1,34 @@
+"""Fixtures of the search tests that run real searches from the command line."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture
+def real_search(glue, tmp_path):
+    """``real_search(name, epochs, rates, concurrency)``: (space file, environment) of a search of real tiny-bert
+    trials on 640 SST-2 examples (a few seconds an epoch), one trial per learning rate, run by ``istar-tune`` in a
+    subprocess with a local Ray instance."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env = {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
+
+    def make(name: str, epochs: int, rates: list[str], concurrency: int):
+        space = tmp_path / f"{name}.yaml"
+        space.write_text(f"""\
+name: {name}
+models: [tiny-bert]
+tasks: [sst2]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: {epochs}
+  learning_rate: {{grid: [{', '.join(rates)}]}}
+concurrency: {concurrency}
+settings: {{max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}}
+""")
+        return space, env
+
+    return make
