@@ -24,6 +24,7 @@ from istar_tune.results.plots import write_plots
 from istar_tune.results.status import search_status
 from istar_tune.results.tables import CAPTIONS, build_table, markdown, render
 from istar_tune.search.cluster import loopback_only
+from istar_tune.search.cost import Throughput
 from istar_tune.search.outcome import exit_code
 from istar_tune.search.plan import dry_run_report, plan
 from istar_tune.search.run import run_searches
@@ -111,6 +112,26 @@ def _names(values: list[str] | None) -> list[str] | None:
     return [name for value in values for name in value.split(",") if name]
 
 
+def _throughput(values: list[str] | None, space) -> Throughput | None:
+    """``--tokens-per-second bert=52000 ...`` → the measured throughput for the dry run's GPU-hours."""
+    if not values:
+        return None
+    rates = {}
+    for value in _names(values) or []:
+        model, _, rate = value.partition("=")
+        try:
+            rates[model] = float(rate)
+        except ValueError:
+            rate = None
+        if not model or rates.get(model) is None or not rates[model] > 0:
+            raise ConfigError(f"--tokens-per-second: {value!r} is not MODEL=TOKENS_PER_SECOND (e.g. bert=52000, "
+                              "measured with `istar-tune train` on one GPU)")
+    missing = sorted(set(space.models) - set(rates))
+    if missing:
+        raise ConfigError(f"--tokens-per-second: no rate for {', '.join(missing)}: give one per model of the search")
+    return Throughput(rates, space.run_settings().max_length)
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
               for path in args.space]
@@ -125,8 +146,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                 candidate = _tracking_uri(args)
                 store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
                 tracking_uri = candidate if store is None or store.is_file() else None
+            measured = _throughput(args.tokens_per_second, space)
             reports.append(dry_run_report(space, plan(space, tracking_uri,
-                                                      chained=dict(zip(names[:index], spaces[:index])))))
+                                                      chained=dict(zip(names[:index], spaces[:index]))), measured))
         print("\n\n".join(reports))
         return 0
     simulation = None
@@ -267,8 +289,11 @@ def _add_search_command(commands) -> None:
     search.add_argument("--accept-changed-space", action="store_true",
                         help="with --resume: go on although the space now plans other trials than the search started "
                              "with (the search keeps the grid it started with)")
-    search.add_argument("--dry-run", action="store_true", help="print the trials per model × task × method and "
-                                                               "the resources; run nothing")
+    search.add_argument("--dry-run", action="store_true", help="print the configurations, trials and epochs per "
+                                                               "model × task × method and the resources; run nothing")
+    search.add_argument("--tokens-per-second", nargs="+", metavar="MODEL=RATE",
+                        help="with --dry-run: training tokens per second per model measured on one of your GPUs "
+                             "(e.g. bert=52000); the dry run then estimates the search's GPU-hours")
     search.add_argument("--simulate", action="store_true",
                         help="rehearse the search without training: trials wait for a modelled duration, write "
                              "checkpoints and report synthetic metrics; runs are tagged simulated")

@@ -88,6 +88,11 @@ class RunSettings:
     """Token budget of the Σ_S estimate, refreshed at the start of every epoch."""
     eval_zeta: float = 0.2
     """ζ of the reported eval IsoScore* (the paper's Figure 3 uses 0.2)."""
+    isoscore_star_every_epoch: bool = False
+    """Measure the eval IsoScore* after every epoch for methods without Σ_S in their loss (Base, CosReg, IsoLayer's
+    first stage). By default they pay its Σ_S pass only where the value is used: the last epoch of each
+    configuration, or with ``holdout`` each epoch with a new best held-out metric (the scored epoch is one of those).
+    I-STAR measures it every epoch (its loss needs Σ_S anyway)."""
     precision: str = "auto"
     """auto (bf16 on CUDA when supported, else fp16 with a scaler; fp32 on CPU), fp32, fp16 or bf16."""
     device: str = "auto"
@@ -413,3 +418,20 @@ def trial_epochs(config: Mapping[str, Any]) -> int:
     method = get_method(config.get("method", Hyperparameters.method))
     return method.trial_epochs(config.get("epochs", Hyperparameters.epochs),
                                config.get("isolayer_epochs", Hyperparameters.isolayer_epochs))
+
+
+def prefix_sharing_problem(settings: RunSettings, method: str) -> str | None:
+    """Why a run of ``method`` under ``settings`` is *not* the first k epochs of the same run with more epochs
+    (``None`` when it is): the one rule that decides whether a grid's configurations differing only in ``epochs``
+    may share one trial.
+
+    Everything else in a run is already independent of its total epochs: epoch k's data order is seeded by
+    (seed, k), Σ_S's draw k by (seed, k), the held-out scored epoch is the best among the epochs so far and
+    ``patience`` looks only backwards.
+    """
+    if RECIPES[settings.recipe].schedule != "constant":
+        return (f"recipe {settings.recipe}: the learning rate warms up and decays over all of a run's steps, so a "
+                "shorter run is not the start of a longer one")
+    if get_method(method).second_stage:
+        return f"method {method}: its second stage starts after the last fine-tuning epoch"
+    return None

@@ -13,7 +13,7 @@ import math
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -94,6 +94,10 @@ def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -
 
 SCORED_PREFIX = "scored_"
 """Prefix of the measures of a run's scored epoch, reported by runs that choose it on held-out training data."""
+CLOSING_ONLY = "closing_only"
+"""Key of an epoch record whose :data:`STAR_KEYS` were measured only because a shorter configuration ends at that
+epoch (a shared trial): the run of a longer configuration leaves them out of that epoch, as its own run would."""
+STAR_KEYS = ("eval_isoscore_star", "eval_zeta")
 
 
 def score(values: Mapping[str, float], metric: str) -> float | None:
@@ -107,11 +111,20 @@ def score(values: Mapping[str, float], metric: str) -> float | None:
 T = TypeVar("T")
 
 
-def best_scored(items: Iterable[T], trial_id: Callable[[T], str], value: Callable[[T], float | None]) -> T | None:
-    """The item with the highest score, ties to the lowest trial id; items without a score (or a NaN one) never win.
-    The one rule of the tables, of the seeds stage's choice from MLflow and of its choice within a running search."""
+def tie_order(config: Mapping[str, Any]) -> tuple:
+    """The order among configurations with the same score: fewest epochs first (the cheaper), then by their values.
+    A property of the configuration, not of the trial that trained it, so a grid run shared or unshared, resumed or
+    not, chooses the same one."""
+    return int(float(config.get("epochs") or 0)), sorted((str(k), str(v)) for k, v in config.items())
+
+
+def best_scored(items: Iterable[T], config: Callable[[T], Mapping[str, Any]],
+                value: Callable[[T], float | None]) -> T | None:
+    """The item with the highest score, ties to the configuration first in :func:`tie_order`; items without a score
+    (or a NaN one) never win. The one rule of the tables, of the seeds stage's choice from MLflow and of its choice
+    within a running search."""
     best, best_value = None, -math.inf
-    for item in sorted(items, key=trial_id):
+    for item in sorted(items, key=lambda i: tie_order(config(i))):
         current = value(item)
         if current is not None and not math.isnan(current) and (best is None or current > best_value):
             best, best_value = item, current

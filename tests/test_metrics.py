@@ -34,14 +34,17 @@ def test_squad_scoring_follows_the_official_rules():
     assert scores["f1"] == pytest.approx(100 * (1.0 + f1_q2 + 0.0) / 3)
 
 
-def test_a_runs_score_is_its_scored_epochs_value_and_the_best_is_the_highest_with_ties_to_the_lowest_id():
+def test_a_runs_score_is_its_scored_epochs_value_and_the_best_is_the_highest_with_ties_to_the_fewest_epochs():
     from istar_tune.metrics import best_scored, score
 
     assert score({"accuracy": 0.8}, "accuracy") == 0.8
     assert score({"accuracy": 0.8, "scored_accuracy": 0.7}, "accuracy") == 0.7
     assert score({"mcc": 0.3}, "accuracy") is None
-    runs = [("t3", 0.9), ("t2", float("nan")), ("t1", 0.9), ("t0", None), ("t4", 0.5)]
-    assert best_scored(runs, lambda r: r[0], lambda r: r[1]) == ("t1", 0.9)
+    runs = [({"epochs": 5, "lr": 1}, 0.9), ({"epochs": 2, "lr": 1}, float("nan")), ({"epochs": 3, "lr": 2}, 0.9),
+            ({"epochs": 3, "lr": 1}, 0.9), ({"epochs": 1, "lr": 1}, None), ({"epochs": 1, "lr": 2}, 0.5)]
+    # Ties go to the configuration with fewest epochs, then by its values: whichever trial trained it.
+    assert best_scored(runs, lambda r: r[0], lambda r: r[1]) == ({"epochs": 3, "lr": 1}, 0.9)
+    assert best_scored(list(reversed(runs)), lambda r: r[0], lambda r: r[1]) == ({"epochs": 3, "lr": 1}, 0.9)
     # A NaN or missing score never wins, even when it comes first.
-    assert best_scored([("a", float("nan")), ("b", 0.1)], lambda r: r[0], lambda r: r[1]) == ("b", 0.1)
-    assert best_scored([("a", None)], lambda r: r[0], lambda r: r[1]) is None
+    assert best_scored([({"a": 1}, float("nan")), ({"b": 1}, 0.1)], lambda r: r[0], lambda r: r[1]) == ({"b": 1}, 0.1)
+    assert best_scored([({"a": 1}, None)], lambda r: r[0], lambda r: r[1]) is None

@@ -113,4 +113,4 @@ def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, st
         smoke = _smoke(glue_tiny, argv, stores)
         assert main(smoke) == 0, (smoke, capsys.readouterr().err)
     out = capsys.readouterr().out
-    assert "total 648 trials" in out and "total 27 trials" in out
+    assert "total 648 configurations in 216 trials" in out and "total 27 configurations in 9 trials" in out

@@ -49,7 +49,7 @@ def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
     """Per method and λ: trials, the best accuracy and its trial's eval IsoScore*, and the mean eval IsoScore*."""
     rows = []
     for (method, lam), group in lambda_groups(trial_runs(tracking_uri, experiment)).items():
-        best = best_scored(group, lambda r: r.trial_id, lambda r: score(r.metrics, "accuracy"))
+        best = best_scored(group, lambda r: r.config, lambda r: score(r.metrics, "accuracy"))
         if best is None:
             continue
         rows.append({"method": label(method),

@@ -67,5 +67,5 @@ def _best_so_far(runs: list) -> tuple[str, float | None]:
             return None
         return score(run.data.metrics, metric)
 
-    best = best_scored(runs, lambda r: r.data.tags.get(tracking.TAG_TRIAL_ID, ""), value)
+    best = best_scored(runs, lambda r: r.data.params, value)
     return (metric, value(best)) if best is not None else ("", None)

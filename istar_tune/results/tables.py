@@ -83,7 +83,7 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
         for task in tasks:
             for method in methods:
                 candidates = [r for r in groups.get((model, task, method), []) if r.run_id in scores]
-                best = best_scored(candidates, lambda r: r.trial_id, lambda r: scores[r.run_id])
+                best = best_scored(candidates, lambda r: r.config, lambda r: scores[r.run_id])
                 config = best.config if best else {}
                 rows.append({
                     "model": model, "task": task, "method": method, "metric": get_task(task).metric,

@@ -13,9 +13,11 @@ from ray.tune import Callback
 
 from istar_tune import tracking
 from istar_tune.config import group_key
+from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.scheduler import STOPPED_EARLY
 from istar_tune.search.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
+from istar_tune.search.trainable import OBJECTIVE_AT, configurations
 from istar_tune.tasks import get_task
 
 
@@ -70,48 +72,80 @@ class MlflowTrialLogger(Callback):
             if not self._mine(trial) or trial.status not in (Trial.TERMINATED, Trial.ERROR):
                 continue
             last = dict(trial.last_result or {})
-            if trial.status == Trial.ERROR:
-                status, state, tags = "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
-            else:
-                status, state, tags = tracking.ended_status(trial.config, int(last.get("epoch", 0))), "FINISHED", {}
-            self.writer.reconcile(trial.trial_id, trial.config, last, status, state, tags)
+            reached = int(last.get("epoch", 0) or 0)
+            for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+                if trial.status == Trial.ERROR and epochs > reached:
+                    status, state, tags = "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
+                else:
+                    status, state, tags = tracking.ended_status(config, reached), "FINISHED", {}
+                # A configuration the trial passed keeps what its own epochs logged; the trial's last epoch is not its.
+                self.writer.reconcile(run_id, config, last if epochs >= reached else {}, status, state, tags,
+                                      created_tags=self._trained_by(trial, run_id))
+
+    @staticmethod
+    def _trained_by(trial, run_id: str) -> dict[str, str]:
+        return {tracking.TAG_TRAINED_BY: trial.trial_id} if run_id != trial.trial_id else {}
+
+    def _open(self, trial) -> list[tuple[str, dict[str, Any], int]]:
+        """The configurations of ``trial`` whose runs are open (an unshared trial's run always counts)."""
+        return [c for c in configurations(trial.trial_id, trial.config)
+                if c[0] == trial.trial_id or self.writer.is_open(c[0])]
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        if self._mine(trial):
-            self.writer.start(trial.trial_id, trial.config)
+        """A run per configuration the trial completes (one unless shared): a (re)started shared trial reopens the
+        runs of the configurations it has not passed yet."""
+        if not self._mine(trial):
+            return
+        reached = int((trial.last_result or {}).get("epoch", 0) or 0)
+        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            if epochs > reached or run_id == trial.trial_id:
+                self.writer.start(run_id, config, self._trained_by(trial, run_id))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if not self._mine(trial):
             return
         node = result.get("node_id")
-        if node and self._nodes.get(trial.trial_id) != node:
-            self._nodes[trial.trial_id] = node
-            self.writer.set_tags(trial.trial_id, {tracking.TAG_NODE: node})
-        if result.get("restore_note"):
-            self.writer.set_tags(trial.trial_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
-        self.writer.metrics(trial.trial_id, int(result.get("epoch", result.get("training_iteration", 0))), result)
+        epoch = int(result.get("epoch", result.get("training_iteration", 0)))
+        closing_only = set(str(result.get(CLOSING_ONLY, "")).split(",")) - {""}
+        for run_id, _, epochs in self._open(trial):
+            if node and self._nodes.get(run_id) != node:
+                self._nodes[run_id] = node
+                self.writer.set_tags(run_id, {tracking.TAG_NODE: node})
+            if result.get("restore_note"):
+                self.writer.set_tags(run_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
+            if epoch > epochs:
+                continue
+            drop = closing_only if epoch < epochs else set()
+            self.writer.metrics(run_id, epoch, {k: v for k, v in result.items()
+                                                if k not in drop and not k.startswith(OBJECTIVE_AT)})
+            if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration of a shared trial ends here
+                self.writer.end(run_id, "finished", "FINISHED")
+                self._nodes.pop(run_id, None)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         if not self._mine(trial):
             return
         last = int((trial.last_result or {}).get("epoch", 0))
         by_scheduler = self.stop is None or not self.stop.reason or trial.trial_id in STOPPED_EARLY
-        status = tracking.ended_status(trial.config, last, by_scheduler)
-        extra = {"istar_tune.stopped_after_epoch": str(last)} if status == "stopped_early" else {}
-        self.writer.end(trial.trial_id, status, "KILLED" if status == "interrupted" else "FINISHED", extra)
-        self._nodes.pop(trial.trial_id, None)
+        for run_id, config, _ in self._open(trial):
+            status = tracking.ended_status(config, last, by_scheduler)
+            extra = {"istar_tune.stopped_after_epoch": str(last)} if status == "stopped_early" else {}
+            self.writer.end(run_id, status, "KILLED" if status == "interrupted" else "FINISHED", extra)
+            self._nodes.pop(run_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         if not self._mine(trial):
             return
-        self.writer.set_tags(trial.trial_id, {"istar_tune.retries": str(getattr(trial, "num_failures", ""))})
+        for run_id, _, _ in self._open(trial):
+            self.writer.set_tags(run_id, {"istar_tune.retries": str(getattr(trial, "num_failures", ""))})
 
     def on_trial_error(self, iteration, trials, trial, **info):
         if not self._mine(trial):
             return
         error = tracking.trial_error_text(trial)
-        self.writer.end(trial.trial_id, "failed", "FAILED", {tracking.TAG_ERROR: error})
-        self._nodes.pop(trial.trial_id, None)
+        for run_id, _, _ in self._open(trial):
+            self.writer.end(run_id, "failed", "FAILED", {tracking.TAG_ERROR: error})
+            self._nodes.pop(run_id, None)
         if self.stop is not None and (cause := systemic_cause(error)):
             self.stop.fail(cause, error)
 

@@ -1,17 +1,21 @@
 """The cost model of a trial: what planning orders trials by, the dry run and the rehearsal wait for.
 
-An assumption written down here, not a measurement: training examples of the task × epochs ÷ a per-model,
-per-batch-size throughput × the method's relative step cost, plus a fixed start-up cost per trial, an evaluation pass
-per epoch and, for I-STAR, the Σ_S pass per epoch.
+Training examples of the task × epochs ÷ a per-model, per-batch-size throughput × the method's relative step cost,
+plus a fixed start-up cost per trial, an evaluation pass per epoch, and a Σ_S pass per epoch for a method whose
+loss uses Σ_S (I-STAR), per completed configuration for the others (their eval IsoScore* at the scored epoch). The
+throughput is an assumption written down here (:data:`MODEL_THROUGHPUT`) unless the user measured it
+(:class:`Throughput`, tokens per second per model).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
 from istar_tune.methods import get_method
+from istar_tune.search.space import completes
 from istar_tune.tasks import get_task
 
 MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}
@@ -28,8 +32,26 @@ SHRINKAGE_TOKENS_PER_EXAMPLE = 128.0
 # ----------------------------------------------------------------------------------------------- cost model
 
 
-def throughput(model: str, batch_size: int) -> float:
-    """Training examples per second: the model's rate at batch 32, lower for smaller batches."""
+@dataclass(frozen=True)
+class Throughput:
+    """Training tokens per second per model, measured on the user's hardware (``--tokens-per-second``): a batch
+    of inputs padded to ``max_length`` counts ``batch × max_length`` tokens, so examples per second are the tokens per
+    second ÷ ``max_length`` (an upper bound on the time: batches are padded only to their longest input)."""
+
+    tokens_per_second: dict[str, float] = field(default_factory=dict)
+    max_length: int = 128
+
+    def examples_per_second(self, model: str) -> float | None:
+        rate = self.tokens_per_second.get(model)
+        return None if rate is None else rate / self.max_length
+
+
+def throughput(model: str, batch_size: int, measured: Throughput | None = None) -> float:
+    """Training examples per second: measured (``measured``), else the model's assumed rate at batch 32, lower for
+    smaller batches."""
+    rate = measured.examples_per_second(model) if measured is not None else None
+    if rate is not None:
+        return rate
     base = MODEL_THROUGHPUT.get(model, DEFAULT_THROUGHPUT)
     return base * (batch_size / (batch_size + 16.0)) / (32.0 / 48.0)
 
@@ -39,18 +61,32 @@ def typed_hyperparameters(config: Mapping[str, Any]):
                      source="trial config")
 
 
-def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
+def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+                      measured: Throughput | None = None) -> float:
+    """Modelled seconds of one Σ_S pass of ``config``."""
+    hp = typed_hyperparameters(config)
+    task, rate = get_task(hp.task), throughput(hp.model, hp.batch_size, measured)
+    return min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
+
+
+def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+                  measured: Throughput | None = None) -> float:
     """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
     hp = typed_hyperparameters(config)
     task, method = get_task(hp.task), get_method(hp.method)
-    rate = throughput(hp.model, hp.batch_size)
+    rate = throughput(hp.model, hp.batch_size, measured)
     seconds = task.train_examples / rate * method.relative_step_cost
     seconds += task.eval_examples / (rate * EVAL_SPEEDUP)
     if method.uses_zeta:
-        seconds += min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
+        seconds += shrinkage_seconds(config, shrinkage_tokens, measured)
     return seconds
 
 
-def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000) -> float:
-    """Modelled seconds of a whole trial on one GPU: start-up plus every epoch it reports."""
-    return STARTUP_SECONDS + trial_epochs(config) * epoch_seconds(config, shrinkage_tokens)
+def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+                  measured: Throughput | None = None) -> float:
+    """Modelled seconds of a whole trial on one GPU: start-up plus every epoch it reports (and, for a method
+    without Σ_S in its loss, a Σ_S pass per configuration it completes)."""
+    seconds = STARTUP_SECONDS + trial_epochs(config) * epoch_seconds(config, shrinkage_tokens, measured)
+    if not get_method(config.get("method", Hyperparameters.method)).uses_zeta:
+        seconds += len(completes(dict(config))) * shrinkage_seconds(config, shrinkage_tokens, measured)
+    return seconds

@@ -67,7 +67,8 @@ def fingerprint(spaces: list[SearchSpace], planned: dict[str, list[PlannedGroup]
     """What the searches plan, as plain data: per search, each group's domains, extra values and trial count, and
     the search's algorithm, samples, stage, seeds and settings."""
     def group(p: PlannedGroup) -> dict[str, Any]:
-        return {"group": p.group.key, "trials": p.trials, "after": p.after,
+        shared = {"tune_trials": p.trainings} if p.sharing is None else {}  # a plan without sharing reads as before
+        return {"group": p.group.key, "trials": p.trials, "after": p.after, **shared,
                 "domains": {k: [d.kind, list(d.values)] for k, d in sorted(p.group.domains.items())},
                 "values": dict(sorted(p.param_space.items()))}
 
@@ -106,7 +107,8 @@ def keep_started(planned: dict[str, list[PlannedGroup]], stored: dict[str, Any])
     """Trial counts of the plan a search started with (``stored``), for the groups it started with: what a resumed
     Tune experiment runs, whatever the space says now."""
     for name, groups in planned.items():
-        counts = {(g["group"], g["after"]): g["trials"] for g in stored.get(name, {}).get("groups", [])}
+        counts = {(g["group"], g["after"]): g for g in stored.get(name, {}).get("groups", [])}
         groups[:] = [p for p in groups if (p.group.key, p.after) in counts]
         for p in groups:
-            p.trials = counts[(p.group.key, p.after)]
+            started = counts[(p.group.key, p.after)]
+            p.trials, p.tune_trials = started["trials"], started.get("tune_trials")

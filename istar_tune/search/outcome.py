@@ -15,7 +15,7 @@ from istar_tune.methods import get_method
 from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.space import SEARCH_KEY, Group, trial_group
-from istar_tune.search.trainable import OBJECTIVE
+from istar_tune.search.trainable import configuration_results
 from istar_tune.tasks import get_task
 
 # ---------------------------------------------------------------------------------------------- running
@@ -31,6 +31,8 @@ class TrialOutcome:
     error: str = ""
     ended_at: float | None = None
     """Unix time of its last report."""
+    trained_by: str = ""
+    """The shared trial that completed this configuration on its way (empty: its own trial)."""
 
 
 @dataclass
@@ -72,7 +74,13 @@ class SearchSummary:
         finished = sum(g.count("finished") for g in self.groups)
         stopped = sum(g.count("stopped_early") for g in self.groups)
         unfinished = sum(g.count("interrupted") for g in self.groups)
-        lines = [f"search {self.name}: {total} trials, {finished} finished, {stopped} stopped early, "
+        shared = {t.trained_by for g in self.groups for t in g.trials if t.trained_by}
+        if shared:
+            trials = len(shared) + sum(not t.trained_by for g in self.groups for t in g.trials)
+            label = f"{total} configurations in {trials} trials (epoch prefixes shared)"
+        else:
+            label = f"{total} trials"
+        lines = [f"search {self.name}: {label}, {finished} finished, {stopped} stopped early, "
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:
             left = self.planned_trials - finished - stopped - len(self.failed)
@@ -126,25 +134,27 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
             continue
         metrics = result.metrics or {}
         trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
-        epochs = int(metrics.get("epoch", 0) or 0)
-        value = metrics.get(OBJECTIVE)
+        reached = int(metrics.get("epoch", 0) or 0)
         ended = metrics.get("timestamp")
-        key = group_key(config)
-        if result.error is not None:
-            error = tracking.error_summary(str(result.error), type(result.error).__name__)
-            outcome = TrialOutcome(trial_id, "failed", config, value, epochs, error, ended)
-        elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED:
-            outcome = TrialOutcome(trial_id, "interrupted", config, value, epochs, ended_at=ended)
-        else:
-            by_scheduler = not stopped or trial_id in STOPPED_EARLY
-            outcome = TrialOutcome(trial_id, tracking.ended_status(config, epochs, by_scheduler), config, value,
-                                   epochs, ended_at=ended)
-        by_group.setdefault(key, []).append(outcome)
+        for cid, configuration, value, epochs in configuration_results(trial_id, config, metrics):
+            passed = cid != trial_id and int(configuration["epochs"]) <= reached  # a shared trial completed it
+            trained_by = trial_id if cid != trial_id else ""
+            if result.error is not None and not passed:
+                error = tracking.error_summary(str(result.error), type(result.error).__name__)
+                outcome = TrialOutcome(cid, "failed", configuration, value, epochs, error, ended)
+            elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED and not passed:
+                outcome = TrialOutcome(cid, "interrupted", configuration, value, epochs, ended_at=ended)
+            else:
+                by_scheduler = not stopped or trial_id in STOPPED_EARLY
+                outcome = TrialOutcome(cid, tracking.ended_status(configuration, epochs, by_scheduler), configuration,
+                                       value, epochs, ended_at=ended)
+            outcome.trained_by = trained_by
+            by_group.setdefault(group_key(config), []).append(outcome)
     outcomes = []
     for item in planned:
         group = item.group
         trials = by_group.get(group_key(base_config(item)), [])
-        best = best_scored([t for t in trials if t.status in tracking.COUNTED_STATUSES], lambda t: t.trial_id,
+        best = best_scored([t for t in trials if t.status in tracking.COUNTED_STATUSES], lambda t: t.config,
                            lambda t: t.value)
         outcomes.append(GroupOutcome(group=group, metric=get_task(group.task).metric, trials=trials, best=best))
     return outcomes

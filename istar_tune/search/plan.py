@@ -10,10 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, group_key
+from istar_tune.config import HYPERPARAMETER_KEYS, group_key, trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.search.cost import trial_seconds
-from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, trial_group
+from istar_tune.search.cost import Throughput, trial_seconds
+from istar_tune.search.space import (
+    SEARCH_KEY,
+    Domain,
+    Group,
+    SearchSpace,
+    completes,
+    configuration,
+    grid_configs,
+    trial_group,
+)
 
 # -------------------------------------------------------------------------------------------- planning
 
@@ -22,9 +31,19 @@ from istar_tune.search.space import SEARCH_KEY, Domain, Group, SearchSpace, tria
 class PlannedGroup:
     group: Group
     trials: int
+    """Configurations: each gets its MLflow run."""
     param_space: dict[str, Any] = field(default_factory=dict)
     after: str = ""
     """Seeds stage: the group (``search:model/task/method``, same experiment) whose best trial this re-runs."""
+    tune_trials: int | None = None
+    """Tune trials that train them (``None``: one per configuration); fewer where configurations share epochs."""
+    sharing: str | None = "one epoch count per configuration: nothing to share"
+    """Why its configurations do not share epoch prefixes (``None``: they do)."""
+
+    @property
+    def trainings(self) -> int:
+        """Tune trials of the group."""
+        return self.trials if self.tune_trials is None else self.tune_trials
 
 
 def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False, search: str | None = None,
@@ -39,7 +58,8 @@ def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = 
     chained = chained or {}
     if space.stage == "seeds" and (tracking_uri is not None or chained):
         return _plan_seeds(space, tracking_uri, simulated, search, chained)
-    return [PlannedGroup(group=g, trials=space.trials_in(g)) for g in space.groups()]
+    return [PlannedGroup(group=g, trials=space.trials_in(g), tune_trials=space.tune_trials_in(g),
+                         sharing=space.sharing_problem(g)) for g in space.groups()]
 
 
 def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, search: str,
@@ -90,24 +110,102 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
     return planned
 
 
-def dry_run_report(space: SearchSpace, planned: list[PlannedGroup]) -> str:
-    rows = [(p.group.model, p.group.task, p.group.method, str(p.trials)) for p in planned]
-    header = ("model", "task", "method", "trials")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Throughput | None = None) -> str:
+    """Per group: configurations, Tune trials, epochs trained (and without shared prefixes) and, with a measured
+    throughput, GPU-hours; then the totals and why epochs are or are not shared."""
+    costs = [group_cost(space, p, measured) for p in planned]
+    header = ["model", "task", "method", "configurations", "trials", "epochs", "unshared epochs"]
+    rows = [[p.group.model, p.group.task, p.group.method, str(p.trials), str(p.trainings), f"{c.epochs:g}",
+             f"{c.unshared_epochs:g}"] for p, c in zip(planned, costs)]
+    if measured is not None:
+        header.append("GPU-hours")
+        rows = [[*row, f"{c.gpu_hours:.1f}"] for row, c in zip(rows, costs)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
              f"scheduler {space.scheduler}"]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     if space.stage == "seeds":
         chained = sorted({p.after.split(":")[0] for p in planned if p.after})
         source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
                   "ended") if chained else "MLflow when the search runs"
         lines.append(f"(at most: the best configuration of each group found in {', '.join(space.best_of)} is re-run "
                      f"with seeds {list(space.seeds)}; read from {source})")
-    total = sum(p.trials for p in planned)
+    shared = [p for p in planned if p.sharing is None]
+    if shared:
+        lines.append(f"epoch prefixes shared in {len(shared)} of {len(planned)} groups: configurations that differ "
+                     "only in epochs run as one trial to the largest count, each smaller count completed on the way "
+                     "(its own MLflow run)")
+    for reason in dict.fromkeys(p.sharing for p in planned if p.sharing):
+        lines.append(f"epoch prefixes not shared: {reason}")
+    configurations, trials = sum(p.trials for p in planned), sum(p.trainings for p in planned)
+    epochs, unshared = sum(c.epochs for c in costs), sum(c.unshared_epochs for c in costs)
+    saved = f" ({epochs / unshared:.2f}×)" if unshared and epochs != unshared else ""
+    groups = f"{len(planned)} group{'s' if len(planned) != 1 else ''}"
+    total = (f"total {configurations} configurations in {trials} trials, {groups}; {epochs:g} epochs "
+             f"trained, {unshared:g} without sharing{saved}")
+    if measured is not None:
+        gpu_hours = sum(c.gpu_hours for c in costs)
+        unshared_hours = sum(c.unshared_gpu_hours for c in costs)
+        total += (f"; {gpu_hours:.1f} GPU-hours ({unshared_hours:.1f} without sharing) at "
+                  + ", ".join(f"{m} {r:g} tokens/s" for m, r in measured.tokens_per_second.items()))
+    lines.append(total)
     concurrency = space.concurrency or "as the cluster allows"
-    lines.append(f"total {total} trials in {len(planned)} groups; each trial {space.cpu:g} CPU, {space.gpu:g} GPU; "
-                 f"trials at once per group: {concurrency}; retries per trial: {space.max_failures}")
+    lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
+                 f"retries per trial: {space.max_failures}")
+    if space.algorithm == "optuna" or any(p.after for p in planned):
+        lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
     return "\n".join(lines)
+
+
+@dataclass
+class GroupCost:
+    epochs: float
+    """Epochs its trials train (as planned: shared where they share)."""
+    unshared_epochs: float
+    gpu_hours: float = 0.0
+    unshared_gpu_hours: float = 0.0
+
+
+def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | None = None) -> GroupCost:
+    """What a group's trials cost, with and without shared epoch prefixes (one cost model:
+    :func:`istar_tune.search.cost.trial_seconds`)."""
+    trials = planned_configs(space, item)
+    unshared = [configuration(t, k) for t in trials for k in completes(t)]
+    tokens = space.run_settings().shrinkage_tokens
+
+    def hours(configs: list[dict]) -> float:
+        return sum(trial_seconds(c, tokens, measured) for c in configs) * space.gpu / 3600.0
+
+    cost = GroupCost(epochs=sum(map(trial_epochs, trials)), unshared_epochs=sum(map(trial_epochs, unshared)))
+    if measured is not None:
+        cost.gpu_hours, cost.unshared_gpu_hours = hours(trials), hours(unshared)
+    return cost
+
+
+def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> list[dict[str, Any]]:
+    """The trials' configurations of a grid or seeds group; a typical configuration per trial of an Optuna group or a
+    seeds group whose configuration is not known yet."""
+    base, domains = base_config(item, name or None), item.group.domains
+    if item.after:
+        return [{**base, "seed": seed} for seed in space.seeds]
+    if space.stage == "seeds" or space.algorithm == "grid":
+        repeats = 1 if space.stage == "seeds" else space.num_samples
+        return grid_configs(base, domains, repeats, space.seed, item.sharing is None)
+    return [typical_config(base, domains)] * item.trials
+
+
+def typical_config(base: dict[str, Any], domains: dict[str, Domain]) -> dict[str, Any]:
+    """A sampled group's configuration for estimates: constants, each choice's first value and each range's
+    middle."""
+    typical = dict(base)
+    for key, domain in domains.items():
+        if domain.kind in ("constant", "grid", "choice"):
+            typical[key] = domain.values[0]
+        elif domain.kind == "randint":
+            typical[key] = (domain.values[0] + domain.values[1]) // 2
+        else:
+            typical[key] = type(domain.values[0])((domain.values[0] + domain.values[1]) / 2)
+    return typical
 
 
 def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, Any]:
@@ -120,7 +218,7 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.search.searcher.GroupSearcher` hands out: every configuration of grid and seeds groups,
     an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
-    from istar_tune.search.searcher import GroupPlan, grid_configs
+    from istar_tune.search.searcher import GroupPlan
 
     name = name or space.name
     plans = []
@@ -132,20 +230,18 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
                                    concurrency=space.concurrency))
             continue
         if space.stage == "seeds" or space.algorithm == "grid":
-            repeats = 1 if space.stage == "seeds" else space.num_samples
-            plans.append(GroupPlan(key=key, configs=grid_configs(base, domains, repeats, space.seed),
+            plans.append(GroupPlan(key=key, configs=planned_configs(space, item, name),
                                    concurrency=space.concurrency))
             continue
         constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
         sampled = {k: d.tune() for k, d in domains.items() if d.kind != "constant"}
-        typical = {**base, **constants, **{k: d.values[0] for k, d in domains.items() if d.kind == "choice"}}
         for point in space.points_to_evaluate:
             missing = sorted(set(sampled) - set(point))
             if missing:
                 raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
                                   f"sampled in group {key}: give every sampled hyperparameter")
         plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
-                               estimate=trial_seconds(typical), study=key,
+                               estimate=trial_seconds(typical_config(base, domains)), study=key,
                                points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))
     return plans
 

@@ -89,7 +89,8 @@ class _Experiment:
 
     @property
     def total(self) -> int:
-        return sum(p.trials for n in self.names for p in self.planned[n])
+        """Tune trials of every search (fewer than configurations where they share epoch prefixes)."""
+        return sum(p.trainings for n in self.names for p in self.planned[n])
 
 
 def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
@@ -264,10 +265,8 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         logger.stop = stop
     printer = ProgressPrinter(experiment.total, say)
     callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
-    headline = " then ".join(f"{n} ({sum(p.trials for p in planned[n])} trials in {len(planned[n])} groups)"
-                             for n in names)
-    printer.write(f"== {headline}" if len(names) > 1 else
-                  f"== {experiment.name}: {experiment.total} trials in {len(planned[experiment.name])} groups")
+    headline = " then ".join(f"{n} ({_size(planned[n])})" for n in names)
+    printer.write(f"== {headline}" if len(names) > 1 else f"== {experiment.name}: {_size(planned[experiment.name])}")
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     try:
@@ -292,6 +291,12 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         finally:
             experiment.lock.release()
     return summaries
+
+
+def _size(planned: list[PlannedGroup]) -> str:
+    trials, configurations = sum(p.trainings for p in planned), sum(p.trials for p in planned)
+    shared = f"{configurations} configurations in " if configurations != trials else ""
+    return f"{shared}{trials} trials in {len(planned)} group{'s' if len(planned) != 1 else ''}"
 
 
 def _errors_log(experiment: _Experiment) -> Path:

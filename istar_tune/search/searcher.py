@@ -12,9 +12,7 @@ group in the same experiment as the search it re-runs gets its configurations wh
 
 from __future__ import annotations
 
-import itertools
 import pickle
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,23 +21,7 @@ from ray.tune.search import Searcher
 from istar_tune.config import HYPERPARAMETER_KEYS
 from istar_tune.metrics import best_scored
 from istar_tune.search.cost import trial_seconds
-from istar_tune.search.space import Domain
-
-
-def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int, seed: int | None) -> list[dict]:
-    """Every configuration of a grid: the product of the grid domains × ``repeats``, other random domains drawn
-    once per configuration (seeded)."""
-    rng = random.Random(seed)
-    grids = {k: d.values for k, d in domains.items() if d.kind == "grid"}
-    configs = []
-    for _ in range(repeats):
-        for point in itertools.product(*grids.values()):
-            config = {**base, **dict(zip(grids, point))}
-            for key, domain in domains.items():
-                if domain.kind != "grid":
-                    config[key] = domain.sample(rng)
-            configs.append(config)
-    return configs
+from istar_tune.search.trainable import configuration_results
 
 
 @dataclass
@@ -86,7 +68,7 @@ class GroupPlan:
 def best_trial(results: list[tuple[str, float | None, dict]]) -> tuple[str, float, dict] | None:
     """The best of ``(trial_id, last reported objective, config)`` by :func:`istar_tune.metrics.best_scored` (the rule
     :func:`istar_tune.tracking.best_trials` applies to the same trials read from MLflow)."""
-    return best_scored(results, lambda r: r[0], lambda r: r[1])
+    return best_scored(results, lambda r: r[2], lambda r: r[1])
 
 
 def hand_out_order(plans: list[GroupPlan]) -> None:
@@ -196,8 +178,10 @@ class GroupSearcher(Searcher):
             plan.searcher.on_trial_complete(trial_id, result=result, error=error)
         if index in self.dependents:
             config = self.configs.pop(trial_id, {})
-            value = None if error or not result else result.get(self.metric)
-            self.results[index].append((trial_id, value, config))
+            reached = int((result or {}).get("epoch", 0) or 0)
+            for cid, configuration, value, _ in configuration_results(trial_id, config, result):
+                failed = error and (cid == trial_id or int(configuration["epochs"]) > reached)
+                self.results[index].append((cid, None if failed else value, configuration))
             if plan.exhausted and plan.live == 0:
                 self._release(index)
 

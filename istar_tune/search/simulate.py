@@ -26,8 +26,8 @@ from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method
 from istar_tune.search import checkpoints
-from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, typed_hyperparameters
-from istar_tune.search.space import for_search
+from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
+from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, for_search
 from istar_tune.search.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 
@@ -115,9 +115,13 @@ def epoch_metrics(config: Mapping[str, Any], epoch: int, simulation: Simulation)
     """The metrics a simulated trial reports after ``epoch``: its task's metrics, eval IsoScore* and a loss."""
     hp = typed_hyperparameters(config)
     task, method = get_task(hp.task), get_method(hp.method)
-    total = trial_epochs(config)
-    noise = simulation.noise * (2.0 * _unit(simulation.seed, sorted(config.items()), epoch, "noise") - 1.0)
-    value = expected_score(config, simulation.seed) - 0.03 * (total - epoch) + noise
+    # Epoch e of a run is the last epoch of the same configuration with e epochs (a run never depends on its total
+    # epochs under a constant learning rate): what shared epoch prefixes rely on, and rehearse.
+    prefix = {k: v for k, v in config.items() if k not in ("epochs", SHARED_EPOCHS_KEY)}
+    noise = simulation.noise * (2.0 * _unit(simulation.seed, sorted(prefix.items()), epoch, "noise") - 1.0)
+    value = expected_score({**prefix, "epochs": min(epoch, hp.epochs)}, simulation.seed) + noise
+    if epoch > hp.epochs:  # a second stage: closer to the configuration's score with every epoch of it
+        value -= 0.03 * (trial_epochs(config) - epoch)
     lam = hp.penalty_weight if method.uses_zeta else 0.0
     isoscore = min(0.95, max(0.01, 0.2 + 0.04 * lam + 0.02 * _unit(simulation.seed, hp.model, hp.task, epoch)))
     metrics = {"eval_isoscore_star": isoscore, "train_loss": max(0.01, 1.0 - value)}
@@ -155,18 +159,24 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
     settings, keep = for_search(config, settings), for_search(config, keep)
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
-    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none")
+    closing = completes(config)
+    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none",
+                            completes=closing if config.get(SHARED_EPOCHS_KEY) else ())
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         epoch, reporter.note = checkpoints.restore(checkpoint, lambda folder: _read_state(folder)["epoch"])
         start = int(epoch or 0)
+        reporter.remember([{"epoch": e, **epoch_metrics(config, e, simulation)} for e in range(1, start + 1)])
     epochs = trial_epochs(config)
     per_epoch = epoch_seconds(config, shrinkage) * simulation.time_factor
+    # A method without Σ_S in its loss pays a Σ_S pass only at the last epoch of each configuration it completes.
+    sigma = 0.0 if get_method(config["method"]).uses_zeta else shrinkage_seconds(config, shrinkage)
+    sigma *= simulation.time_factor
     time.sleep(STARTUP_SECONDS * simulation.time_factor)
     for epoch in range(start + 1, epochs + 1):
         began = time.monotonic()
-        time.sleep(per_epoch)
+        time.sleep(per_epoch + (sigma if epoch in closing else 0.0))
         record = {"epoch": epoch, **epoch_metrics(config, epoch, simulation), "epoch_time_s": time.monotonic() - began,
                   "simulated": 1, "torch_imported": int("torch" in sys.modules)}
         if mode == "none":

@@ -19,7 +19,14 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings, from_dict, group_key, trial_epochs
+from istar_tune.config import (
+    Hyperparameters,
+    RunSettings,
+    from_dict,
+    group_key,
+    prefix_sharing_problem,
+    trial_epochs,
+)
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.tasks import get_task
@@ -80,6 +87,21 @@ class Domain:
 
 SEARCH_KEY = "search"
 """Key of a trial's configuration naming the search (MLflow experiment) it belongs to."""
+SHARED_EPOCHS_KEY = "completes_epochs"
+"""Key of a shared trial's configuration: the epoch counts of the configurations it completes on its way (its own
+``epochs`` the largest); absent from an unshared trial's."""
+
+
+def completes(config: dict[str, Any]) -> tuple[int, ...]:
+    """The epoch counts of the configurations a trial of ``config`` completes (its own ``epochs`` alone unless
+    shared)."""
+    shared = config.get(SHARED_EPOCHS_KEY)
+    return tuple(int(k) for k in shared) if shared else (int(config.get("epochs", Hyperparameters.epochs)),)
+
+
+def configuration(config: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """The configuration with ``epochs`` epochs that a (shared) trial of ``config`` completes."""
+    return {**{k: v for k, v in config.items() if k != SHARED_EPOCHS_KEY}, "epochs": epochs}
 
 
 def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:
@@ -168,6 +190,8 @@ class SearchSpace:
     """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds``."""
     seeds: tuple[int, ...] = ()
     best_of: tuple[str, ...] = ()
+    share_epochs: bool = True
+    """Grid: configurations that differ only in ``epochs`` share one trial where that is exact."""
 
     def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
         """The same space for other models, tasks or methods (e.g. from ``--models``)."""
@@ -200,6 +224,66 @@ class SearchSpace:
             return self.num_samples
         return math.prod(d.size for d in group.domains.values()) * self.num_samples
 
+    def sharing_problem(self, group: Group) -> str | None:
+        """Why the configurations of ``group`` that differ only in ``epochs`` do not share a trial (``None``: they
+        do); exactness itself is :func:`istar_tune.config.prefix_sharing_problem`."""
+        epochs = group.domains.get("epochs")
+        if self.stage == "seeds" or self.algorithm != "grid" or epochs is None or epochs.kind != "grid" \
+                or len(set(epochs.values)) < 2:
+            return "one epoch count per configuration: nothing to share"
+        if any(d.kind not in ("grid", "constant") for d in group.domains.values()):
+            return "the grid draws a random value per configuration, so no two differ only in epochs"
+        if not self.share_epochs:
+            return "search.share_epochs is false"
+        return prefix_sharing_problem(self.run_settings(), group.method)
+
+    def tune_trials_in(self, group: Group) -> int:
+        """Tune trials of ``group``: its configurations, fewer where they share epoch prefixes."""
+        trials = self.trials_in(group)
+        if self.sharing_problem(group) is None:
+            trials //= len(set(group.domains["epochs"].values))
+        return trials
+
     def run_settings(self, **overrides) -> RunSettings:
         values = {**self.settings, **{k: v for k, v in overrides.items() if v is not None}}
         return from_dict(RunSettings, values, source=f"{self.path}: settings")
+
+
+# ------------------------------------------------------------------------------------ a grid's configurations
+
+
+def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int, seed: int | None,
+                 share_epochs: bool = False) -> list[dict]:
+    """Every configuration of a grid: the product of the grid domains × ``repeats``, other random domains drawn
+    once per configuration (seeded). ``share_epochs``: the configurations of a repeat that differ only in
+    ``epochs`` become one trial to the largest count that completes every count (:func:`share_prefixes`)."""
+    rng = random.Random(seed)
+    grids = {k: d.values for k, d in domains.items() if d.kind == "grid"}
+    configs = []
+    for _ in range(repeats):
+        repeat = []
+        for point in itertools.product(*grids.values()):
+            config = {**base, **dict(zip(grids, point))}
+            for key, domain in domains.items():
+                if domain.kind != "grid":
+                    config[key] = domain.sample(rng)
+            repeat.append(config)
+        configs += share_prefixes(repeat) if share_epochs else repeat
+    return configs
+
+
+def share_prefixes(configs: list[dict]) -> list[dict]:
+    """Configurations that differ only in ``epochs`` as one trial each: the largest count, with every count it
+    completes under :data:`~istar_tune.search.space.SHARED_EPOCHS_KEY` (a configuration alone stays as it is)."""
+    merged: dict[tuple, list[dict]] = {}
+    for config in configs:
+        key = tuple(sorted((k, repr(v)) for k, v in config.items() if k != "epochs"))
+        merged.setdefault(key, []).append(config)
+    trials = []
+    for same in merged.values():
+        counts = sorted({int(c["epochs"]) for c in same})
+        if len(counts) < len(same) or len(counts) == 1:
+            trials += same  # repeated counts (or one count): nothing is a prefix of something else
+            continue
+        trials.append({**same[0], "epochs": counts[-1], SHARED_EPOCHS_KEY: counts})
+    return trials

@@ -32,6 +32,9 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
     "search.seed": ("none", "Seed of the searcher's sampling."),
     "search.storage": ("optuna.db beside the results", "Optuna: RDB URL where each group's study lives (so `--resume` "
                                                        "continues it and `optuna-dashboard URL` shows it)."),
+    "search.share_epochs": ("true", "grid: configurations that differ only in `epochs` run as one trial to the "
+                                    "largest count, completing each smaller one on the way, where that is exact "
+                                    "(a constant learning rate, no second stage; the dry run says)."),
     "search.points_to_evaluate": ("[]", "Optuna: configurations each group tries first, e.g. "
                                         "`[{learning_rate: 3e-5, batch_size: 16}]`."),
     "scheduler.type": ("none", "`none`, or `asha`: stop weak trials early on the task metric per epoch."),
@@ -191,8 +194,11 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
                 _check_value(key, value, "search.points_to_evaluate", problem)
     if points and algorithm != "optuna":
         problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
+    share_epochs = search.get("share_epochs", True)
+    if not isinstance(share_epochs, bool):
+        problem("search.share_epochs", f"must be true or false, got {share_epochs!r}")
     return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "optuna_storage": optuna_storage,
-            "points_to_evaluate": tuple(points)}
+            "points_to_evaluate": tuple(points), "share_epochs": share_epochs is not False}
 
 
 def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, Domain]]:

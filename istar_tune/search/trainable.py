@@ -14,7 +14,7 @@ from typing import Any
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict
 from istar_tune.metrics import score
 from istar_tune.search import checkpoints
-from istar_tune.search.space import for_search
+from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, configuration, for_search
 from istar_tune.tasks import get_task
 
 OBJECTIVE = "objective"
@@ -27,19 +27,36 @@ run chooses one on held-out data, see ``metrics.score``), so one searcher/schedu
 
 
 class TuneReporter:
-    """Reports each epoch to Tune with a checkpoint (none with ``checkpoint: none``), keeping the newest ``keep``."""
+    """Reports each epoch to Tune with a checkpoint (none with ``checkpoint: none``), keeping the newest ``keep``.
 
-    def __init__(self, metric: str, keep: int = 1, wants_checkpoint: bool = True, note: str = ""):
+    A shared trial (``completes``: the epoch counts of the configurations it completes) also reports, with every
+    epoch, the objective each configuration ended with so far (``objective_at_epoch_<k>``): its last result then
+    holds every configuration's score, also after a resume (:meth:`remember`)."""
+
+    def __init__(self, metric: str, keep: int = 1, wants_checkpoint: bool = True, note: str = "",
+                 completes: tuple[int, ...] = ()):
         self.metric = metric
         self.keep = keep
         self.wants_checkpoint = wants_checkpoint
         self.note = note
+        self.completes = set(completes) if len(completes) > 1 else set()
+        self.closed: dict[int, float] = {}
+
+    def remember(self, records: list[dict[str, Any]]) -> None:
+        """The records of the epochs a resumed trial had reported before."""
+        for record in records:
+            if record.get("epoch") in self.completes:
+                self.closed[int(record["epoch"])] = score(record, self.metric)
 
     def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray
         from ray import tune
 
-        metrics = {**record, OBJECTIVE: score(record, self.metric), "node_id": ray.get_runtime_context().get_node_id()}
+        objective = score(record, self.metric)
+        if record.get("epoch") in self.completes:
+            self.closed[int(record["epoch"])] = objective
+        metrics = {**record, OBJECTIVE: objective, "node_id": ray.get_runtime_context().get_node_id(),
+                   **{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())}}
         if checkpoint_dir is not None:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
@@ -48,6 +65,31 @@ class TuneReporter:
         tune.report(metrics, checkpoint=checkpoint)
         if checkpoint is not None:
             checkpoints.prune(self.keep)
+OBJECTIVE_AT = "objective_at_epoch_"
+"""Prefix of a shared trial's result keys: the objective of the configuration with that many epochs."""
+
+
+def configurations(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
+    """``(id, configuration, epochs)`` of each configuration a trial completes: the trial itself, or for a shared
+    trial one per epoch count (id ``<trial id>-e<k>``; each gets its own MLflow run)."""
+    if not config.get(SHARED_EPOCHS_KEY):
+        return [(trial_id, config, int(config.get("epochs", Hyperparameters.epochs)))]
+    return [(f"{trial_id}-e{k}", configuration(config, k), k) for k in completes(config)]
+
+
+def configuration_results(trial_id: str, config: dict[str, Any], result: dict[str, Any] | None
+                          ) -> list[tuple[str, dict[str, Any], float | None, int]]:
+    """``(id, configuration, objective, last epoch)`` of each configuration of a trial, from its last result: a
+    configuration it passed ended with the objective it reported at its last epoch; one it did not reach ends where
+    the trial ended, with its last objective (as an unshared trial stopped there)."""
+    result = result or {}
+    last = int(result.get("epoch", 0) or 0)
+    if not config.get(SHARED_EPOCHS_KEY):
+        return [(trial_id, config, result.get(OBJECTIVE), last)]
+    return [(cid, cfg, result.get(f"{OBJECTIVE_AT}{k}", result.get(OBJECTIVE)) if k <= last else result.get(OBJECTIVE),
+             min(k, last)) for cid, cfg, k in configurations(trial_id, config)]
+
+
 RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
@@ -70,16 +112,19 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
-    reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none")
+    shared = completes(config) if config.get(SHARED_EPOCHS_KEY) else ()
+    reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
+                            completes=shared)
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        train(hparams, run_settings, reporter)
+        train(hparams, run_settings, reporter, completes=shared)
         return
     with tempfile.TemporaryDirectory(prefix="istar-tune-resume-") as local:
         def copy(folder: Path) -> Path:
-            read_state(folder)  # a missing or truncated state fails here, and an older checkpoint is tried
+            state = read_state(folder)  # a missing or truncated state fails here, and an older checkpoint is tried
             shutil.copytree(folder, local, dirs_exist_ok=True)
+            reporter.remember(state.get("records", []))
             return Path(local)
 
         state_dir, reporter.note = checkpoints.restore(checkpoint, copy)
-        train(hparams, run_settings, reporter, resume_from=state_dir)
+        train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared)

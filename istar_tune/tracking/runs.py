@@ -98,7 +98,8 @@ def _trial_run(run) -> TrialRun:
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
                 groups: list[tuple[str, str, str]] | None = None) -> dict[tuple, TrialRun]:
     """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
-    task metric at its scored epoch); ties go to the lowest trial id.
+    task metric at its scored epoch); ties go to the configuration with fewest epochs, then by its values
+    (:func:`~istar_tune.metrics.tie_order`).
 
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
     :data:`BEST_OF_TOP` runs; the whole group when they do not settle it), instead of every run of the experiment:
@@ -144,7 +145,7 @@ def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
     for run in runs:
         if run.status in COUNTED_STATUSES:
             by_group.setdefault(run.group, []).append(run)
-    chosen = {group: best_scored(candidates, lambda r: r.trial_id,
+    chosen = {group: best_scored(candidates, lambda r: r.config,
                                  lambda r: score(r.metrics, get_task(r.task).metric))
               for group, candidates in by_group.items()}
     return {group: run for group, run in chosen.items() if run is not None}

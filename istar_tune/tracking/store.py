@@ -16,7 +16,8 @@ from istar_tune.tracking.storage import unwritable
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
-TAG_TRIAL_ID = "istar_tune.trial_id"
+TAG_TRIAL_ID = "istar_tune.trial_id"  # the Ray trial's id, or `<id>-e<k>` for a configuration a shared trial completes
+TAG_TRAINED_BY = "istar_tune.trained_by"  # a shared trial's configuration: the Ray trial that trained it
 TAG_GROUP = "istar_tune.group"
 TAG_STATUS = "istar_tune.status"  # one of STATUSES
 TAG_ERROR = "istar_tune.error"

@@ -102,9 +102,10 @@ class RunWriter:
     def _put(self, event: _Event) -> None:
         self._queues[hash(event.trial_id) % len(self._queues)].put(event)
 
-    def start(self, trial_id: str, config: dict[str, Any]) -> None:
+    def start(self, trial_id: str, config: dict[str, Any], tags: dict[str, str] | None = None) -> None:
+        """``tags``: set on the run when it is created (``TAG_TRAINED_BY`` of a shared trial's configuration)."""
         self._open.add(trial_id)
-        self._put(_Event("start", trial_id, {"config": dict(config)}))
+        self._put(_Event("start", trial_id, {"config": dict(config), "created_tags": dict(tags or {})}))
 
     def metrics(self, trial_id: str, epoch: int, result: dict[str, Any]) -> None:
         values = {**_metrics_of(result), "epoch": float(epoch)}  # read back on resume: the last epoch logged
@@ -119,7 +120,7 @@ class RunWriter:
         self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags or {})}))
 
     def reconcile(self, trial_id: str, config: dict[str, Any], last_result: dict[str, Any], status: str, state: str,
-                  tags: dict[str, str] | None = None) -> None:
+                  tags: dict[str, str] | None = None, created_tags: dict[str, str] | None = None) -> None:
         """Make the run of a trial that had ended before this driver started (a resumed search) say so: a driver
         killed just after the trial ended may not have written its last epoch or its end. Runs an earlier driver
         ended are left as they are; a trial without a run gets one."""
@@ -127,7 +128,10 @@ class RunWriter:
         values = {**_metrics_of(last_result), "epoch": float(epoch)} if epoch else {}
         self._put(_Event("reconcile", trial_id, {"config": dict(config), "epoch": epoch, "values": values,
                                                  "time": int(time.time() * 1000), "status": status, "state": state,
-                                                 "tags": dict(tags or {})}))
+                                                 "tags": dict(tags or {}), "created_tags": dict(created_tags or {})}))
+
+    def is_open(self, trial_id: str) -> bool:
+        return trial_id in self._open
 
     def open_trials(self) -> set[str]:
         """Trials started and not yet ended (as far as the calls made so far say)."""
@@ -229,7 +233,8 @@ class RunWriter:
                         self._unended.add(trial_id)
             self._loaded = True
 
-    def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None) -> tuple[str, bool]:
+    def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None,
+                created_tags: dict[str, str] | None = None) -> tuple[str, bool]:
         """The trial's run id, and whether it was created now."""
         if not self._loaded:
             self._load_existing(mlflow_client)
@@ -243,7 +248,7 @@ class RunWriter:
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
-                TAG_GROUP: group_key(config)}
+                TAG_GROUP: group_key(config), **(created_tags or {})}
         run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
         run_id = self._runs[trial_id] = run.info.run_id
         self._logged_epoch[trial_id] = 0
@@ -268,7 +273,8 @@ class RunWriter:
         created = set()
         for event in batch:
             if event.kind in ("start", "reconcile"):
-                run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"])
+                run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"],
+                                           event.payload.get("created_tags"))
                 if new:
                     created.add(run_id)
                     self._unended.add(event.trial_id)

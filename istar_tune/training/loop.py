@@ -31,6 +31,7 @@ import yaml
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.methods import get_method
+from istar_tune.metrics import CLOSING_ONLY, STAR_KEYS
 from istar_tune.training.epoch import method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
@@ -87,8 +88,10 @@ class TrainResult:
 
 
 def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | None = None,
-          resume_from: str | os.PathLike | None = None) -> TrainResult:
-    """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got."""
+          resume_from: str | os.PathLike | None = None, completes: tuple[int, ...] = ()) -> TrainResult:
+    """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got.
+    ``completes``: the epoch counts of the shorter configurations this run also completes on its way (a search's
+    shared trial); they are scored like its own last epoch."""
     run = prepare(hparams, settings)
     output_dir = Path(settings.output_dir) if settings.output_dir else None
     if output_dir is not None:
@@ -96,7 +99,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
         (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
     result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
     try:
-        finished = _fit(run, result, reporter, resume_from, output_dir)
+        finished = _fit(run, result, reporter, resume_from, output_dir, set(completes))
         if get_method(hparams.method).second_stage and not finished:
             _second_stage(run, result, reporter, output_dir)
         result.status = "finished"
@@ -110,11 +113,13 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     return result
 
 
-def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None) -> bool:
+def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None,
+         completes: set[int]) -> bool:
     """The fine-tuning epochs; True when a resumed state says the whole run had finished."""
     hp = run.hparams
     second_stage = get_method(hp.method).second_stage
     epochs = 0 if run.settings.init_checkpoint and second_stage else hp.epochs
+    in_loss = get_method(hp.method).uses_zeta
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
     selection = Selection(run, run.model)
@@ -130,23 +135,26 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         log.info("resuming after epoch %d of %d", start, epochs)
     last = start if stopped else epochs
     params = [p for _, p in named if p.requires_grad]
-    # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here. After each epoch one
-    # new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's training.
-    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last else None
+    # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here (I-STAR). After each
+    # epoch one new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's
+    # training; a method without Σ_S in its loss draws only where its eval IsoScore* is used (`measures_star`).
+    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last and in_loss else None
     for epoch in range(start + 1, last + 1):
         began = time.perf_counter()
         losses = train_epoch(run, method_loss(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
                              f"epoch {epoch}/{epochs}")
         trained = time.perf_counter()
-        shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device)
+        held_out = evaluate_holdout(run) if selection.holdout else {}
+        measured = in_loss or measures_star(run, selection, epoch, held_out, completes | {epochs})
+        shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device) if measured else None
         estimated = time.perf_counter()
-        metrics = evaluate(run, shrinkage_cov)
-        if selection.holdout:
-            metrics.update(evaluate_holdout(run))
+        metrics = {**evaluate(run, shrinkage_cov), **held_out}
         ended = time.perf_counter()
         record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
                   "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
                   "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
+        if measured and not (in_loss or selection.holdout or run.settings.isoscore_star_every_epoch or epoch == epochs):
+            record[CLOSING_ONLY] = ",".join(STAR_KEYS)  # measured for the shorter configuration ending here
         stop, ends = _close_epoch(run, result, selection, record, epochs, output_dir,
                                   lambda folder: save_pretrained(run, folder))
         if stop:
@@ -162,6 +170,17 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         if stop:
             break
     return False
+
+
+def measures_star(run: Run, selection: Selection, epoch: int, held_out: dict[str, float], closing: set[int]) -> bool:
+    """Whether a method without Σ_S in its loss measures the eval IsoScore* (a Σ_S pass) after ``epoch``: where its
+    value is used, the scored epoch of a configuration: with ``holdout`` each new best held-out epoch, else the last
+    epoch of each configuration the run completes (``closing``); every epoch with ``isoscore_star_every_epoch``."""
+    if run.settings.isoscore_star_every_epoch:
+        return True
+    if selection.holdout:
+        return held_out[selection.key] > selection.best[1]
+    return epoch in closing
 
 
 def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, output_dir: Path | None) -> None:

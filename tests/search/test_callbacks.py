@@ -6,7 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from istar_tune import tracking
+from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.callbacks import MlflowTrialLogger, ProgressPrinter
+from istar_tune.search.space import SHARED_EPOCHS_KEY
 
 
 def _trial(trial_id, search="s", epochs=2, error_file=None):
@@ -82,3 +84,48 @@ def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlf
     assert {k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()} == \
         {"t1": "finished", "t2": "failed", "t3": "running"}
     assert runs["t1"].data.metrics["accuracy"] == 0.75 and runs["t1"].info.status == "FINISHED"
+
+
+def _shared_trial(trial_id, counts=(1, 2, 3)):
+    trial = _trial(trial_id, epochs=max(counts))
+    trial.config = {**trial.config, "method": "base", "lam": None, SHARED_EPOCHS_KEY: list(counts)}
+    return trial
+
+
+def test_a_shared_trial_gives_each_configuration_its_run_ended_where_its_epochs_end(mlflow_store):
+    """Completed, stopped by ASHA at epoch 2 (the 3-epoch configuration only reached 2), failed in epoch 2, and
+    interrupted in epoch 3 of shared trials of epochs {1, 2, 3}."""
+    uri, client, experiment = mlflow_store
+    parent = tracking.parent_run(client, experiment, "s", {})
+    logger = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    done, stopped, failed, open_ = (_shared_trial(t) for t in ("a", "b", "c", "d"))
+    for trial, reached in ((done, 3), (stopped, 2), (failed, 1), (open_, 2)):
+        logger.on_trial_start(0, [], trial)
+        for epoch in range(1, reached + 1):
+            trial.last_result = {"epoch": epoch, "accuracy": 0.5 + epoch / 10, "node_id": "n1",
+                                 "eval_isoscore_star": 0.1 * epoch, "objective_at_epoch_1": 0.6,
+                                 **({CLOSING_ONLY: "eval_isoscore_star,eval_zeta"} if epoch < 3 else {})}
+            logger.on_trial_result(0, [], trial, trial.last_result)
+    for trial in (done, stopped):
+        logger.on_trial_complete(0, [], trial)
+    logger.on_trial_error(0, [], failed)
+    logger.interrupt("interrupted by a signal")
+    assert logger.close(timeout=60)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
+                                                                               **{tracking.TAG_ROLE: "trial"})}
+    status = {k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()}
+    assert status == {"a-e1": "finished", "a-e2": "finished", "a-e3": "finished",
+                      "b-e1": "finished", "b-e2": "finished", "b-e3": "stopped_early",
+                      "c-e1": "finished", "c-e2": "failed", "c-e3": "failed",
+                      "d-e1": "finished", "d-e2": "finished", "d-e3": "interrupted"}
+    assert all(r.data.tags[tracking.TAG_TRAINED_BY] == k[0] for k, r in runs.items())
+    assert {k: r.data.params["epochs"] for k, r in runs.items() if k.startswith("a")} == \
+        {"a-e1": "1", "a-e2": "2", "a-e3": "3"}
+    assert runs["b-e3"].data.tags["istar_tune.stopped_after_epoch"] == "2"
+    for epochs in (1, 2, 3):
+        run_id = runs[f"a-e{epochs}"].info.run_id
+        steps = [m.step for m in client.get_metric_history(run_id, "accuracy")]
+        assert steps == list(range(1, epochs + 1))  # its own epochs only
+        # the eval IsoScore* measured for a shorter configuration is left out of a longer one's epoch
+        assert [m.step for m in client.get_metric_history(run_id, "eval_isoscore_star")] == [epochs]
+        assert "objective_at_epoch_1" not in runs[f"a-e{epochs}"].data.metrics

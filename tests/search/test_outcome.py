@@ -20,7 +20,8 @@ PLANNED = [PlannedGroup(group=Group("bert", "rte", "istar", {}), trials=5)]
 
 
 def test_each_trial_gets_its_status_and_the_group_its_best():
-    results = [_result("t3", 0.7, 3), _result("t1", 0.7, 3), _result("t2", 0.9, 1),
+    results = [_result("t3", 0.7, 3, learning_rate=2e-5), _result("t1", 0.7, 3, learning_rate=1e-5),
+               _result("t2", 0.9, 1),
                _result("t4", 0.95, 3, error=RuntimeError("Traceback ...\nValueError: the loss became nan")),
                _result("t5", 0.99, 2), _result("other", 1.0, 3, search="another")]
     statuses = {"t5": "RUNNING"}
@@ -32,7 +33,7 @@ def test_each_trial_gets_its_status_and_the_group_its_best():
     assert by_id["t4"].error == "ValueError: the loss became nan"
     assert outcome.best.trial_id == "t2"  # failed and interrupted trials never win; a stopped one counts
     (tie,) = group_outcomes(PLANNED, [results[0], results[1]], {}, "s")
-    assert tie.best.trial_id == "t1"  # ties go to the lowest trial id, as in the tables
+    assert tie.best.trial_id == "t1"  # ties go to the configuration first in tie_order, as in the tables
 
 
 def test_the_summary_reports_counts_the_best_configuration_and_failures():

@@ -6,8 +6,8 @@ from ray.tune.search import Searcher
 
 from istar_tune.search.cost import trial_seconds
 from istar_tune.search.plan import group_plans, plan
-from istar_tune.search.searcher import GroupPlan, GroupSearcher, grid_configs
-from istar_tune.search.space import Domain
+from istar_tune.search.searcher import GroupPlan, GroupSearcher
+from istar_tune.search.space import SHARED_EPOCHS_KEY, Domain, grid_configs
 from istar_tune.search.space_file import load_search_space
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
@@ -31,9 +31,10 @@ def test_the_paper_grids_hand_out_every_trial_once_longest_first():
     while (config := searcher.suggest(f"t{len(handed)}")) not in (None, Searcher.FINISHED):
         handed.append(config)
     assert searcher.suggest("again") == Searcher.FINISHED
-    assert len(handed) == 9 * 648
-    keys = ("model", "task", "batch_size", "epochs", "learning_rate", "lam", "zeta")
+    assert len(handed) == 9 * 216  # 648 configurations per group, as 216 trials of 5 epochs that complete 3, 4 and 5
+    keys = ("model", "task", "batch_size", "learning_rate", "lam", "zeta")
     assert len({tuple(c[k] for k in keys) for c in handed}) == len(handed)
+    assert all(c["epochs"] == 5 and c[SHARED_EPOCHS_KEY] == [3, 4, 5] for c in handed)
     seconds = [trial_seconds(c) for c in handed]
     ordered = sorted(seconds, reverse=True)
     assert seconds[0::2] == ordered[:len(seconds[0::2])]  # by turns: the longest remaining ...
@@ -111,14 +112,13 @@ def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first
     handed = _drain(searcher, "g")
     rte = [(t, c) for t, c in handed if c["task"] == "rte"]
     assert len(rte) == 3 and searcher.suggest("x") is None  # the seeds group waits: not FINISHED, nothing to run
-    scores = {1e-5: 0.6, 2e-5: 0.7, 3e-5: 0.7}  # a tie: the lower trial id wins, as tables choose
+    scores = {1e-5: 0.6, 2e-5: 0.7, 3e-5: 0.7}  # a tie: the configuration first in tie_order wins, as in tables
     for trial_id, config in rte[:-1]:
         searcher.on_trial_complete(trial_id, {"objective": scores[config["learning_rate"]]})
     assert searcher.suggest("y") is None  # one rte trial still runs
     last_id, last = rte[-1]
     searcher.on_trial_complete(last_id, {"objective": scores[last["learning_rate"]]})
-    best = min((t for t, c in rte if scores[c["learning_rate"]] == 0.7))
-    best_lr = dict(rte)[best]["learning_rate"]
+    best_lr = 2e-5
     seeds = [searcher.suggest("s1"), searcher.suggest("s2")]
     assert [c["seed"] for c in seeds] == [1, 2]
     assert all(c["search"] == "seeds" and c["learning_rate"] == best_lr and c["task"] == "rte" for c in seeds)
@@ -141,3 +141,19 @@ def test_a_seeds_group_must_wait_for_a_group_of_the_same_experiment():
 
     with pytest.raises(ValueError, match="not in this experiment"):
         GroupSearcher([GroupPlan(key="seeds:a", after="grid:missing", seeds=[1])])
+
+
+def test_a_group_waiting_for_a_shared_group_reruns_its_best_configuration_not_its_trial():
+    shared = {"model": "bert", "task": "rte", "method": "base", "learning_rate": 1e-5, "epochs": 5,
+              SHARED_EPOCHS_KEY: [3, 4, 5]}
+    plans = [GroupPlan(key="grid:bert/rte/base", configs=[shared]),
+             GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
+                       after="grid:bert/rte/base", seeds=[1, 2])]
+    searcher = GroupSearcher(plans)
+    assert searcher.suggest("t1") == shared
+    # the 4-epoch configuration scored best on its last epoch; the trial's own last epoch scored less
+    searcher.on_trial_complete("t1", {"epoch": 5, "objective": 0.6, "objective_at_epoch_3": 0.7,
+                                      "objective_at_epoch_4": 0.8, "objective_at_epoch_5": 0.6})
+    reruns = [searcher.suggest("s1"), searcher.suggest("s2")]
+    assert [(c["epochs"], c["seed"]) for c in reruns] == [(4, 1), (4, 2)]
+    assert all(SHARED_EPOCHS_KEY not in c for c in reruns)

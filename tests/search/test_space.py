@@ -23,7 +23,7 @@ def test_paper_spaces_cover_the_papers_models_and_nine_tasks():
     assert set(space.models) == {"bert", "albert", "distilbert"} and len(space.tasks) == 9
     planned = plan(space)
     assert len(planned) == 27 and all(p.trials == 648 for p in planned)
-    assert "total 17496 trials" in dry_run_report(space, planned)
+    assert "total 17496 configurations in 5832 trials, 27 groups" in dry_run_report(space, planned)
 
 
 def test_optuna_space_counts_samples_per_group_and_narrowing():
