@@ -9,14 +9,18 @@ import pytest
 
 @pytest.fixture
 def real_search(glue, tmp_path):
-    """``real_search(name, epochs, rates, concurrency)``: (space file, environment) of a search of real tiny-bert
-    trials on 640 SST-2 examples (a few seconds an epoch), one trial per learning rate, run by ``istar-tune`` in a
-    subprocess with a local Ray instance."""
+    """``real_search(name, epochs, rates, concurrency, share=True)``: (space file, environment) of a search of real
+    tiny-bert trials on 640 SST-2 examples (a few seconds an epoch), one trial per learning rate, run by
+    ``istar-tune`` in a subprocess with a local Ray instance. ``epochs`` a list: a grid of epoch counts under
+    ``recipe: paper``, whose configurations share a trial per learning rate (unless ``share`` is false)."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env = {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1", "GLUE_DIR": str(glue)}
 
-    def make(name: str, epochs: int, rates: list[str], concurrency: int):
+    def make(name: str, epochs: int | list[int], rates: list[str], concurrency: int, share: bool = True):
         space = tmp_path / f"{name}.yaml"
+        recipe = ""
+        if isinstance(epochs, list):
+            epochs, recipe = f"{{grid: {epochs}}}", ", recipe: paper"
         space.write_text(f"""\
 name: {name}
 models: [tiny-bert]
@@ -27,7 +31,8 @@ hyperparameters:
   epochs: {epochs}
   learning_rate: {{grid: [{', '.join(rates)}]}}
 concurrency: {concurrency}
-settings: {{max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000}}
+search: {{share_epochs: {str(share).lower()}}}
+settings: {{max_length: 32, max_train_samples: 640, max_eval_samples: 64, shrinkage_tokens: 1000{recipe}}}
 """)
         return space, env
 

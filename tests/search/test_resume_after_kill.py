@@ -77,3 +77,54 @@ def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configurati
     assert {r.data.tags[tracking.TAG_STATUS] for r in runs} == {"finished"}
     table = build_table(uri, "killed", "best", tasks=["sst2"])
     assert list(zip(table["model"], table["method"], table["trials"])) == [("tiny-bert", "base", 3)]
+
+
+def _histories(uri: str, name: str) -> dict[tuple[str, str], dict[str, list]]:
+    """Per configuration (learning rate, epochs): its status and the history of every record compared."""
+    client = tracking.client(uri)
+    experiment = client.get_experiment_by_name(name).experiment_id
+    out = {}
+    for run in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"}):
+        key = (run.data.params["learning_rate"], run.data.params["epochs"])
+        assert key not in out, f"two runs of {key}"
+        out[key] = {"status": run.data.tags[tracking.TAG_STATUS],
+                    **{m: [(h.step, h.value) for h in sorted(client.get_metric_history(run.info.run_id, m),
+                                                            key=lambda h: h.step)]
+                       for m in ("accuracy", "eval_isoscore", "eval_isoscore_star", "train_loss", "objective")}}
+    return out
+
+
+@pytest.mark.parametrize("stop", ["kill-9", "sigint"])
+def test_a_shared_trial_stopped_in_its_last_epoch_then_resumed_gives_each_configuration_its_records(
+        stop, real_search, tmp_path):
+    """Shared trials of epochs {1, 2}: the driver stopped half way through epoch 2 of the first trial (its 1-epoch
+    configuration already finished), then ``--resume``; every configuration has one run whose records are those of
+    an unshared, uninterrupted search of the same grid."""
+    rates = ["1.0e-3", "3.0e-3"]
+    space, env = real_search("killed", epochs=[1, 2], rates=rates, concurrency=1)
+    storage = tmp_path / "runs"
+    uri = default_tracking_uri(storage)
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env, start_new_session=True)
+    try:
+        _wait_for("mid-epoch", driver, uri, time.monotonic() + 240)
+        if stop == "sigint":
+            os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C in a terminal
+            assert driver.wait(timeout=180) == 130
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=env, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "4 configurations in 2 trials (epoch prefixes shared), 4 finished" in resumed.stdout
+
+    reference, _ = real_search("reference", epochs=[1, 2], rates=rates, concurrency=1, share=False)
+    plain = subprocess.run([str(BIN / "istar-tune"), "search", str(reference), "--storage-path", str(storage)],
+                           capture_output=True, text=True, env=env, timeout=400)
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    shared, unshared = _histories(uri, "killed"), _histories(uri, "reference")
+    assert len(shared) == 4 and shared == unshared
+    assert all(v["status"] == "finished" and [s for s, _ in v["accuracy"]] == list(range(1, int(k[1]) + 1))
+               for k, v in shared.items())
