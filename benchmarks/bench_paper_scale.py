@@ -12,9 +12,13 @@ one experiment (``run_searches``: each group's seeds start when that group's gri
 once more on its own (``seeds_alone``: its configurations read back from MLflow); ``--separate`` runs the stages one
 search after another instead.
 
-It prints per stage and in total: trials, wall time, the theoretical minimum makespan (the larger of total
-GPU-seconds / GPUs and the longest dependency chain), their ratio, GPU utilisation, driver CPU seconds per trial,
-MLflow logging latency p50/p99, peak driver memory, storage bytes, MLflow child runs (one per trial expected),
+Grid configurations that differ only in ``epochs`` share one trial (``search.share_epochs``, on by default under the
+paper's recipe): it also prints the configurations (one MLflow run each), the Tune trials that trained them, the epochs
+trained against those of the unshared protocol and the simulated GPU-hours with and without sharing.
+
+It prints per stage and in total: configurations, trials, wall time, the theoretical minimum makespan (the larger of
+total GPU-seconds / GPUs and the longest dependency chain), their ratio, GPU utilisation, driver CPU seconds per trial,
+MLflow logging latency p50/p99, peak driver memory, storage bytes, MLflow child runs (one per configuration expected),
 and whether every cell of ``table --kind best``, ``--kind lambda-zeta`` and ``--kind seeds`` equals the
 landscape's known optimum. Its last line is one JSON object of these figures.
 """
@@ -76,6 +80,23 @@ class MemorySampler(threading.Thread):
 
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def trial_configs(outcomes: list) -> list[dict]:
+    """The configurations of the Tune trials behind a search's outcomes (one per configuration): a shared trial's
+    configurations merged back into the trial that trained them."""
+    from istar_tune.search.space import SHARED_EPOCHS_KEY
+
+    shared: dict[str, list[dict]] = {}
+    alone = []
+    for outcome in outcomes:
+        if outcome.trained_by:
+            shared.setdefault(outcome.trained_by, []).append(outcome.config)
+        else:
+            alone.append(outcome.config)
+    merged = [{**max(configs, key=lambda c: c["epochs"]), SHARED_EPOCHS_KEY: sorted(c["epochs"] for c in configs)}
+              for configs in shared.values()]
+    return alone + merged
 
 
 def stage_minimum(durations: list[float], gpus: int) -> float:
@@ -172,6 +193,7 @@ def main() -> None:
     from ray.cluster_utils import Cluster
 
     from istar_tune import tracking
+    from istar_tune.config import trial_epochs
     from istar_tune.search.cost import trial_seconds
     from istar_tune.search.run import run_searches
     from istar_tune.search.simulate import Simulation
@@ -223,11 +245,18 @@ def main() -> None:
                 phases.append({k: round(v, 1) for k, v in summaries[0].phases_s.items()})
                 for space, summary in zip(batch, summaries):
                     stage = stage_of[space.name]
-                    trials = [t for g in summary.groups for t in g.trials]
-                    durations = [trial_seconds(t.config) * args.time_factor for t in trials]
+                    outcomes = [t for g in summary.groups for t in g.trials]
+                    trained = trial_configs(outcomes)
+                    durations = [trial_seconds(c) * args.time_factor for c in trained]
                     durations_of[stage] = durations
-                    ended = max((t.ended_at for t in trials if t.ended_at), default=began_unix) - began_unix
-                    stages[stage] = {"trials": len(trials), "failed": len(summary.failed),
+                    unshared = [trial_seconds(t.config) for t in outcomes]
+                    ended = max((t.ended_at for t in outcomes if t.ended_at), default=began_unix) - began_unix
+                    stages[stage] = {"configurations": len(outcomes), "trials": len(trained),
+                                     "trained_epochs": sum(trial_epochs(c) for c in trained),
+                                     "unshared_epochs": sum(trial_epochs(t.config) for t in outcomes),
+                                     "gpu_hours": round(sum(durations) / args.time_factor / 3600, 1),
+                                     "unshared_gpu_hours": round(sum(unshared) / 3600, 1),
+                                     "failed": len(summary.failed),
                                      "last_trial_ended_s": round(ended, 1),
                                      "min_makespan_s": round(stage_minimum(durations, gpus), 1),
                                      "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
@@ -247,7 +276,8 @@ def main() -> None:
                 summary = run_searches([space], storage_path=storage, tracking_uri=server.uri,
                                        address=cluster.address, simulation=alone, write=LineLog(log_file))[0]
                 wall = time.monotonic() - began
-                durations = [trial_seconds(t.config) * alone.time_factor for g in summary.groups for t in g.trials]
+                durations = [trial_seconds(c) * alone.time_factor
+                             for c in trial_configs([t for g in summary.groups for t in g.trials])]
                 minimum = stage_minimum(durations, gpus)
                 seeds_alone = {"trials": len(durations), "wall_s": round(wall, 1), "min_makespan_s": round(minimum, 1),
                                "ratio": round(wall / minimum, 3), "time_factor": alone.time_factor,
@@ -276,11 +306,20 @@ def main() -> None:
             if set(args.stages) == set(STAGES) else {}
     sampler.running = False
     trials = sum(s["trials"] for s in stages.values())
+    configurations = sum(s["configurations"] for s in stages.values())
+    trained_epochs = sum(s["trained_epochs"] for s in stages.values())
+    unshared_epochs = sum(s["unshared_epochs"] for s in stages.values())
     chain = grid_longest + seeds_longest
     minimum = max(sum(all_durations) / gpus, chain)
     figures = {
+        "configurations": configurations,
         "trials": trials,
         "mlflow_runs": runs,
+        "trained_epochs": trained_epochs,
+        "unshared_epochs": unshared_epochs,
+        "epochs_ratio": round(trained_epochs / max(unshared_epochs, 1), 3),
+        "gpu_hours": round(sum(s["gpu_hours"] for s in stages.values()), 1),
+        "unshared_gpu_hours": round(sum(s["unshared_gpu_hours"] for s in stages.values()), 1),
         "duplicate_trial_ids": len(trial_ids) - len(set(trial_ids)),
         "tables_exact": bool(exact) and all(exact.values()),
         "tables": exact,
@@ -307,7 +346,7 @@ def main() -> None:
         "mlflow_log_mean_ms": round(statistics.fmean(latencies), 1) if latencies else None,
     }
     print(json.dumps(figures), flush=True)
-    sys.exit(0 if figures["failed"] == 0 else 1)
+    sys.exit(0 if figures["failed"] == 0 and figures["mlflow_runs"] == configurations else 1)
 
 
 if __name__ == "__main__":
