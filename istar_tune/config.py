@@ -88,6 +88,12 @@ class RunSettings:
     """Token budget of the Σ_S estimate, refreshed at the start of every epoch."""
     eval_zeta: float = 0.2
     """ζ of the reported eval IsoScore* (the paper's Figure 3 uses 0.2)."""
+    star_sigma: str = "pass"
+    """Where a method without Σ_S in its loss (Base, CosReg, IsoLayer's first stage) takes the Σ_S of its eval
+    IsoScore*: pass (a forward pass over up to ``shrinkage_tokens`` training tokens of the model after the epoch, as
+    the I-STAR release) or training (the hidden states the epoch's training pass computed anyway, every training
+    token of the epoch: no extra pass, but from a model that changed during the epoch and with dropout on; its
+    measured effect on the score is in the README). I-STAR always makes the pass (its loss needs Σ_S)."""
     isoscore_star_every_epoch: bool = False
     """Measure the eval IsoScore* after every epoch for methods without Σ_S in their loss (Base, CosReg, IsoLayer's
     first stage). By default they pay its Σ_S pass only where the value is used: the last epoch of each
@@ -158,6 +164,7 @@ MIN_MAX_LENGTH = 8
 """The shortest ``max_length`` accepted: [CLS], [SEP] (twice for a pair) and a few tokens of text."""
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 CHECKPOINT_MODES = ("state", "resume", "weights", "none")
+STAR_SIGMAS = ("pass", "training")
 
 
 def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
@@ -285,6 +292,8 @@ def _range_problems(obj: Any) -> list[str]:
             problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
         if obj.precision not in PRECISIONS:
             problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
+        if obj.star_sigma not in STAR_SIGMAS:
+            problems.append(f"star_sigma must be one of {', '.join(STAR_SIGMAS)}, got {obj.star_sigma!r}")
         if obj.recipe not in RECIPES:
             problems.append(f"recipe must be one of {', '.join(RECIPES)}, got {obj.recipe!r}")
         if obj.holdout is not None and not 0.0 < obj.holdout < 1.0:

@@ -207,8 +207,12 @@ def log_to_mlflow(result: dict[str, Any], files: list[Path], tracking_uri: str, 
         trial_id = trial_id_of(checkpoint)
         if trial_id is None:
             return None
-        found = [r for e in client.search_experiments()
-                 for r in tracking.find_runs(client, e.experiment_id, **{tracking.TAG_TRIAL_ID: trial_id})]
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        found = [r for e in experiments for r in tracking.find_runs(client, e, **{tracking.TAG_TRIAL_ID: trial_id})]
+        if not found:  # a shared trial: its weights are those of the longest configuration it completed
+            found = sorted((r for e in experiments
+                            for r in tracking.find_runs(client, e, **{tracking.TAG_TRAINED_BY: trial_id})),
+                           key=lambda r: -int(r.data.params.get("epochs", 0)))
         if not found:
             return None
         run_id = found[0].info.run_id

@@ -19,18 +19,23 @@ LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, t
 """batch → (total loss, task loss, penalty or None)."""
 
 
-def method_loss(run: Run, shrinkage_cov: torch.Tensor | None) -> LossFn:
-    """The method's loss: task loss + penalty (I-STAR, CosReg), or the task loss alone (Base, IsoLayer stage 1)."""
+def method_loss(run: Run, shrinkage_cov: torch.Tensor | None,
+                observe: Callable[[tuple, torch.Tensor], None] | None = None) -> LossFn:
+    """The method's loss: task loss + penalty (I-STAR, CosReg), or the task loss alone (Base, IsoLayer stage 1).
+    ``observe``: also handed each batch's hidden states and attention mask (detached)."""
     hp = run.hparams
     lam = hp.penalty_weight
-    needs_hidden = hp.method in PENALISED and lam != 0
+    penalised = hp.method in PENALISED and lam != 0
 
     def compute(batch):
         with run.autocast():
-            outputs = run.model(**batch, output_hidden_states=needs_hidden)
+            outputs = run.model(**batch, output_hidden_states=penalised or observe is not None)
         task_loss = outputs.loss.float()
+        if observe is not None:
+            with torch.no_grad():
+                observe(tuple(h.detach() for h in outputs.hidden_states), batch["attention_mask"])
         pen = None
-        if needs_hidden:
+        if penalised:
             pen = penalty(hp.method, outputs.hidden_states, batch["attention_mask"], lam=lam, zeta=hp.zeta,
                           shrinkage_cov=shrinkage_cov, layer=hp.layer, include_padding=hp.include_padding)
         return (task_loss if pen is None else task_loss + pen), task_loss, pen

@@ -32,13 +32,15 @@ import yaml
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.methods import get_method
 from istar_tune.metrics import CLOSING_ONLY, STAR_KEYS
+from istar_tune.models import hidden_size
+from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.training.epoch import method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.training.selection import Selection
 from istar_tune.training.setup import Run, make_optimizer, prepare
-from istar_tune.training.sigma import estimate_shrinkage
+from istar_tune.training.sigma import estimate_shrinkage, token_cloud
 from istar_tune.training.state import (
     BEST_CHECKPOINT,
     CONFIG_FILE,
@@ -141,12 +143,20 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
     shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last and in_loss else None
     for epoch in range(start + 1, last + 1):
         began = time.perf_counter()
-        losses = train_epoch(run, method_loss(run, shrinkage_cov), params, optimizer, scheduler, scaler, epoch,
-                             f"epoch {epoch}/{epochs}")
+        gathered = training_pass_covariance(run, selection, epoch, completes | {epochs}, in_loss)
+        observe = None if gathered is None else (
+            lambda hidden, mask, c=gathered: c.update(*token_cloud(run, hidden, mask)))
+        losses = train_epoch(run, method_loss(run, shrinkage_cov, observe), params, optimizer, scheduler, scaler,
+                             epoch, f"epoch {epoch}/{epochs}")
         trained = time.perf_counter()
         held_out = evaluate_holdout(run) if selection.holdout else {}
         measured = in_loss or measures_star(run, selection, epoch, held_out, completes | {epochs})
-        shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device) if measured else None
+        if not measured:
+            shrinkage_cov = None
+        elif gathered is not None:
+            shrinkage_cov = gathered.covariance(torch.float32).to(run.device)
+        else:
+            shrinkage_cov = estimate_shrinkage(run, draw=epoch).to(run.device)
         estimated = time.perf_counter()
         metrics = {**evaluate(run, shrinkage_cov), **held_out}
         ended = time.perf_counter()
@@ -170,6 +180,18 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         if stop:
             break
     return False
+
+
+def training_pass_covariance(run: Run, selection: Selection, epoch: int, closing: set[int],
+                             in_loss: bool) -> StreamingCovariance | None:
+    """With ``star_sigma: training``, a method without Σ_S in its loss gathers the Σ_S of its eval IsoScore* from
+    every training token of an epoch whose score may be used (:func:`measures_star`); ``None`` otherwise."""
+    settings = run.settings
+    if in_loss or settings.star_sigma != "training":
+        return None
+    if not (settings.isoscore_star_every_epoch or selection.holdout or epoch in closing):
+        return None
+    return StreamingCovariance(hidden_size(run.model), budget=2**62, device=run.device)
 
 
 def measures_star(run: Run, selection: Selection, epoch: int, held_out: dict[str, float], closing: set[int]) -> bool:

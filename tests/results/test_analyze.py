@@ -70,6 +70,13 @@ def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_
     history = client.get_metric_history(run, "analysis_layer_isoscore_star")
     assert [m.step for m in history] == [1, 2]
     assert {a.path for a in client.list_artifacts(run, "analysis")} >= {"analysis/analysis.json"}
+    # A shared trial's checkpoint goes to the run of the longest configuration the trial completed.
+    shared = {k: client.create_run(exp, tags={tracking.TAG_TRIAL_ID: f"fghij_00001-e{k}",
+                                              tracking.TAG_TRAINED_BY: "fghij_00001"}).info.run_id for k in (1, 3, 2)}
+    for epochs, run_id in shared.items():
+        client.log_param(run_id, "epochs", str(epochs))
+    other = tmp_path / "runs" / "trainable_fghij_00001_1_lr=0.001" / "checkpoint_000002"
+    assert log_to_mlflow(result, files, uri, None, other) == shared[3]
 
 
 def test_analyze_errors(tmp_path):

@@ -53,14 +53,19 @@ def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) 
     raise AssertionError(f"the search did not reach {moment!r} in time")
 
 
+def _driver(space: Path, storage: Path, env: dict) -> tuple[list[str], subprocess.Popen]:
+    """The search command and its driver, started in its own process group (with its local Ray instance)."""
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+    return command, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                     start_new_session=True)
+
+
 @pytest.mark.parametrize("moment", ["start", "mid-epoch", "finishing"])
 def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, real_search, tmp_path):
     space, env = real_search("killed", epochs=2, rates=["1.0e-3", "2.0e-3", "3.0e-3"], concurrency=1)
     storage = tmp_path / "runs"
     uri = default_tracking_uri(storage)
-    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env, start_new_session=True)
+    command, driver = _driver(space, storage, env)
     try:
         _wait_for(moment, driver, uri, time.monotonic() + 240)
     finally:
@@ -104,9 +109,7 @@ def test_a_shared_trial_stopped_in_its_last_epoch_then_resumed_gives_each_config
     space, env = real_search("killed", epochs=[1, 2], rates=rates, concurrency=1)
     storage = tmp_path / "runs"
     uri = default_tracking_uri(storage)
-    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env, start_new_session=True)
+    command, driver = _driver(space, storage, env)
     try:
         _wait_for("mid-epoch", driver, uri, time.monotonic() + 240)
         if stop == "sigint":

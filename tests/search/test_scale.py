@@ -172,3 +172,47 @@ def test_searches_run_as_one_experiment_and_seeds_rerun_each_groups_best(local_r
     assert len(grid_runs) == 12 and len(seeds_runs) == 4
     assert {r.stage for r in seeds_runs} == {"seeds"}
     assert len({r.trial_id for r in grid_runs + seeds_runs}) == 16
+
+
+ASHA_SHARED = """\
+name: {name}
+models: [bert]
+tasks: [rte]
+methods: [base]
+hyperparameters:
+  batch_size: {{grid: [8, 16, 32]}}
+  epochs: {{grid: [3, 4, 5]}}
+  learning_rate: {{grid: [1.0e-5, 3.0e-5, 5.0e-5]}}
+resources: {{cpu: 1}}
+concurrency: 1
+scheduler: {{type: asha, grace_period: 1, reduction_factor: 3}}
+settings: {{recipe: paper, checkpoint: resume}}
+"""
+
+
+def test_asha_stops_a_shared_trial_and_it_completes_only_the_configurations_it_reached(local_ray, tmp_path):
+    summary = run_search(_space(tmp_path, "asha-shared", ASHA_SHARED), storage_path=tmp_path / "runs",
+                         write=lambda _: None, simulation=Simulation(time_factor=0.005))
+    assert not summary.failed
+    outcomes = [t for g in summary.groups for t in g.trials]
+    assert len(outcomes) == 27 and len({t.trained_by for t in outcomes}) == 9  # 27 configurations, 9 trials
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name("asha-shared").experiment_id
+    runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+    assert len(runs) == 27
+    reached = {}
+    for run in runs:
+        reached.setdefault(run.data.tags[tracking.TAG_TRAINED_BY], []).append(run)
+    stopped = 0
+    for trial, configurations in reached.items():
+        last = max(int(r.data.metrics["epoch"]) for r in configurations)  # where the trial ended
+        for run in configurations:
+            epochs, status = int(run.data.params["epochs"]), run.data.tags[tracking.TAG_STATUS]
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, "accuracy")]
+            if epochs <= last:
+                assert status == "finished" and steps == list(range(1, epochs + 1)), (trial, epochs)
+            else:  # ASHA stopped the trial before this configuration's last epoch
+                assert status == "stopped_early" and steps == list(range(1, last + 1)), (trial, epochs)
+                assert run.data.tags["istar_tune.stopped_after_epoch"] == str(last)
+                stopped += 1
+    assert stopped > 0  # ASHA stopped some trials (9 trials, rungs at epochs 1 and 3)

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.training.loop import train
 
@@ -68,3 +70,54 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(ma
     for at in (3, 6):  # each eval gets the Σ_S estimated right after its epoch's updates
         assert torch.equal(events[at][2].cpu(), events[at - 1][2].cpu())
     assert not torch.equal(events[0][2].cpu(), events[2][2].cpu())
+
+
+def _sigma_passes(monkeypatch) -> list[int]:
+    import istar_tune.training.loop as train_module
+
+    draws, estimate = [], train_module.estimate_shrinkage
+
+    def spy(run, draw=0):
+        draws.append(draw)
+        return estimate(run, draw)
+
+    monkeypatch.setattr(train_module, "estimate_shrinkage", spy)
+    return draws
+
+
+def test_base_pays_a_sigma_pass_only_where_its_eval_isoscore_star_is_used(make_hparams, make_settings,
+                                                                          monkeypatch):
+    draws = _sigma_passes(monkeypatch)
+    base = make_hparams(task="rte", method="base", lam=None, epochs=3)
+    settings = make_settings(max_train_samples=32, max_eval_samples=16)
+    records = train(base, settings, completes=(1, 3)).epochs
+    assert draws == [1, 3]  # the last epoch of the 1-epoch and the 3-epoch configuration; none before training
+    assert ["eval_isoscore_star" in r for r in records] == [True, False, True]
+    assert records[0][CLOSING_ONLY] == "eval_isoscore_star,eval_zeta" and CLOSING_ONLY not in records[2]
+    draws.clear()
+    every = train(base, replace(settings, isoscore_star_every_epoch=True)).epochs
+    assert draws == [1, 2, 3] and all("eval_isoscore_star" in r and CLOSING_ONLY not in r for r in every)
+    assert [r["accuracy"] for r in every] == [r["accuracy"] for r in records]  # Σ_S never touches Base's training
+    draws.clear()
+    held = train(base, replace(settings, holdout=0.25)).epochs
+    best, expected = -1.0, []
+    for record in held:  # a pass at each epoch with a new best held-out metric: the scored epoch is one of them
+        expected.append(record["holdout_accuracy"] > best)
+        best = max(best, record["holdout_accuracy"])
+    assert ["eval_isoscore_star" in r for r in held] == expected and draws == [
+        r["epoch"] for r, new in zip(held, expected) if new]
+
+
+def test_star_sigma_training_takes_base_sigma_from_the_training_pass(make_hparams, make_settings, monkeypatch):
+    draws = _sigma_passes(monkeypatch)
+    base = make_hparams(task="rte", method="base", lam=None, epochs=2)
+    settings = make_settings(max_train_samples=32, max_eval_samples=16)
+    gathered = train(base, replace(settings, star_sigma="training")).epochs
+    assert draws == []  # no extra pass
+    exact = train(base, settings).epochs
+    assert draws == [2]
+    assert 0 < gathered[-1]["eval_isoscore_star"] <= 1 and gathered[-1]["eval_isoscore_star"] != \
+        exact[-1]["eval_isoscore_star"]
+    assert [r["accuracy"] for r in gathered] == [r["accuracy"] for r in exact]  # training itself is unchanged
+    istar = train(make_hparams(task="rte", epochs=1), replace(settings, star_sigma="training")).epochs
+    assert draws == [2, 0, 1] and "eval_isoscore_star" in istar[0]  # I-STAR's loss needs its passes
