@@ -33,15 +33,19 @@ from istar_tune.search.space_file import load_search_space
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root, tracking_uri
 
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
+
+
 def _add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
     group = parser.add_argument_group(title)
-    docs = field_docs(cls)
+    docs = {name: text.replace("``", "") for name, text in field_docs(cls).items()}  # plain text, not reST
     for f in fields(cls):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
             if f.name in NEGATED_FLAGS:
+                doc = docs.get(f.name, "")
                 group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const",
-                                   const=False, default=None, help=docs.get(f.name, "") + " (on by default)")
+                                   const=False, default=None,
+                                   help=f"switch this off (it is on by default): {doc[:1].lower()}{doc[1:]}")
             else:
                 group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
                                    help=docs.get(f.name, ""))

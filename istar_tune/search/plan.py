@@ -152,7 +152,7 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     concurrency = space.concurrency or "as the cluster allows"
     lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
                  f"retries per trial: {space.max_failures}")
-    if space.algorithm == "optuna" or any(p.after for p in planned):
+    if space.algorithm == "optuna" or (space.stage == "seeds" and not all(p.param_space for p in planned)):
         lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
     return "\n".join(lines)
 
@@ -186,11 +186,10 @@ def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> l
     """The trials' configurations of a grid or seeds group; a typical configuration per trial of an Optuna group or a
     seeds group whose configuration is not known yet."""
     base, domains = base_config(item, name or None), item.group.domains
-    if item.after:
+    if space.stage == "seeds":  # the best configuration (when known: its values are in the base) once per seed
         return [{**base, "seed": seed} for seed in space.seeds]
-    if space.stage == "seeds" or space.algorithm == "grid":
-        repeats = 1 if space.stage == "seeds" else space.num_samples
-        return grid_configs(base, domains, repeats, space.seed, item.sharing is None)
+    if space.algorithm == "grid":
+        return grid_configs(base, domains, space.num_samples, space.seed, item.sharing is None)
     return [typical_config(base, domains)] * item.trials
 
 

@@ -21,6 +21,8 @@ OBJECTIVE = "objective"
 """Every trial reports its task's selection metric under this key too (its score: the scored epoch's value where the
 run chooses one on held-out data, see ``metrics.score``), so one searcher/scheduler setting fits every task
 (accuracy, mcc, pearson or f1)."""
+OBJECTIVE_AT = "objective_at_epoch_"
+"""Prefix of a shared trial's result keys: the objective of the configuration with that many epochs."""
 
 
 # ---------------------------------------------------------------------------------------------- the trial
@@ -65,8 +67,6 @@ class TuneReporter:
         tune.report(metrics, checkpoint=checkpoint)
         if checkpoint is not None:
             checkpoints.prune(self.keep)
-OBJECTIVE_AT = "objective_at_epoch_"
-"""Prefix of a shared trial's result keys: the objective of the configuration with that many epochs."""
 
 
 def configurations(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
@@ -83,11 +83,11 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
     configuration it passed ended with the objective it reported at its last epoch; one it did not reach ends where
     the trial ended, with its last objective (as an unshared trial stopped there)."""
     result = result or {}
-    last = int(result.get("epoch", 0) or 0)
+    last, objective = int(result.get("epoch", 0) or 0), result.get(OBJECTIVE)
     if not config.get(SHARED_EPOCHS_KEY):
-        return [(trial_id, config, result.get(OBJECTIVE), last)]
-    return [(cid, cfg, result.get(f"{OBJECTIVE_AT}{k}", result.get(OBJECTIVE)) if k <= last else result.get(OBJECTIVE),
-             min(k, last)) for cid, cfg, k in configurations(trial_id, config)]
+        return [(trial_id, config, objective, last)]
+    return [(cid, cfg, result.get(f"{OBJECTIVE_AT}{k}", objective) if k <= last else objective, min(k, last))
+            for cid, cfg, k in configurations(trial_id, config)]
 
 
 RESTORE_NOTE = "restore_note"

@@ -35,3 +35,28 @@ def test_optuna_space_counts_samples_per_group_and_narrowing():
         space.narrow(methods=["ist"])
 
 
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"recipe": "modern"}, "recipe modern: the learning rate warms up and decays"),
+    ({"methods": ["isolayer"]}, "method isolayer: its second stage starts after the last fine-tuning epoch"),
+    ({"epochs": [3]}, "one epoch count per configuration: nothing to share"),
+    ({"share": False}, "search.share_epochs is false"),
+    ({}, None)])
+def test_configurations_share_epoch_prefixes_only_where_that_is_exact(change, reason, tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(f"""\
+models: [bert]
+tasks: [rte]
+methods: {change.get("methods", ["base"])}
+hyperparameters:
+  epochs: {{grid: {change.get("epochs", [3, 4, 5])}}}
+  learning_rate: {{grid: [1.0e-5, 3.0e-5]}}
+search: {{share_epochs: {str(change.get("share", True)).lower()}}}
+settings: {{recipe: {change.get("recipe", "paper")}}}
+""")
+    space = load_search_space(path)
+    [group] = space.groups()
+    problem = space.sharing_problem(group)
+    assert problem is None if reason is None else problem.startswith(reason)
+    assert space.tune_trials_in(group) == (2 if reason is None else space.trials_in(group))
