@@ -10,7 +10,9 @@ bookkeeping (:func:`_close_epoch`).
 Per epoch: the model trains with AdamW and the recipe's schedule (gradient accumulation, clipping, mixed precision on
 CUDA with the penalty in float32) against a Σ_S estimated from up to ``shrinkage_tokens`` training tokens (no
 gradient, streaming); then Σ_S is re-estimated from the updated model, and the validation set gives the task
-metric(s) and the IsoScore* of its all-layer token cloud shrunk towards that Σ_S with ``eval_zeta``.
+metric(s) and the IsoScore* of its all-layer token cloud shrunk towards that Σ_S with ``eval_zeta``. A method
+without Σ_S in its loss estimates it only after the epochs whose eval IsoScore* can be scored (:func:`measures_star`),
+from a separate pass or, with ``star_sigma: training``, from its training pass.
 """
 
 from __future__ import annotations
