@@ -31,4 +31,4 @@ def test_an_installed_wheel_lists_and_plans_the_shipped_spaces_from_any_folder(t
                              cwd=elsewhere, timeout=120)
     assert planned.returncode == 0, planned.stderr[-2000:]
     assert str(site / "istar_tune" / "search_spaces" / "paper_istar.yaml") in planned.stdout  # the installed copy
-    assert "total 648 trials in 1 groups" in planned.stdout
+    assert "total 648 configurations in 216 trials, 1 group" in planned.stdout

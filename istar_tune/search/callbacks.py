@@ -6,6 +6,7 @@ Both run in the Ray driver, on Tune's event loop, so they only hand work on: the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.scheduler import STOPPED_EARLY
 from istar_tune.search.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
-from istar_tune.search.trainable import OBJECTIVE_AT, configurations
+from istar_tune.search.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations
 from istar_tune.tasks import get_task
 
 
@@ -106,7 +107,8 @@ class MlflowTrialLogger(Callback):
             return
         node = result.get("node_id")
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
-        closing_only = set(str(result.get(CLOSING_ONLY, "")).split(",")) - {""}
+        if result.get(RESTORED_RECORDS):
+            self._backfill(trial, json.loads(result[RESTORED_RECORDS]))
         for run_id, _, epochs in self._open(trial):
             if node and self._nodes.get(run_id) != node:
                 self._nodes[run_id] = node
@@ -115,12 +117,23 @@ class MlflowTrialLogger(Callback):
                 self.writer.set_tags(run_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
             if epoch > epochs:
                 continue
-            drop = closing_only if epoch < epochs else set()
-            self.writer.metrics(run_id, epoch, {k: v for k, v in result.items()
-                                                if k not in drop and not k.startswith(OBJECTIVE_AT)})
+            self.writer.metrics(run_id, epoch, _values_for(result, epochs))
             if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration of a shared trial ends here
                 self.writer.end(run_id, "finished", "FINISHED")
                 self._nodes.pop(run_id, None)
+
+    def _backfill(self, trial, records: list[dict[str, Any]]) -> None:
+        """A resumed trial's earlier epochs into its runs where an earlier driver did not write them; a configuration
+        the trial had passed ends ``finished`` if that driver left its run open."""
+        passed = max((int(r["epoch"]) for r in records), default=0)
+        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
+            if run_id != trial.trial_id and epochs <= passed:
+                self.writer.backfill(run_id, config, rows, "finished", self._trained_by(trial, run_id))
+                if self.writer.is_open(run_id):
+                    self.writer.end(run_id, "finished", "FINISHED")
+            elif rows:
+                self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         if not self._mine(trial):
@@ -165,6 +178,14 @@ class MlflowTrialLogger(Callback):
         return self.writer.close(timeout)
 
 
+def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """What the run of a configuration with ``epochs`` epochs logs of an epoch's result: not a shared trial's
+    per-configuration objectives, nor, before its own last epoch, what was measured only for a shorter
+    configuration ending there."""
+    drop = set(str(result.get(CLOSING_ONLY, "")).split(",")) - {""} if int(result.get("epoch", 0)) < epochs else set()
+    return {k: v for k, v in result.items() if k not in drop and not k.startswith(OBJECTIVE_AT)}
+
+
 class ProgressPrinter(Callback):
     """One line per finished trial, and per reported epoch in small searches (picklable)."""
 
@@ -182,6 +203,19 @@ class ProgressPrinter(Callback):
         metric = get_task(trial.config["task"]).metric
         self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}: {metric} "
                    f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s)")
+
+    def _backfill(self, trial, records: list[dict[str, Any]]) -> None:
+        """A resumed trial's earlier epochs into its runs where an earlier driver did not write them; a configuration
+        the trial had passed ends ``finished`` if that driver left its run open."""
+        passed = max((int(r["epoch"]) for r in records), default=0)
+        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
+            if run_id != trial.trial_id and epochs <= passed:
+                self.writer.backfill(run_id, config, rows, "finished", self._trained_by(trial, run_id))
+                if self.writer.is_open(run_id):
+                    self.writer.end(run_id, "finished", "FINISHED")
+            elif rows:
+                self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1

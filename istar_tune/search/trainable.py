@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -43,12 +44,15 @@ class TuneReporter:
         self.note = note
         self.completes = set(completes) if len(completes) > 1 else set()
         self.closed: dict[int, float] = {}
+        self.restored: list[dict[str, Any]] = []
 
     def remember(self, records: list[dict[str, Any]]) -> None:
-        """The records of the epochs a resumed trial had reported before."""
+        """The records of the epochs a resumed trial had reported before: its first report hands them on again
+        (``restored_records``), so epochs a killed driver never wrote to MLflow are written then."""
         for record in records:
             if record.get("epoch") in self.completes:
                 self.closed[int(record["epoch"])] = score(record, self.metric)
+        self.restored = [{**r, OBJECTIVE: score(r, self.metric)} for r in records]
 
     def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray
@@ -63,6 +67,8 @@ class TuneReporter:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
             metrics[RESTORE_NOTE], self.note = self.note, ""
+        if self.restored:  # once, after a resume (JSON: one string value, whatever the records hold)
+            metrics[RESTORED_RECORDS], self.restored = json.dumps(self.restored, default=float), []
         checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
         tune.report(metrics, checkpoint=checkpoint)
         if checkpoint is not None:
@@ -90,6 +96,8 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
             for cid, cfg, k in configurations(trial_id, config)]
 
 
+RESTORED_RECORDS = "restored_records"
+"""Result key of the records (JSON) of the epochs a resumed trial had reported before it was stopped."""
 RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 

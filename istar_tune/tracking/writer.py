@@ -130,6 +130,15 @@ class RunWriter:
                                                  "time": int(time.time() * 1000), "status": status, "state": state,
                                                  "tags": dict(tags or {}), "created_tags": dict(created_tags or {})}))
 
+    def backfill(self, trial_id: str, config: dict[str, Any], records: list[tuple[int, dict[str, Any]]],
+                 status: str = "", tags: dict[str, str] | None = None) -> None:
+        """Write the epochs of ``records`` (``(epoch, values)``, in order) that the run does not hold yet, creating
+        it (``tags`` at creation) if an earlier driver did not; with ``status``, end it if an earlier driver left it
+        running. What a resumed trial's first report carries: epochs a killed driver never wrote."""
+        rows = [(int(epoch), {**_metrics_of(values), "epoch": float(epoch)}) for epoch, values in records]
+        self._put(_Event("backfill", trial_id, {"config": dict(config), "records": rows, "status": status,
+                                                "time": int(time.time() * 1000), "created_tags": dict(tags or {})}))
+
     def is_open(self, trial_id: str) -> bool:
         return trial_id in self._open
 
@@ -272,7 +281,7 @@ class RunWriter:
         # Runs first (a run is created once: after a failed attempt its id is already known, or found again).
         created = set()
         for event in batch:
-            if event.kind in ("start", "reconcile"):
+            if event.kind in ("start", "reconcile", "backfill"):
                 run_id, new = self._run_id(mlflow_client, event.trial_id, event.payload["config"],
                                            event.payload.get("created_tags"))
                 if new:
@@ -297,6 +306,18 @@ class RunWriter:
                     Metric(k, v, event.payload["time"], epoch) for k, v in event.payload["values"].items())
             elif event.kind == "tags":
                 tags.setdefault(run_id, {}).update(event.payload["tags"])
+            elif event.kind == "backfill":
+                done = logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0))
+                for epoch, values in event.payload["records"]:
+                    if epoch > done:
+                        metrics.setdefault(run_id, []).extend(Metric(k, v, event.payload["time"], epoch)
+                                                              for k, v in values.items())
+                        done = epoch
+                logged[event.trial_id] = done
+                if event.payload["status"] and event.trial_id in self._unended:
+                    tags.setdefault(run_id, {})[TAG_STATUS] = event.payload["status"]
+                    states[run_id] = "FINISHED"
+                    self._unended.discard(event.trial_id)
             elif event.kind == "end" or (event.kind == "reconcile" and event.trial_id in self._unended):
                 if event.kind == "reconcile" and event.payload["epoch"] > logged.get(
                         event.trial_id, self._logged_epoch.get(event.trial_id, 0)):

@@ -3,12 +3,14 @@ metrics and final status; the printer writes one line per event."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.callbacks import MlflowTrialLogger, ProgressPrinter
 from istar_tune.search.space import SHARED_EPOCHS_KEY
+from istar_tune.search.trainable import RESTORED_RECORDS
 
 
 def _trial(trial_id, search="s", epochs=2, error_file=None):
@@ -129,3 +131,34 @@ def test_a_shared_trial_gives_each_configuration_its_run_ended_where_its_epochs_
         # the eval IsoScore* measured for a shorter configuration is left out of a longer one's epoch
         assert [m.step for m in client.get_metric_history(run_id, "eval_isoscore_star")] == [epochs]
         assert "objective_at_epoch_1" not in runs[f"a-e{epochs}"].data.metrics
+
+
+def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_store):
+    """The driver died after a shared trial of epochs {1, 2} reported epoch 1 and before that epoch reached MLflow; the
+    resumed trial's first report carries epoch 1 again, so both configurations get it and the 1-epoch one ends."""
+    uri, client, experiment = mlflow_store
+    parent = tracking.parent_run(client, experiment, "s", {})
+    trial = _shared_trial("k", counts=(1, 2))
+    first = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    first.on_trial_start(0, [], trial)
+    assert first.close(timeout=60)  # the runs exist, nothing else was written: the driver is gone
+    record = {"epoch": 1, "accuracy": 0.6, "objective": 0.6, "eval_isoscore_star": 0.3,
+              CLOSING_ONLY: "eval_isoscore_star,eval_zeta"}
+    trial.last_result = {"epoch": 1}  # Tune's restored state knew of epoch 1
+    second = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    second.on_trial_start(0, [], trial)
+    trial.last_result = {"epoch": 2, "accuracy": 0.7, "objective": 0.7, "eval_isoscore_star": 0.4,
+                         RESTORED_RECORDS: json.dumps([record])}
+    second.on_trial_result(0, [], trial, trial.last_result)
+    second.on_trial_complete(0, [], trial)
+    assert second.close(timeout=60)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
+                                                                               **{tracking.TAG_ROLE: "trial"})}
+    assert {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} == \
+        {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")}
+
+    def history(key, metric):
+        return [(m.step, m.value) for m in client.get_metric_history(runs[key].info.run_id, metric)]
+
+    assert history("k-e1", "accuracy") == [(1, 0.6)] and history("k-e2", "accuracy") == [(1, 0.6), (2, 0.7)]
+    assert history("k-e1", "eval_isoscore_star") == [(1, 0.3)] and history("k-e2", "eval_isoscore_star") == [(2, 0.4)]

@@ -99,14 +99,27 @@ def _histories(uri: str, name: str) -> dict[tuple[str, str], dict[str, list]]:
     return out
 
 
+SHARED_RATES = ["1.0e-3", "3.0e-3"]
+
+
+@pytest.fixture(scope="module")
+def unshared_reference(real_search_for_module) -> dict:
+    """The records of an unshared, uninterrupted search of the grid the shared tests stop and resume (run once)."""
+    space, env = real_search_for_module("reference", epochs=[1, 2], rates=SHARED_RATES, concurrency=1, share=False)
+    storage = space.parent / "runs"
+    plain = subprocess.run([str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)],
+                           capture_output=True, text=True, env=env, timeout=400)
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    return _histories(default_tracking_uri(storage), "reference")
+
+
 @pytest.mark.parametrize("stop", ["kill-9", "sigint"])
 def test_a_shared_trial_stopped_in_its_last_epoch_then_resumed_gives_each_configuration_its_records(
-        stop, real_search, tmp_path):
+        stop, real_search, unshared_reference, tmp_path):
     """Shared trials of epochs {1, 2}: the driver stopped half way through epoch 2 of the first trial (its 1-epoch
     configuration already finished), then ``--resume``; every configuration has one run whose records are those of
     an unshared, uninterrupted search of the same grid."""
-    rates = ["1.0e-3", "3.0e-3"]
-    space, env = real_search("killed", epochs=[1, 2], rates=rates, concurrency=1)
+    space, env = real_search("killed", epochs=[1, 2], rates=SHARED_RATES, concurrency=1)
     storage = tmp_path / "runs"
     uri = default_tracking_uri(storage)
     command, driver = _driver(space, storage, env)
@@ -123,11 +136,7 @@ def test_a_shared_trial_stopped_in_its_last_epoch_then_resumed_gives_each_config
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "4 configurations in 2 trials (epoch prefixes shared), 4 finished" in resumed.stdout
 
-    reference, _ = real_search("reference", epochs=[1, 2], rates=rates, concurrency=1, share=False)
-    plain = subprocess.run([str(BIN / "istar-tune"), "search", str(reference), "--storage-path", str(storage)],
-                           capture_output=True, text=True, env=env, timeout=400)
-    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
-    shared, unshared = _histories(uri, "killed"), _histories(uri, "reference")
-    assert len(shared) == 4 and shared == unshared
+    shared = _histories(uri, "killed")
+    assert len(shared) == 4 and shared == unshared_reference
     assert all(v["status"] == "finished" and [s for s, _ in v["accuracy"]] == list(range(1, int(k[1]) + 1))
                for k, v in shared.items())

@@ -3,6 +3,7 @@ is measured and pruned, a restore note is reported once."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +11,7 @@ import ray
 from ray import tune
 
 from istar_tune.search import checkpoints
-from istar_tune.search.trainable import OBJECTIVE, RESTORE_NOTE, TuneReporter
+from istar_tune.search.trainable import OBJECTIVE, OBJECTIVE_AT, RESTORE_NOTE, RESTORED_RECORDS, TuneReporter
 
 
 @pytest.fixture
@@ -33,3 +34,16 @@ def test_the_objective_is_the_runs_score_and_a_checkpoint_is_measured_and_pruned
     assert first[RESTORE_NOTE] == "resumed from checkpoint_000001" and RESTORE_NOTE not in second
     assert none is None and "checkpoint_bytes" not in second
     assert reported["pruned"] == [2]  # once: only the report that carried a checkpoint
+
+
+def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_earlier_records(reported):
+    reporter = TuneReporter("accuracy", completes=(1, 2, 3))
+    reporter.remember([{"epoch": 1, "accuracy": 0.5}, {"epoch": 2, "accuracy": 0.7, "scored_accuracy": 0.6}])
+    reporter({"epoch": 3, "accuracy": 0.8}, None)
+    reporter({"epoch": 4, "accuracy": 0.9}, None)
+    (first, _), (second, _) = reported["reports"]
+    assert {k: v for k, v in first.items() if k.startswith(OBJECTIVE_AT)} == \
+        {"objective_at_epoch_1": 0.5, "objective_at_epoch_2": 0.6, "objective_at_epoch_3": 0.8}
+    earlier = json.loads(first[RESTORED_RECORDS])  # once, with the first report after the resume
+    assert [(r["epoch"], r["objective"]) for r in earlier] == [(1, 0.5), (2, 0.6)]
+    assert RESTORED_RECORDS not in second and second["objective_at_epoch_3"] == 0.8
