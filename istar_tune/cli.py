@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -122,14 +123,15 @@ def _throughput(values: list[str] | None, space) -> Throughput | None:
         return None
     rates = {}
     for value in _names(values) or []:
-        model, _, rate = value.partition("=")
+        model, _, text = value.partition("=")
         try:
-            rates[model] = float(rate)
+            rate = float(text)
         except ValueError:
-            rate = None
-        if not model or rates.get(model) is None or not rates[model] > 0:
+            rate = math.nan
+        if not model or not rate > 0 or math.isinf(rate):
             raise ConfigError(f"--tokens-per-second: {value!r} is not MODEL=TOKENS_PER_SECOND (e.g. bert=52000, "
                               "measured with `istar-tune train` on one GPU)")
+        rates[model] = rate
     missing = sorted(set(space.models) - set(rates))
     if missing:
         raise ConfigError(f"--tokens-per-second: no rate for {', '.join(missing)}: give one per model of the search")

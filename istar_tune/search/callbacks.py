@@ -204,19 +204,6 @@ class ProgressPrinter(Callback):
         self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}: {metric} "
                    f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s)")
 
-    def _backfill(self, trial, records: list[dict[str, Any]]) -> None:
-        """A resumed trial's earlier epochs into its runs where an earlier driver did not write them; a configuration
-        the trial had passed ends ``finished`` if that driver left its run open."""
-        passed = max((int(r["epoch"]) for r in records), default=0)
-        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
-            rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
-            if run_id != trial.trial_id and epochs <= passed:
-                self.writer.backfill(run_id, config, rows, "finished", self._trained_by(trial, run_id))
-                if self.writer.is_open(run_id):
-                    self.writer.end(run_id, "finished", "FINISHED")
-            elif rows:
-                self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
-
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
         config: dict[str, Any] = trial.config

@@ -134,10 +134,8 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
             continue
         metrics = result.metrics or {}
         trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
-        reached = int(metrics.get("epoch", 0) or 0)
         ended = metrics.get("timestamp")
-        for cid, configuration, value, epochs in configuration_results(trial_id, config, metrics):
-            passed = cid != trial_id and int(configuration["epochs"]) <= reached  # a shared trial completed it
+        for cid, configuration, value, epochs, passed in configuration_results(trial_id, config, metrics):
             trained_by = trial_id if cid != trial_id else ""
             if result.error is not None and not passed:
                 error = tracking.error_summary(str(result.error), type(result.error).__name__)

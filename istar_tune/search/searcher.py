@@ -178,10 +178,8 @@ class GroupSearcher(Searcher):
             plan.searcher.on_trial_complete(trial_id, result=result, error=error)
         if index in self.dependents:
             config = self.configs.pop(trial_id, {})
-            reached = int((result or {}).get("epoch", 0) or 0)
-            for cid, configuration, value, _ in configuration_results(trial_id, config, result):
-                failed = error and (cid == trial_id or int(configuration["epochs"]) > reached)
-                self.results[index].append((cid, None if failed else value, configuration))
+            for cid, configuration, value, _, passed in configuration_results(trial_id, config, result):
+                self.results[index].append((cid, None if error and not passed else value, configuration))
             if plan.exhausted and plan.live == 0:
                 self._release(index)
 

@@ -160,8 +160,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
     closing = completes(config)
-    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none",
-                            completes=closing if config.get(SHARED_EPOCHS_KEY) else ())
+    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none", completes=closing)
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:

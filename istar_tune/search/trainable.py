@@ -84,16 +84,17 @@ def configurations(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dic
 
 
 def configuration_results(trial_id: str, config: dict[str, Any], result: dict[str, Any] | None
-                          ) -> list[tuple[str, dict[str, Any], float | None, int]]:
-    """``(id, configuration, objective, last epoch)`` of each configuration of a trial, from its last result: a
-    configuration it passed ended with the objective it reported at its last epoch; one it did not reach ends where
-    the trial ended, with its last objective (as an unshared trial stopped there)."""
+                          ) -> list[tuple[str, dict[str, Any], float | None, int, bool]]:
+    """``(id, configuration, objective, last epoch, passed)`` of each configuration of a trial, from its last
+    result. ``passed``: a shared trial completed it on its way (whatever happened to the trial later); it ended with
+    the objective it reported at its last epoch. One the trial did not pass ends where the trial ended, with its last
+    objective (as an unshared trial stopped there)."""
     result = result or {}
     last, objective = int(result.get("epoch", 0) or 0), result.get(OBJECTIVE)
     if not config.get(SHARED_EPOCHS_KEY):
-        return [(trial_id, config, objective, last)]
-    return [(cid, cfg, result.get(f"{OBJECTIVE_AT}{k}", objective) if k <= last else objective, min(k, last))
-            for cid, cfg, k in configurations(trial_id, config)]
+        return [(trial_id, config, objective, last, False)]
+    return [(cid, cfg, result.get(f"{OBJECTIVE_AT}{k}", objective) if k <= last else objective, min(k, last),
+             k <= last) for cid, cfg, k in configurations(trial_id, config)]
 
 
 RESTORED_RECORDS = "restored_records"
@@ -120,7 +121,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
-    shared = completes(config) if config.get(SHARED_EPOCHS_KEY) else ()
+    shared = completes(config)  # its own epochs alone unless shared
     reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
                             completes=shared)
     checkpoint = tune.get_checkpoint()
