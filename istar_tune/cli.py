@@ -143,6 +143,9 @@ def cmd_search(args: argparse.Namespace) -> int:
               for path in args.space]
     if args.name and len(spaces) == 1:
         spaces = [replace(spaces[0], name=args.name)]
+    if args.holdout is not None:
+        spaces = [replace(space, settings={**space.settings, "holdout": args.holdout}) for space in spaces]
+        spaces[0].run_settings()  # the share checked before anything starts
     if args.dry_run:
         names = [s.name for s in spaces]
         reports = []
@@ -153,7 +156,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
                 tracking_uri = candidate if store is None or store.is_file() else None
             measured = _throughput(args.tokens_per_second, space)
-            reports.append(dry_run_report(space, plan(space, tracking_uri,
+            reports.append(dry_run_report(space, plan(space, tracking_uri, dry_run=True,
                                                       chained=dict(zip(names[:index], spaces[:index]))), measured))
         print("\n\n".join(reports))
         return 0
@@ -178,7 +181,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
                         against_paper=args.against_paper, simulated=args.simulated)
-    text = render(table, args.format, args.output, caption=CAPTIONS[args.kind])
+    text = render(table, args.format, args.output, caption=table.attrs.get("caption", CAPTIONS[args.kind]))
     if text is not None:
         print(text, end="")
     else:
@@ -188,7 +191,6 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     import time
-
 
     if args.watch < 0:
         raise ConfigError(f"--watch {args.watch:g}: give the seconds between refreshes (more than 0), or leave it out")
@@ -267,7 +269,6 @@ def _add_train_command(commands) -> None:
     train.set_defaults(handler=cmd_train)
 
 
-
 def _add_search_command(commands) -> None:
     search = commands.add_parser("search", help="run a search space on Ray Tune, tracked in MLflow",
                                  description="Run every trial of a search space on a Ray cluster (or a local Ray "
@@ -290,6 +291,10 @@ def _add_search_command(commands) -> None:
                                        "with several spaces, the results folder only (default: their names joined "
                                        "by +)")
     search.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local instance)")
+    search.add_argument("--holdout", type=float, metavar="SHARE",
+                        help="hold this share of the training data out in every trial (settings.holdout): it chooses "
+                             "each trial's epoch, and a seeds stage with choose_by: holdout chooses configurations "
+                             "by it (the fair comparison)")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
     search.add_argument("--accept-changed-space", action="store_true",
@@ -308,7 +313,6 @@ def _add_search_command(commands) -> None:
     search.add_argument("--checkpoint-bytes", type=int, default=65536,
                         help="with --simulate: bytes of a full-state checkpoint (default: %(default)s)")
     search.set_defaults(handler=cmd_search)
-
 
 
 def _add_table_command(commands) -> None:

@@ -144,6 +144,8 @@ class Recipe:
     """Clip gradients at ``max_grad_norm``."""
     auto_precision_on_cuda: str
     """What ``precision: auto`` is on CUDA: ``bf16`` (when supported, else fp16) or ``fp16`` (with a scaler)."""
+    adam_epsilon: float
+    """AdamW's ε: torch's default 1e-8, or the released code's ``transformers.AdamW`` default 1e-6."""
     squad_window: int | None
     """Tokens per SQuAD window (``None``: ``max_length``)."""
     squad_stride: int | None
@@ -152,11 +154,11 @@ class Recipe:
 
 RECIPES = {
     "modern": Recipe("modern", weight_decay=None, schedule="linear", clip=True, auto_precision_on_cuda="bf16",
-                     squad_window=None, squad_stride=None),
-    # The released I-STAR code: AdamW(weight_decay=0), no scheduler, no clipping, torch.cuda.amp with a GradScaler,
-    # SQuAD features of 384 tokens with a 128-token stride.
+                     adam_epsilon=1e-8, squad_window=None, squad_stride=None),
+    # The released I-STAR code: transformers.AdamW(weight_decay=0) with its ε of 1e-6, no scheduler, no clipping,
+    # torch.cuda.amp with a GradScaler, SQuAD features of 384 tokens with a 128-token stride.
     "paper": Recipe("paper", weight_decay=0.0, schedule="constant", clip=False, auto_precision_on_cuda="fp16",
-                    squad_window=384, squad_stride=128),
+                    adam_epsilon=1e-6, squad_window=384, squad_stride=128),
 }
 
 MAX_SEED = 2**32 - 1

@@ -92,6 +92,13 @@ def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -
     return {task.metric: accuracy(predictions, labels)}
 
 
+HOLDOUT_PREFIX = "holdout_"
+"""Prefix of the measures on the held-out training examples (the ``holdout`` setting)."""
+CHOOSE_BY = ("dev", "holdout")
+"""What chooses a seeds stage's configurations: the validation (dev) set, or the held-out training examples."""
+FINETUNED_PREFIX = "finetuned_"
+"""Prefix of what a two-stage method's records say of its first stage's model (IsoLayer: the fine-tuned LM without
+the layer, its paper's "Finetuned LM" row): the task metric, the sentence IsoScore and EV_1..EV_3."""
 SCORED_PREFIX = "scored_"
 """Prefix of the measures of a run's scored epoch, reported by runs that choose it on held-out training data."""
 CLOSING_ONLY = "closing_only"
@@ -106,6 +113,11 @@ def score(values: Mapping[str, float], metric: str) -> float | None:
     table, of the best trial a seeds stage re-runs and of the search's objective."""
     value = values.get(SCORED_PREFIX + metric)
     return values.get(metric) if value is None else value
+
+
+def choice_metric(metric: str, choose_by: str = "dev") -> str:
+    """The measure configurations are chosen by: the task metric on the dev set, or on the held-out examples."""
+    return HOLDOUT_PREFIX + metric if choose_by == "holdout" else metric
 
 
 T = TypeVar("T")
@@ -141,5 +153,8 @@ __all__ = [
     "score",
     "best_scored",
     "SCORED_PREFIX",
+    "HOLDOUT_PREFIX",
+    "FINETUNED_PREFIX",
+    "choice_metric",
     "EXTRACTIVE_QA",
 ]

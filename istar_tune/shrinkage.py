@@ -19,7 +19,9 @@ class StreamingCovariance:
     """Running covariance of up to ``budget`` d-dimensional points.
 
     ``update(hidden, mask)`` takes ``hidden`` of shape (..., d) and an optional ``mask`` of shape (...) (1 = real
-    token); rows are taken in order until the budget is met, the rest of that batch is ignored.
+    token); whole batches are taken until the budget is met, and the batch that meets it gives an evenly spaced
+    subset of its rows (so a cut inside a batch of every layer's tokens keeps tokens of every layer, not only the
+    first layers').
     """
 
     def __init__(self, dim: int, budget: int = DEFAULT_BUDGET, device: torch.device | str | None = None):
@@ -57,7 +59,9 @@ class StreamingCovariance:
                     f"mask shape {tuple(mask.shape)} does not match the points' shape {tuple(hidden.shape[:-1])}"
                 )
             points = points[mask.reshape(-1).bool()]  # (M, d) real tokens only
-        points = points[: self.remaining].to(torch.float64)
+        if points.shape[0] > self.remaining:  # rows spread over the whole batch, none twice
+            points = points[torch.arange(self.remaining, device=points.device) * points.shape[0] // self.remaining]
+        points = points.to(torch.float64)
         taken = points.shape[0]
         if taken == 0:
             return 0

@@ -80,13 +80,14 @@ def _log_trial(client, experiment_id, trial_id, model, task, method, metric_valu
                      metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
                               for epoch, v in enumerate(values)])
     client.set_terminated(run.info.run_id, "FAILED" if status == "failed" else "FINISHED")
+    return run.info.run_id
 
 
 @pytest.fixture(scope="session")
 def log_trial():
     """Writes a child run shaped as the search's MLflow logger writes it: ``log_trial(client, experiment_id,
     trial_id, model, task, method, metric_values, status="finished", **params)``, ``metric_values`` mapping each
-    metric to its per-epoch values."""
+    metric to its per-epoch values; returns the run's id."""
     return _log_trial
 
 

@@ -41,13 +41,21 @@ def test_merge_equals_single_estimator():
     torch.testing.assert_close(merged.covariance(), torch.cov(_stacked(first + second).T), rtol=1e-8, atol=0)
 
 
-def test_stops_at_budget_taking_points_in_order():
+def test_stops_at_budget_the_last_batch_giving_rows_spread_over_all_of_it():
     batches = list(_batches(3))
     est = StreamingCovariance(12, budget=50)
     taken = [est.update(hidden, mask) for hidden, mask in batches]
     assert est.count == 50 and est.full
     assert sum(taken) == 50 and taken[-1] == 0
-    torch.testing.assert_close(est.covariance(), torch.cov(_stacked(batches)[:50].T), rtol=1e-8, atol=0)
+    rows = [_stacked([b]) for b in batches]
+    whole = sum(t == len(r) for t, r in zip(taken, rows))  # batches taken whole, then the one that met the budget
+    cut, need = rows[whole], taken[whole]
+    assert 0 < need < len(cut)
+    index = torch.arange(need) * len(cut) // need  # evenly spaced over the batch, its last rows included
+    assert index[-1] >= len(cut) - len(cut) / need - 1 and len(set(index.tolist())) == need
+    spread = cut[index]
+    expected = torch.cat([*rows[:whole], spread])
+    torch.testing.assert_close(est.covariance(), torch.cov(expected.T), rtol=1e-8, atol=0)
 
 
 def test_float32_input_is_accumulated_in_float64_and_without_mask():

@@ -1,7 +1,16 @@
-"""Plots of a search, from MLflow: the paper's Figure 3 and the metric per epoch of every trial.
+"""Plots of a search, from MLflow: the paper's Figures 3, 7 and 8 from a study, and what a grid's runs show.
 
-* ``isoscore-vs-<metric>-<model>-<task>.png`` — eval IsoScore* against the task metric, one point per λ (Base at
-  λ = 0) with error bars over that λ's runs (over seeds in a seeds stage);
+* A seeds stage (``stage: seeds``; a study when it varies one hyperparameter), per model × task × method, one point
+  per value with error bars over its seeds only (every other hyperparameter is the same):
+
+  * ``figure3-isoscore-vs-<metric>-<model>-<task>.png`` — λ varied: eval IsoScore* against the metric (Figure 3);
+  * ``figure7-<metric>-vs-zeta-…``, ``figure8-<metric>-vs-layer-…`` (all layers dashed), ``study-<metric>-vs-<key>-…``
+    — ζ, the layer or another hyperparameter varied: the metric against its value (Figures 7 and 8);
+  * ``seeds-isoscore-vs-<metric>-…`` — nothing varied: each method's point over its seeds.
+
+  Each image has a ``.json`` beside it with the plotted points (means, sample stds, the runs and seeds behind each).
+* ``pooled-isoscore-vs-<metric>-<model>-<task>.png`` — a search's runs pooled per (method, λ): error bars mix the
+  spread of every other hyperparameter with seed noise (the paper's Figure 3 is the study above, not this);
 * ``epochs-<model>-<task>.png`` — the task metric per epoch of every trial of that model × task.
 
 Written to a folder and logged as artifacts of the search's parent run.
@@ -9,6 +18,7 @@ Written to a folder and logged as artifacts of the search's parent run.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +60,8 @@ def lambda_points(runs: list[TrialRun], metric: str) -> list[dict]:
     return points
 
 
-def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) -> Path:
+def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) -> Path:
+    """A search's runs pooled per (method, λ): every other hyperparameter's spread is inside the error bars."""
     metric = get_task(task).metric
     points = lambda_points([r for r in runs if r.model == model and r.task == task], metric)
     plt = pyplot()
@@ -64,7 +75,8 @@ def isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) 
     zetas = sorted({r.metrics["eval_zeta"] for r in runs if "eval_zeta" in r.metrics})
     ax.set_xlabel(f"eval IsoScore* (ζ = {', '.join(f'{z:g}' for z in zetas)})" if zetas else "eval IsoScore*")
     ax.set_ylabel(metric)
-    ax.set_title(f"{model} on {get_task(task).display_name}: isotropy against {metric}")
+    ax.set_title(f"{model} on {get_task(task).display_name}: all runs pooled per λ\n(bars: every other "
+                 "hyperparameter's spread and seed noise)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -93,6 +105,106 @@ def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, 
     return path
 
 
+# ------------------------------------------------------------------------------ studies around a configuration
+
+FIGURES = {"lam": "figure3", "lam-value": "figure3", "zeta": "figure7", "layer": "figure8"}
+"""The paper's figure of a study varying each of these (others: ``study``)."""
+
+
+def study_points(runs: list[TrialRun], metric: str) -> tuple[str | None, list[dict]]:
+    """The varied hyperparameter of one group's seeds-stage runs (``None``: nothing varied) and a point per
+    configuration: the mean and sample std over its seeds of the metric and of eval IsoScore*.
+
+    Runs are grouped by every hyperparameter but the seed, so error bars hold seed noise only; more than one
+    varied hyperparameter is refused (that is not a study)."""
+    by_config: dict[tuple, list[TrialRun]] = {}
+    for run in runs:
+        if score(run.metrics, metric) is not None:
+            key = tuple(sorted((k, repr(v)) for k, v in run.config.items() if k != "seed"))
+            by_config.setdefault(key, []).append(run)
+    configs = [dict(key) for key in by_config]
+    varied = sorted({k for c in configs for k in c if len({d.get(k) for d in configs}) > 1})
+    if len(varied) > 1:
+        raise ConfigError(f"the seed runs of {runs[0].model} × {runs[0].task} × {runs[0].method} differ in "
+                          f"{', '.join(varied)}: a study varies one hyperparameter; plot each study's experiment")
+    key = varied[0] if varied else None
+    points = []
+    for group in by_config.values():
+        values = [score(r.metrics, metric) for r in group]
+        iso = [v for r in group if (v := score(r.metrics, "eval_isoscore_star")) is not None]
+        points.append({
+            "method": group[0].method, "value": group[0].config.get(key) if key else None,
+            "seeds": sorted(r.config.get("seed") for r in group), "runs": [r.run_id for r in group],
+            "metric_mean": float(np.mean(values)), "metric_std": _sample_std(values),
+            "isoscore_mean": float(np.mean(iso)) if iso else None, "isoscore_std": _sample_std(iso) if iso else None})
+    points.sort(key=lambda p: (p["value"] is not None, p["value"] if p["value"] is not None else 0))
+    return key, points
+
+
+def _sample_std(values: list[float]) -> float:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def study_figure(runs: list[TrialRun], output: Path) -> Path | None:
+    """A seeds stage of one model × task drawn with error bars over seeds, its points beside it as JSON: a study
+    per method (its varied hyperparameter), or, where no method varies one, the methods side by side."""
+    model, task, _ = runs[0].group
+    metric = get_task(task).metric
+    studies = {m: study_points([r for r in runs if r.method == m], metric) for m in sorted({r.method for r in runs})}
+    varied = {m: key for m, (key, _) in studies.items() if key is not None}
+    if len(varied) > 1 or (varied and len(studies) > 1):
+        raise ConfigError(f"the seed runs of {model} × {task} hold more than one study ({', '.join(studies)}): "
+                          "plot each study's experiment on its own")
+    key = next(iter(varied.values()), None)
+    points = [p for _, found in studies.values() for p in found]
+    if not points:
+        return None  # no run scored the task metric
+    if key in (None, "lam") and any(p["isoscore_mean"] is None for p in points):
+        if key is None:
+            return None  # seeds without eval IsoScore*: nothing to draw them against
+        key = "lam-value"  # λ against the metric (no eval IsoScore* was logged)
+    by_isoscore = key in (None, "lam")
+    method = next(iter(studies)) if key else None
+    stem = (f"{'seeds' if key is None else FIGURES['lam']}-isoscore-vs-{metric}" if by_isoscore
+            else f"{FIGURES.get(key, 'study')}-{metric}-vs-{key.removesuffix('-value')}")
+    stem += f"-{_slug(model)}-{task}"
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for point in points:
+        seeds = len(point["seeds"])
+        if by_isoscore:
+            label = f"λ = {point['value']:g}" if key else method_label(point["method"])
+            ax.errorbar(point["isoscore_mean"], point["metric_mean"], xerr=point["isoscore_std"],
+                        yerr=point["metric_std"], fmt="o", capsize=3, label=f"{label} ({seeds} seeds)")
+        elif point["value"] is None:  # e.g. I-STAR over every layer beside one layer at a time
+            ax.axhline(point["metric_mean"], color="red", linestyle="--", label=f"all layers ({seeds} seeds)")
+        else:
+            ax.errorbar(point["value"], point["metric_mean"], yerr=point["metric_std"], fmt="o", capsize=3,
+                        color="C0")
+    zetas = sorted({r.metrics["eval_zeta"] for r in runs if "eval_zeta" in r.metrics})
+    if by_isoscore:
+        ax.set_xlabel(f"eval IsoScore* (ζ = {', '.join(f'{z:g}' for z in zetas)})" if zetas else "eval IsoScore*")
+    else:
+        ax.set_xlabel(AXIS_LABELS.get(key, key))
+    ax.set_ylabel(metric)
+    what = f"{method_label(method)}, {AXIS_LABELS.get(key, key)} varied" if key else "each method"
+    ax.set_title(f"{model} on {get_task(task).display_name}: {what}\n(mean ± std over seeds, every other "
+                 "hyperparameter fixed)", fontsize=9)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = output / f"{stem}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    path.with_suffix(".json").write_text(json.dumps({"model": model, "task": task, "method": method, "metric": metric,
+                                                     "varied": key, "points": points}, indent=1), encoding="utf-8")
+    return path
+
+
+AXIS_LABELS = {"zeta": "ζ", "lam": "λ", "lam-value": "λ", "layer": "layer (1-based)"}
+
+
 def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_to_mlflow: bool = True) -> list[Path]:
     """Both plots for every model × task of the search; logged to its parent run unless told not to."""
     tracking.check_store(tracking_uri)
@@ -107,11 +219,18 @@ def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_
         metric = get_task(task).metric
         subset = [r for r in runs if r.model == model and r.task == task]
         name = f"{_slug(model)}-{task}"
-        written.append(isoscore_vs_metric(subset, model, task, output / f"isoscore-vs-{metric}-{name}.png"))
+        searched = [r for r in subset if r.stage != "seeds"]
+        if searched:
+            written.append(pooled_isoscore_vs_metric(searched, model, task,
+                                                     output / f"pooled-isoscore-vs-{metric}-{name}.png"))
+        seeded = [r for r in subset if r.stage == "seeds"]
+        if seeded:
+            written.append(study_figure(seeded, output))
         histories = {f"{r.method} {r.trial_id}": [(m.step, m.value)
                                                   for m in client.get_metric_history(r.run_id, metric)]
                      for r in subset}
         written.append(metric_per_epoch(histories, model, task, output / f"epochs-{name}.png"))
+    written = [path for path in written if path is not None]
     if log_to_mlflow:
         experiment_id = client.get_experiment_by_name(experiment).experiment_id
         parents = tracking.find_runs(client, experiment_id, **{tracking.TAG_ROLE: "search"})

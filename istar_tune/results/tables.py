@@ -4,10 +4,12 @@
   one unless held-out data chose another; or by its best epoch)
   with its hyperparameters and the number of trials it was chosen from.
 * ``lambda-zeta`` — the paper's Table 2 layout: models × tasks, cells "λ | ζ" of the best I-STAR trial.
-* ``seeds`` — the paper's Table 1 layout: model × method rows, task columns, mean ± std over the seed runs
-  (SQuAD as F1 / EM), ``*`` on the best method per model and task, ``†`` where I-STAR beats Base significantly
-  (one-sided Welch's t-test, p < 0.05). A method whose paper reports the median (IsoLayer) shows median ± std and
-  the explained variance EV_1/EV_2/EV_3 of its sentence space in the run with the median EV_1.
+* ``seeds`` — the paper's Table 1 layout: model × method rows, task columns, mean ± std [95 % t-interval] over the
+  seed runs (SQuAD as F1 / EM), ``*`` on the best row per model and task, ``†`` where I-STAR beats Base
+  significantly (one-sided Welch's t-tests, Holm-corrected over the model's tasks, p < 0.05); the caption says how
+  the configurations were chosen (dev set or held-out training data) and what ``†`` does not correct for. A method
+  whose paper reports the median (IsoLayer) shows median ± std and the explained variance EV_1/EV_2/EV_3 of its
+  sentence space in the run with the median EV_1, after a "Finetuned LM" row of its first stage's model.
 
 Groups with no runs appear as missing ("—" or an empty score), never dropped.
 """
@@ -26,7 +28,7 @@ import pandas as pd
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
-from istar_tune.metrics import best_scored, score
+from istar_tune.metrics import FINETUNED_PREFIX, best_scored, score
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tracking.runs import TrialRun
 
@@ -170,16 +172,65 @@ def _reports_median(method: str) -> bool:
     return method in METHODS and METHODS[method].seeds_summary == "median"
 
 
+CONFIDENCE = 0.95
+"""The level of each seeds cell's interval (Student's t over the seeds)."""
+FINETUNED_LABEL = "Finetuned LM"
+"""The row of a two-stage method's first-stage model (IsoLayer's paper: the fine-tuned LM without the layer)."""
+
+
+def _seed_rows(methods: list[str]) -> list[tuple[str, str, str]]:
+    """(row label, method, metric prefix) per row: a two-stage method's first stage ("Finetuned LM", from its
+    ``finetuned_*`` measures) right before it ("+IsoLayer")."""
+    rows = []
+    for method in methods:
+        median = " (median)" if _reports_median(method) else ""
+        if has_second_stage(method):
+            rows.append((FINETUNED_LABEL + median, method, FINETUNED_PREFIX))
+            rows.append((f"+{label(method)}{median}", method, ""))
+        else:
+            rows.append((label(method) + median, method, ""))
+    return rows
+
+
+def interval(values: list[float]) -> tuple[float, float] | None:
+    """The 95 % Student's t interval of the mean of ``values`` (``None`` for fewer than two)."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return None
+    sem = stats.sem(values)
+    if sem == 0:
+        return float(np.mean(values)), float(np.mean(values))
+    low, high = stats.t.interval(CONFIDENCE, len(values) - 1, loc=np.mean(values), scale=sem)
+    return float(low), float(high)
+
+
+def significant_tasks(istar: dict[str, list[float]], base: dict[str, list[float]]) -> set[str]:
+    """The tasks where I-STAR's seeds beat Base's: one-sided Welch's t-tests (scipy), one per task both have two or
+    more seeds of, their p-values Holm-corrected over those tasks (statsmodels) at :data:`SIGNIFICANCE`."""
+    from scipy.stats import ttest_ind
+    from statsmodels.stats.multitest import multipletests
+
+    tasks = [t for t in istar if len(istar[t]) > 1 and len(base.get(t, [])) > 1]
+    if not tasks:
+        return set()
+    p_values = [ttest_ind(istar[t], base[t], equal_var=False, alternative="greater").pvalue for t in tasks]
+    p_values = [1.0 if math.isnan(p) else p for p in p_values]  # identical constant seeds: no evidence
+    reject = multipletests(p_values, alpha=SIGNIFICANCE, method="holm")[0]
+    return {t for t, r in zip(tasks, reject) if r}
+
+
 def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                 against_paper: bool = False) -> pd.DataFrame:
-    """Mean (or the method's paper's median) ± std over each group's runs (the seed runs of the paper's second
-    stage), in percent."""
-    from scipy.stats import ttest_ind
-
+    """Mean (or the method's paper's median) ± std [95 % interval] over each group's runs (the seed runs of the
+    paper's second stage), in percent; ``attrs["caption"]`` says how their configurations were chosen."""
     paper = paper_results()["seeds"] if against_paper else {}
+    iso_paper = paper_results()["isolayer_table3"] if against_paper else {}
     if against_paper:  # every cell of the paper's Table 1, ours marked missing where no run exists
-        models = models or list(dict.fromkeys([*(r.model for r in runs), *paper]))
-        methods = methods or [m for m in METHODS if any(m in by_method for by_method in paper.values())]
+        methods = methods or [m for m in METHODS if any(m in by_method for by_method in paper.values())
+                              or any(r.method == m for r in runs)]
+        shown = [*paper, *(iso_paper if any(has_second_stage(m) for m in methods) else [])]
+        models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
     models, tasks, methods = _axes(runs, models, tasks, methods)
     groups = _candidates(runs)
 
@@ -190,56 +241,94 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     def center(method):
         return np.median if _reports_median(method) else np.mean
 
-    def median_ev(model, task, method) -> str:
+    def median_ev(model, task, method, prefix) -> str:
         """EV_1/EV_2/EV_3 of the run with the median EV_1 (the lower middle one of an even count)."""
-        measured = [r for r in groups.get((model, task, method), []) if score(r.metrics, "sentence_ev1") is not None]
-        runs = sorted(measured, key=lambda r: (score(r.metrics, "sentence_ev1"), r.trial_id))
+        ev1 = f"{prefix}sentence_ev1"
+        measured = [r for r in groups.get((model, task, method), []) if score(r.metrics, ev1) is not None]
+        runs = sorted(measured, key=lambda r: (score(r.metrics, ev1), r.trial_id))
         if not runs:
             return ""
         chosen = runs[(len(runs) - 1) // 2].metrics
-        return "; EV " + "/".join(f"{score(chosen, f'sentence_ev{k}'):.2f}" for k in (1, 2, 3)
-                                  if score(chosen, f"sentence_ev{k}") is not None)
+        return "; EV " + "/".join(f"{score(chosen, f'{prefix}sentence_ev{k}'):.2f}" for k in (1, 2, 3)
+                                  if score(chosen, f"{prefix}sentence_ev{k}") is not None)
 
+    rows = _seed_rows(methods)
     cells: dict[tuple, str] = {}
     for model in models:
+        primary_of = {task: get_task(task).metric for task in tasks}
+        marked = significant_tasks({t: values(model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
+                                   {t: values(model, t, BASELINE, m) for t, m in primary_of.items()})
         for task in tasks:
-            primary = get_task(task).metric
-            means = {m: float(center(m)(v)) for m in methods if (v := values(model, task, m, primary))}
+            primary = primary_of[task]
+            means = {row: float(center(method)(v)) for row, method, prefix in rows
+                     if (v := values(model, task, method, prefix + primary))}
             winner = max(means, key=means.get) if means else None
-            istar, base = values(model, task, PAPER_METHOD, primary), values(model, task, BASELINE, primary)
-            significant = (len(istar) > 1 and len(base) > 1 and np.mean(istar) > np.mean(base)
-                           and ttest_ind(istar, base, equal_var=False, alternative="greater").pvalue < SIGNIFICANCE)
-            for method in methods:
+            for row, method, prefix in rows:
                 parts = []
                 for metric in get_task(task).metrics:
-                    observed = values(model, task, method, metric)
+                    observed = values(model, task, method, prefix + metric)
                     if observed:
                         std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
-                        parts.append(f"{center(method)(observed):.2f} ± {std:.2f}")
+                        bounds = interval(observed)
+                        shown = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
+                        parts.append(f"{center(method)(observed):.2f} ± {std:.2f}{shown}")
                 cell = " / ".join(parts) if parts else MISSING
-                if parts and method == winner:
+                if parts and row == winner:
                     cell += " *"
-                if parts and method == PAPER_METHOD and significant:
+                if parts and method == PAPER_METHOD and task in marked:
                     cell += " †"
                 if parts and _reports_median(method):
-                    cell += median_ev(model, task, method)
+                    cell += median_ev(model, task, method, prefix)
                 if against_paper:
-                    published = paper.get(model, {}).get(method, {}).get(task)  # [[mean, std] per metric]
-                    if published is None:
-                        cell += f" (paper {MISSING})"
-                    else:
-                        shown = " / ".join(f"{mean:.2f} ± {std:.2f}" for mean, std in published)
-                        delta = f", Δ {means[method] - published[0][0]:+.2f}" if method in means else ""
-                        cell += f" (paper {shown}{delta})"
-                cells[(model, method, task)] = cell
-    rows = []
-    for model in models:
-        for method in methods:
-            row = {"model": model, "method": label(method) + (" (median)" if _reports_median(method) else "")}
-            for task in tasks:
-                row[get_task(task).display_name] = cells[(model, method, task)]
-            rows.append(row)
-    return pd.DataFrame(rows)
+                    cell += _paper_cell(paper, iso_paper, model, task, method, prefix, means.get(row))
+                cells[(model, row, task)] = cell
+    table = pd.DataFrame([{"model": model, "method": row,
+                           **{get_task(task).display_name: cells[(model, row, task)] for task in tasks}}
+                          for model in models for row, _, _ in rows])
+    table.attrs["caption"] = seeds_caption(runs)
+    return table
+
+
+def _paper_cell(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
+                ours: float | None) -> str:
+    """`` (paper …)``: the I-STAR paper's Table 1 cell, or the IsoLayer paper's Table 3 (median ± std; EV) one."""
+    if has_second_stage(method):
+        published = iso_paper.get(model, {}).get(task, {}).get("finetuned" if prefix else "isolayer")
+        if published is None:
+            return f" (paper {MISSING})"
+        delta = f", Δ {ours - published['median']:+.2f}" if ours is not None else ""
+        ev = "/".join(f"{v:.2f}" for v in published["ev"])
+        return f" (paper {published['median']:.2f} ± {published['std']:.2f}; EV {ev}{delta})"
+    published = paper.get(model, {}).get(method, {}).get(task)  # [[mean, std] per metric]
+    if published is None:
+        return f" (paper {MISSING})"
+    shown = " / ".join(f"{mean:.2f} ± {std:.2f}" for mean, std in published)
+    delta = f", Δ {ours - published[0][0]:+.2f}" if ours is not None else ""
+    return f" (paper {shown}{delta})"
+
+
+CHOICES = {
+    "dev": "Configurations: each group's best on the dev set these scores come from (the paper's protocol). † "
+           "corrects for seed noise and for the number of tasks compared per model (Holm), not for that choice: "
+           "I-STAR's configuration is the best of more candidates on the same dev set than Base's.",
+    "holdout": "Configurations: each group's best on held-out training examples (choose_by: holdout); the dev set "
+               "reported here chose nothing, so every method had the same chance. † corrects for seed noise and for "
+               "the number of tasks compared per model (Holm).",
+}
+
+
+def seeds_caption(runs: list[TrialRun]) -> str:
+    """The seeds table's caption: what the cells are, and how the configurations behind them were chosen."""
+    chosen = sorted({r.chosen_by or "unknown" for r in runs if r.stage == "seeds"})
+    if len(chosen) == 1 and chosen[0] in CHOICES:
+        how = CHOICES[chosen[0]]
+    elif chosen:
+        how = (f"Configurations chosen by: {', '.join(chosen)} (runs without the tag were written before istar-tune "
+               "recorded it). † corrects for seed noise and for the number of tasks compared per model (Holm).")
+    else:
+        how = ("These runs are not a seeds stage: each cell pools whatever configurations the search ran. † corrects "
+               "for the number of tasks compared per model (Holm).")
+    return CAPTIONS["seeds"] + " " + how
 
 
 # ----------------------------------------------------------------------------------------------- output
@@ -295,8 +384,9 @@ def markdown(table: pd.DataFrame) -> str:
 CAPTIONS = {
     "best": "Best trial per model × task × method; `trials`: how many it was chosen from.",
     "lambda-zeta": "λ | ζ of the best I-STAR trial per model and task; `average`: mean λ | mean ζ.",
-    "seeds": "Mean ± std over seed runs (percent; SQuAD F1 / EM). * best method per model and task; "
-             "† I-STAR > Base, one-sided Welch's t-test p < 0.05.",
+    "seeds": "Mean ± std [95 % t-interval of the mean] over seed runs (percent; SQuAD F1 / EM; a median where the "
+             "method's paper reports one). * best row per model and task; † I-STAR > Base, one-sided Welch's t-test, "
+             "Holm-adjusted p < 0.05 over the tasks of the model.",
 }
 
 
@@ -320,4 +410,16 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
         table["paper_lam_zeta"] = [
             _fmt_lambda_zeta(*published[m][t]) if method == PAPER_METHOD and t in published.get(m, {}) else None
             for m, t, method in zip(table.model, table.task, table.method)]
+        if any(has_second_stage(m) for m in table.method):  # the IsoLayer paper's Table 2: one run per cell
+            single = paper_results()["isolayer_table2"]
+            table["paper_isolayer"] = [_fmt_isolayer(single.get(m, {}).get(t)) if has_second_stage(method) else None
+                                       for m, t, method in zip(table.model, table.task, table.method)]
     return table
+
+
+def _fmt_isolayer(cell: dict | None) -> str | None:
+    if cell is None:
+        return None
+    before, after = cell["finetuned"], cell["isolayer"]
+    return (f"Finetuned LM {before['score']:.2f} (IsoScore {before['sentence_isoscore']:g}) → +IsoLayer "
+            f"{after['score']:.2f} ({after['sentence_isoscore']:g})")

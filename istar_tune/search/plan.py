@@ -14,6 +14,7 @@ from istar_tune.config import HYPERPARAMETER_KEYS, group_key, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.search.cost import Throughput, trial_seconds
 from istar_tune.search.space import (
+    ANY_MODEL,
     SEARCH_KEY,
     Domain,
     Group,
@@ -47,28 +48,35 @@ class PlannedGroup:
 
 
 def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = False, search: str | None = None,
-         chained: dict[str, SearchSpace] | None = None) -> list[PlannedGroup]:
+         chained: dict[str, SearchSpace] | None = None, dry_run: bool = False) -> list[PlannedGroup]:
     """The groups of a search and their trial counts.
 
     The seeds stage reads its configurations from MLflow at ``tracking_uri``; without one it plans every group of
     the space (an upper bound: only groups with a finished trial in ``best_of`` run). Its groups that re-run a search
     of ``chained`` (``{name: space}`` run in the same experiment) wait for that search's group instead (``after``).
+    A ``dry_run`` whose sources have no finished trial yet plans that upper bound instead of refusing.
     """
     search = search or space.name
     chained = chained or {}
     if space.stage == "seeds" and (tracking_uri is not None or chained):
-        return _plan_seeds(space, tracking_uri, simulated, search, chained)
+        planned = _plan_seeds(space, tracking_uri, simulated, search, chained, refuse_empty=not dry_run)
+        if planned:
+            return planned
     return [PlannedGroup(group=g, trials=space.trials_in(g), tune_trials=space.tune_trials_in(g),
                          sharing=space.sharing_problem(g)) for g in space.groups()]
 
 
 def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, search: str,
-                chained: dict[str, SearchSpace]) -> list[PlannedGroup]:
-    wanted = {(g.model, g.task, g.method) for g in space.groups()}
-    seeds = {"seed": Domain("grid", tuple(space.seeds))}
+                chained: dict[str, SearchSpace], refuse_empty: bool = True) -> list[PlannedGroup]:
+    # Each group starts from the best of its source group: the same model and task, the method ``start_from``.
+    studied = {(g.model, g.task, space.source_method(g.method)): g for g in space.groups()}
+    wanted = set(studied)
     planned, missing, sources = [], [], {}
     for experiment in space.best_of:
         if experiment in chained:
+            if space.choose_by == "holdout":
+                raise ConfigError(f"{space.path}: choose_by: holdout reads the held-out scores of {experiment} from "
+                                  "MLflow: run that search first, then this seeds stage")
             for model, task, method in sorted(wanted & {(g.model, g.task, g.method)
                                                         for g in chained[experiment].groups()}):
                 source = {"model": absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
@@ -84,30 +92,50 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
             missing.append(experiment)  # no store yet: this run's searches are the ones re-run
             continue
         try:
-            best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted))
+            best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted),
+                                        choose_by=space.choose_by)
         except ConfigError:
             missing.append(experiment)  # that search has not run (yet): only the others are re-run
             continue
-        for (model, task, method), run in best.items():
-            if (model, task, method) not in wanted:
+        if not best and refuse_empty and space.choose_by == "holdout" and tracking.best_trials(
+                tracking_uri, experiment, simulated, groups=sorted(wanted)):
+            raise ConfigError(f"{space.path}: choose_by: holdout, but the trials of {experiment} have no held-out "
+                              "scores: run that search with settings.holdout (e.g. `search --holdout 0.3`)")
+        for source, run in best.items():
+            if source not in wanted:
                 continue
-            config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k != "seed"}
-            group = Group(model=model, task=task, method=method, domains=seeds)
-            planned.append(PlannedGroup(group=group, trials=len(space.seeds), param_space=config))
-    for (model, task, method), keys in sources.items():
-        group = Group(model=model, task=task, method=method, domains=seeds)
-        planned += [PlannedGroup(group=group, trials=len(space.seeds), after=key) for key in keys]
+            config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k not in _NOT_CARRIED}
+            group = seeds_group(space, studied[source])
+            planned.append(PlannedGroup(group=group, trials=space.trials_in(group), param_space=config))
+    for source, keys in sources.items():
+        group = seeds_group(space, studied[source])
+        planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key) for key in keys]
     repeated = sorted({group_key(base_config(p)) for p in planned
                        if sum(group_key(base_config(q)) == group_key(base_config(p)) for q in planned) > 1})
     if repeated:
         raise ConfigError(f"{space.path}: best_of {', '.join(space.best_of)}: the groups {', '.join(repeated)} are in "
                           "more than one of those searches; name one search per group")
-    if not planned:
+    if not planned and refuse_empty:
         absent = f" (no experiment {', '.join(missing)})" if missing else ""
         raise ConfigError(f"{space.path}: no finished trial of {', '.join(space.models)} × {', '.join(space.tasks)}"
                           f" × {', '.join(space.methods)} in the searches {', '.join(space.best_of)} at "
                           f"{tracking_uri}{absent}: run those searches first")
     return planned
+
+
+_NOT_CARRIED = ("seed", "model", "task", "method")
+"""What a seeds group does not take from the configuration it starts from (its own group names the rest)."""
+
+
+def seeds_group(space: SearchSpace, group: Group) -> Group:
+    """A seeds-stage group as planned: its domains are the seeds (and a study's varied values); the values it
+    starts from come from the best configuration of its source group."""
+    domains = {"seed": Domain("grid", tuple(space.seeds))}
+    if space.vary is not None:
+        key = space.vary[0]
+        values = tuple(dict.fromkeys(v[key] for v in space.variants(group.model, group.method)))
+        domains[key] = Domain("grid", values)
+    return Group(model=group.model, task=group.task, method=group.method, domains=domains)
 
 
 def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Throughput | None = None) -> str:
@@ -128,8 +156,15 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
         chained = sorted({p.after.split(":")[0] for p in planned if p.after})
         source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
                   "ended") if chained else "MLflow when the search runs"
-        lines.append(f"(at most: the best configuration of each group found in {', '.join(space.best_of)} is re-run "
-                     f"with seeds {list(space.seeds)}; read from {source})")
+        start = f"the best {space.start_from} configuration of each model × task" if space.start_from \
+            else "the best configuration of each group"
+        constants = {k: d.values[0] for k, d in space.hyperparameters.items()}
+        fixed = f" with {', '.join(f'{k} = {v}' for k, v in constants.items())}," if constants else ""
+        each = f" for each {space.vary[0]} of {_listed(space.vary[1], space.models)} and" if space.vary else " with"
+        if space.choose_by == "holdout":
+            start += " (chosen by its held-out training examples' score, not the dev set)"
+        lines.append(f"(at most: {start} found in {', '.join(space.best_of)} is re-run{fixed}{each} seeds "
+                     f"{list(space.seeds)}; read from {source})")
     shared = [p for p in planned if p.sharing is None]
     if shared:
         lines.append(f"epoch prefixes shared in {len(shared)} of {len(planned)} groups: configurations that differ "
@@ -155,6 +190,11 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     if space.algorithm == "optuna" or (space.stage == "seeds" and not all(p.param_space for p in planned)):
         lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
     return "\n".join(lines)
+
+
+def _listed(per_model: dict[str, tuple], models: tuple[str, ...]) -> str:
+    return "; ".join(f"{list(values)}" + ("" if model == ANY_MODEL else f" ({model})")
+                     for model, values in per_model.items() if model == ANY_MODEL or model in models)
 
 
 @dataclass
@@ -186,8 +226,8 @@ def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> l
     """The trials' configurations of a grid or seeds group; a typical configuration per trial of an Optuna group or a
     seeds group whose configuration is not known yet."""
     base, domains = base_config(item, name or None), item.group.domains
-    if space.stage == "seeds":  # the best configuration (when known: its values are in the base) once per seed
-        return [{**base, "seed": seed} for seed in space.seeds]
+    if space.stage == "seeds":  # the best configuration (when known: its values are in the base) per variant
+        return [{**base, **variant} for variant in space.variants(item.group.model, item.group.method)]
     if space.algorithm == "grid":
         return grid_configs(base, domains, space.num_samples, space.seed, item.sharing is None)
     return [typical_config(base, domains)] * item.trials
@@ -225,7 +265,8 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
         base, domains = base_config(item, name), item.group.domains
         key = trial_group(base)
         if item.after:
-            plans.append(GroupPlan(key=key, base=base, after=item.after, seeds=list(space.seeds),
+            plans.append(GroupPlan(key=key, base=base, after=item.after,
+                                   variants=space.variants(item.group.model, item.group.method),
                                    concurrency=space.concurrency))
             continue
         if space.stage == "seeds" or space.algorithm == "grid":

@@ -206,6 +206,8 @@ def _open_tracking(experiment: _Experiment) -> None:
         experiment_id = tracking.ensure_experiment(mlflow, n, artifacts)
         tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(),
                 tracking.TAG_STAGE: space.stage}
+        if space.stage == "seeds":
+            tags[tracking.TAG_CHOSEN_BY] = space.choose_by
         if experiment.simulated:
             tags[tracking.TAG_SIMULATED] = "true"
         experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)

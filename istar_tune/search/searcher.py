@@ -51,8 +51,10 @@ class GroupPlan:
     concurrency: int | None = None
     """Trials of this group at once (``None``: the searcher's setting)."""
     after: str = ""
-    """Key of the group whose best trial this group re-runs with ``seeds``; it waits until that group has ended."""
-    seeds: list[int] = field(default_factory=list)
+    """Key of the group whose best trial this group re-runs with ``variants``; it waits until that group has
+    ended."""
+    variants: list[dict] = field(default_factory=list)
+    """What each of its trials sets on the best configuration (the seed; a study's varied value and constants)."""
     waiting: bool = False
     note: str = ""
     """Why a released group has nothing to run (its source had no scored trial)."""
@@ -193,7 +195,7 @@ class GroupSearcher(Searcher):
                 plan.note = f"{self.plans[source].key} ended without a scored trial: nothing to re-run"
                 continue
             hyperparameters = {k: v for k, v in best[2].items() if k in HYPERPARAMETER_KEYS and k != "seed"}
-            plan.configs = [{**hyperparameters, **plan.base, "seed": seed} for seed in reversed(plan.seeds)]
+            plan.configs = [{**hyperparameters, **plan.base, **variant} for variant in reversed(plan.variants)]
             self.released += 1
             plan.order = [-(2**40) + self.released] * len(plan.configs)  # before every group that never waited
 

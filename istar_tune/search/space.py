@@ -35,6 +35,8 @@ DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
 ALGORITHMS = ("grid", "optuna")
 SCHEDULERS = ("none", "asha")
 STAGES = ("search", "seeds")
+ANY_MODEL = "*"
+"""The key of a study's ``vary`` values that apply to every model (a list in the YAML)."""
 SEARCHED_KEYS = frozenset(Hyperparameters.__dataclass_fields__) - {"model", "task", "method"}
 
 
@@ -187,9 +189,18 @@ class SearchSpace:
     settings: dict[str, Any] = field(default_factory=dict)
     """Run settings for every trial (data options, precision, ...)."""
     stage: str = "search"
-    """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds``."""
+    """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds`` (a study:
+    with one hyperparameter varied over ``vary``)."""
     seeds: tuple[int, ...] = ()
     best_of: tuple[str, ...] = ()
+    vary: tuple[str, dict[str, tuple]] | None = None
+    """Seeds stage: the hyperparameter a study varies around the best configuration, and its values per model
+    (:data:`ANY_MODEL`: for every model)."""
+    start_from: str | None = None
+    """Seeds stage: the method whose best configuration each group starts from (``None``: the group's own)."""
+    choose_by: str = "dev"
+    """Seeds stage: the best configuration by the dev-set score, or (``holdout``) by the held-out training examples'
+    score (the searches of ``best_of`` ran with the ``holdout`` setting): the dev set then chooses nothing."""
     share_epochs: bool = True
     """Grid: configurations that differ only in ``epochs`` share one trial where that is exact."""
 
@@ -217,9 +228,28 @@ class SearchSpace:
             out.append(Group(model=model, task=get_task(task).name, method=method, domains=domains))
         return out
 
+    def variants(self, model: str, method: str) -> list[dict[str, Any]]:
+        """Seeds stage: what each trial of the group (``model``, ``method``) sets on top of the best configuration it
+        starts from: the space's constants, the varied value (each of ``vary``'s values for the model) and the
+        seed."""
+        domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
+        constants = {key: domain.values[0] for key, domain in domains.items()}
+        if self.vary is None:
+            return [{**constants, "seed": seed} for seed in self.seeds]
+        key, per_model = self.vary
+        values = per_model.get(model, per_model.get(ANY_MODEL))
+        if values is None:
+            raise ConfigError(f"{self.path}: vary.{key} lists values for {', '.join(per_model)}, none for model "
+                              f"{model!r}: add `{model}: [...]` under it")
+        return [{**constants, key: value, "seed": seed} for value in values for seed in self.seeds]
+
+    def source_method(self, method: str) -> str:
+        """Seeds stage: the method of the group whose best configuration ``method``'s group starts from."""
+        return self.start_from or method
+
     def trials_in(self, group: Group) -> int:
         if self.stage == "seeds":
-            return len(self.seeds)
+            return len(self.variants(group.model, group.method))
         if self.algorithm == "optuna":
             return self.num_samples
         return math.prod(d.size for d in group.domains.values()) * self.num_samples

@@ -12,8 +12,18 @@ from typing import Any
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
+from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
-from istar_tune.search.space import ALGORITHMS, DOMAIN_KINDS, SCHEDULERS, SEARCHED_KEYS, STAGES, Domain, SearchSpace
+from istar_tune.search.space import (
+    ALGORITHMS,
+    ANY_MODEL,
+    DOMAIN_KINDS,
+    SCHEDULERS,
+    SEARCHED_KEYS,
+    STAGES,
+    Domain,
+    SearchSpace,
+)
 from istar_tune.tasks import get_task
 
 # -------------------------------------------------------------------------------------------------- loading
@@ -52,6 +62,15 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
     "seeds": ("(stage seeds)", "Seeds of the seeds stage, e.g. [1, 2, 3, 4, 5]."),
     "best_of": ("(stage seeds)", "Names of the finished searches (MLflow experiments) whose best configurations are "
                                  "re-run."),
+    "vary": ("none", "(stage seeds) A study: one hyperparameter varied around each best configuration, every value "
+                     "× every seed: `{lam: [-5, -1, 1]}`, or values per model `{layer: {bert: [1, 2], distilbert: "
+                     "[1]}}`. The seeds stage's `hyperparameters` are constants set on top (e.g. `zeta: 0.2`)."),
+    "choose_by": ("dev", "(stage seeds) What chooses each group's best configuration: `dev` (the validation set, "
+                         "as the paper), or `holdout`: the held-out training examples of searches run with "
+                         "`settings.holdout` (or `search --holdout`), so the dev score reported was never used to "
+                         "choose (a fair comparison)."),
+    "start_from": ("the group's method", "(stage seeds) The method whose best configuration each group starts "
+                                         "from, e.g. `base`: I-STAR at Base's best learning rate, batch, epochs."),
 }
 """Every key a search-space YAML may hold: key → (default, meaning). The validator and the README use it."""
 
@@ -121,16 +140,23 @@ def load_search_space(path: str | Path) -> SearchSpace:
     settings = _settings_section(raw, problem, problems, path)
     seeds: tuple[int, ...] = ()
     best_of: tuple[str, ...] = ()
+    study: dict[str, Any] = {}
     if stage == "seeds":
         seeds, best_of = _seeds_section(raw, problem)
-    elif not hyperparameters and not method_hyperparameters:
-        problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
+        study = _study_section(raw, models, hyperparameters, method_hyperparameters, problem)
+    else:
+        for key in ("vary", "start_from", "choose_by"):
+            if key in raw:
+                problem(key, "belongs to a seeds stage (stage: seeds), which starts from the best configurations "
+                             "of best_of")
+        if not hyperparameters and not method_hyperparameters:
+            problem("hyperparameters", "the space has no hyperparameter domains; give at least one")
     if problems:
         raise ConfigError(problems)
     space = SearchSpace(
         path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
-        **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of)
+        **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of, **study)
     largest = max(space.trials_in(group) for group in space.groups())
     if largest > MAX_TRIALS_PER_GROUP:
         raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
@@ -272,6 +298,50 @@ def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]
     else:
         seeds = tuple(raw_seeds)
     return seeds, _names(raw, "best_of", problem)
+
+
+def _study_section(raw: dict, models: tuple[str, ...], hyperparameters: dict[str, Domain],
+                   method_hyperparameters: dict[str, dict[str, Domain]], problem) -> dict[str, Any]:
+    """A seeds stage's ``vary`` and ``start_from``; its hyperparameters are constants set on the best
+    configuration."""
+    for where, domains in [("hyperparameters", hyperparameters),
+                           *((f"method_hyperparameters.{m}", d) for m, d in method_hyperparameters.items())]:
+        for key, domain in domains.items():
+            if domain.kind != "constant":
+                problem(f"{where}.{key}", f"a seeds stage sets constants on top of the best configuration, got "
+                                          f"{domain.describe()}: vary one hyperparameter with `vary: {{{key}: [...]}}`")
+    study = {"vary": None, "start_from": raw.get("start_from"), "choose_by": raw.get("choose_by", "dev")}
+    if study["choose_by"] not in CHOOSE_BY:
+        problem("choose_by", f"must be one of {', '.join(CHOOSE_BY)}, got {study['choose_by']!r}")
+    if study["start_from"] is not None and study["start_from"] not in METHODS:
+        problem("start_from", f"unknown method {study['start_from']!r}: choose one of {', '.join(METHODS)}")
+    raw_vary = raw.get("vary")
+    if raw_vary is None:
+        return study
+    if not isinstance(raw_vary, dict) or len(raw_vary) != 1:
+        problem("vary", f"a study varies one hyperparameter: `vary: {{lam: [-1, 1]}}`, got {raw_vary!r}")
+        return study
+    key, spec = next(iter(raw_vary.items()))
+    if key not in SEARCHED_KEYS or key == "seed":
+        problem(f"vary.{key}", f"not a hyperparameter a study can vary (one of "
+                               f"{', '.join(sorted(SEARCHED_KEYS - {'seed'}))}; seeds are listed under seeds)")
+        return study
+    per_model = spec if isinstance(spec, dict) else {ANY_MODEL: spec}
+    values: dict[str, tuple] = {}
+    for model, listed in per_model.items():
+        at = f"vary.{key}" + (f".{model}" if model != ANY_MODEL else "")
+        if not isinstance(listed, list) or not listed:
+            problem(at, f"needs a non-empty list of values, got {listed!r}")
+            continue
+        if len({repr(_coerced(key, v)) for v in listed}) < len(listed):
+            problem(at, f"repeats a value in {listed!r}: each value once")
+        for value in listed:
+            _check_value(key, value, at, problem)
+        values[model] = tuple(_coerced(key, v) for v in listed)
+    missing = [m for m in models if m not in values] if ANY_MODEL not in values else []
+    if missing:
+        problem(f"vary.{key}", f"lists no values for {', '.join(missing)}: give a list for every model, or one list")
+    return {**study, "vary": (key, values)}
 
 
 def _is_number(value) -> bool:

@@ -14,6 +14,7 @@ from istar_tune.tracking.store import (
     PLAN_TOTAL,
     SCHEMES,
     STATUSES,
+    TAG_CHOSEN_BY,
     TAG_COMMIT,
     TAG_ERROR,
     TAG_GROUP,
@@ -49,7 +50,8 @@ from istar_tune.tracking.writer import RunWriter, error_summary, resolved_hyperp
 
 __all__ = [
     "COUNTED_STATUSES", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES", "STATUSES",
-    "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM", "TAG_ROLE",
+    "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM",
+    "TAG_ROLE",
     "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",

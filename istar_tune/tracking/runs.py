@@ -11,10 +11,11 @@ from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.metrics import SCORED_PREFIX, best_scored, score
+from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, score
 from istar_tune.tasks import get_task
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
+    TAG_CHOSEN_BY,
     TAG_GROUP,
     TAG_ROLE,
     TAG_SIMULATED,
@@ -44,6 +45,8 @@ class TrialRun:
     metrics: dict[str, float]
     stage: str = "search"
     simulated: bool = False
+    chosen_by: str | None = None
+    """A seeds stage's run: what chose the configuration it re-runs (``dev`` or ``holdout``)."""
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -92,13 +95,14 @@ def _trial_run(run) -> TrialRun:
                     task=typed.task, method=typed.method, status=tags.get(TAG_STATUS, "unknown"),
                     config={k: getattr(typed, k) for k in params if k in HYPERPARAMETER_KEYS},
                     metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
-                    simulated=tags.get(TAG_SIMULATED) == "true")
+                    simulated=tags.get(TAG_SIMULATED) == "true", chosen_by=tags.get(TAG_CHOSEN_BY))
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
-                groups: list[tuple[str, str, str]] | None = None) -> dict[tuple, TrialRun]:
+                groups: list[tuple[str, str, str]] | None = None, choose_by: str = "dev") -> dict[tuple, TrialRun]:
     """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
-    task metric at its scored epoch); ties go to the configuration with fewest epochs, then by its values
+    task metric at its scored epoch; with ``choose_by="holdout"``, that metric on the held-out training examples at
+    the epoch they chose); ties go to the configuration with fewest epochs, then by its values
     (:func:`~istar_tune.metrics.tie_order`).
 
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
@@ -107,7 +111,7 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
     experiment planned (its parent runs' plan tags) are not asked for.
     """
     if groups is None:
-        return _best_of(trial_runs(tracking_uri, experiment_name, simulated))
+        return _best_of(trial_runs(tracking_uri, experiment_name, simulated), choose_by)
 
     mlflow_client = client(tracking_uri)
     experiment = get_experiment(mlflow_client, tracking_uri, experiment_name)
@@ -118,7 +122,7 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
         if held is not None and key not in held:
             continue  # no search of this experiment planned the group: no query
         tags = {TAG_ROLE: "trial", TAG_GROUP: key}
-        metric = get_task(task).metric
+        metric = choice_metric(get_task(task).metric, choose_by)
         query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
         top = mlflow_client.search_runs([experiment.experiment_id], filter_string=query,
                                         order_by=[f"metrics.`{metric}` DESC"], max_results=BEST_OF_TOP)
@@ -130,7 +134,7 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
         found = list(top) if settled else find_runs(mlflow_client, experiment.experiment_id, **tags)
         _refuse_mixed(found, simulated, tracking_uri, experiment_name)
         # Every run found carries the group's tag: one best at most (keyed by the runs' own model name).
-        chosen = next(iter(_best_of([_trial_run(r) for r in found]).values()), None)
+        chosen = next(iter(_best_of([_trial_run(r) for r in found], choose_by).values()), None)
         if chosen is not None:
             best[(model, task, method)] = chosen
     return best
@@ -140,12 +144,12 @@ BEST_OF_TOP = 50
 """Runs per group :func:`best_trials` reads first, ordered by the metric."""
 
 
-def _best_of(runs: list[TrialRun]) -> dict[tuple, TrialRun]:
+def _best_of(runs: list[TrialRun], choose_by: str = "dev") -> dict[tuple, TrialRun]:
     by_group: dict[tuple, list[TrialRun]] = {}
     for run in runs:
         if run.status in COUNTED_STATUSES:
             by_group.setdefault(run.group, []).append(run)
     chosen = {group: best_scored(candidates, lambda r: r.config,
-                                 lambda r: score(r.metrics, get_task(r.task).metric))
+                                 lambda r: score(r.metrics, choice_metric(get_task(r.task).metric, choose_by)))
               for group, candidates in by_group.items()}
     return {group: run for group, run in chosen.items() if run is not None}

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from istar_tune.isotropy import isoscore_star_from_cov
-from istar_tune.metrics import classification_metrics, squad_scores
+from istar_tune.metrics import HOLDOUT_PREFIX, classification_metrics, squad_scores
 from istar_tune.models import (
     hidden_size,
 )
@@ -19,8 +19,6 @@ from istar_tune.training.data import squad_predictions, squad_references
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.setup import Run
 from istar_tune.training.sigma import token_cloud
-
-HOLDOUT_PREFIX = "holdout_"
 
 
 @torch.no_grad()

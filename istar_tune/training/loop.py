@@ -33,7 +33,7 @@ import yaml
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.methods import get_method
-from istar_tune.metrics import CLOSING_ONLY, STAR_KEYS
+from istar_tune.metrics import CLOSING_ONLY, FINETUNED_PREFIX, STAR_KEYS
 from istar_tune.models import hidden_size
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.training.epoch import method_loss, train_epoch
@@ -218,8 +218,9 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
     try:
         before = _sentence_space(run, hook)
         named = list(hook.layer.named_parameters())
+        # No weight decay: it would pull the identity-initialised layer towards zero, not towards the identity.
         optimizer, scheduler, scaler = make_optimizer(run, named, hp.isolayer_learning_rate, hp.isolayer_epochs,
-                                                      hp.warmup_ratio)
+                                                      hp.warmup_ratio, decay=False)
         joint = IsoLayerLoss(hp.alpha)
 
         def loss_fn(batch):
@@ -238,7 +239,8 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
                                  f"second stage {stage_epoch}/{hp.isolayer_epochs}", train_modules=hook.layer)
             spaces[epoch] = _sentence_space(run, hook)
             record = {"epoch": epoch, "stage": 2, **spaces[epoch].as_record(), "train_loss": losses["train_loss"],
-                      "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"]}
+                      "task_loss": losses["task_loss"], "isolayer_l2": losses["penalty"],
+                      **{FINETUNED_PREFIX + k: v for k, v in before.as_record().items()}}
             if selection.holdout:
                 record.update(evaluate_holdout(run))
             stop, ends = _close_epoch(run, result, selection, record, stage_one_epochs + hp.isolayer_epochs,

@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from istar_tune.metrics import SCORED_PREFIX
-from istar_tune.training.evaluate import HOLDOUT_PREFIX
+from istar_tune.metrics import HOLDOUT_PREFIX, SCORED_PREFIX
 from istar_tune.training.setup import Run
 
 
@@ -46,7 +45,9 @@ class Selection:
         chosen = next((r for r in records if r["epoch"] == self.best[0]), None)
         if not self.holdout or chosen is None:
             return {}
-        names = [*self.run.task.metrics, *(k for k in chosen if k.startswith(("eval_isoscore", "sentence_")))]
+        # The held-out measures too: a seeds stage with ``choose_by: holdout`` ranks configurations by them.
+        names = [*self.run.task.metrics,
+                 *(k for k in chosen if k.startswith(("eval_isoscore", "sentence_", HOLDOUT_PREFIX)))]
         return {"scored_epoch": self.best[0], **{SCORED_PREFIX + k: chosen[k] for k in names if k in chosen}}
 
     def resume(self, best: tuple[int, float], kept: dict[str, torch.Tensor] | None, epoch: int) -> None:

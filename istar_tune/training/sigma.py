@@ -28,13 +28,14 @@ def shrinkage_order(size: int, seed: int, draw: int) -> list[int]:
 def estimate_shrinkage(run: Run, draw: int = 0) -> torch.Tensor:
     """Σ_S: covariance of up to ``shrinkage_tokens`` training tokens drawn in a seeded random order of the whole
     training set (:func:`shrinkage_order`), from the points the penalty sees (all layers, or ``layer``; padding
-    as ``include_padding``); eval mode, no gradient."""
+    as ``include_padding``); eval mode, no gradient, in float32 whatever the training precision (as the released
+    code: its Σ_S pass ran outside autocast)."""
     estimator = StreamingCovariance(hidden_size(run.model), budget=run.settings.shrinkage_tokens)
     order = shrinkage_order(len(run.data.train), run.hparams.seed, draw)
     # Its own generator: the pass must not draw from the global RNG (a resumed run repeats it before training).
     loader = torch.utils.data.DataLoader(run.data.train, batch_size=run.settings.eval_batch_size, sampler=order,
                                          collate_fn=run.collate, generator=torch.Generator().manual_seed(draw))
-    for batch, outputs in forward_pass(run.model, loader, run.device, run.autocast):
+    for batch, outputs in forward_pass(run.model, loader, run.device):  # no autocast: float32
         points, mask = token_cloud(run, outputs.hidden_states, batch["attention_mask"])
         estimator.update(points, mask)
         if estimator.full:

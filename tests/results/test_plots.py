@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import json
+import statistics
+
 import pytest
 
 from istar_tune import tracking
-from istar_tune.results.plots import lambda_points, write_plots
+from istar_tune.results.plots import lambda_points, study_points, write_plots
 
 
 @pytest.fixture
@@ -34,8 +37,47 @@ def test_lambda_points_are_means_and_stds_per_lambda(search_store):
 def test_write_plots_writes_pngs_and_logs_them_to_the_parent_run(search_store, tmp_path):
     uri, client, parent = search_store
     written = write_plots(uri, "s", tmp_path / "plots")
-    assert sorted(p.name for p in written) == ["epochs-minilm-sst2.png", "isoscore-vs-accuracy-minilm-sst2.png"]
+    assert sorted(p.name for p in written) == ["epochs-minilm-sst2.png", "pooled-isoscore-vs-accuracy-minilm-sst2.png"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     artifacts = {a.path for a in client.list_artifacts(parent, "plots")}
-    assert artifacts == {"plots/epochs-minilm-sst2.png", "plots/isoscore-vs-accuracy-minilm-sst2.png"}
+    assert artifacts == {"plots/epochs-minilm-sst2.png", "plots/pooled-isoscore-vs-accuracy-minilm-sst2.png"}
+
+
+def _seed_run(log_trial, client, experiment, trial_id, metrics, **params):
+    run_id = log_trial(client, experiment, trial_id, "bert", "cola", "istar", metrics, **params)
+    client.set_tag(run_id, tracking.TAG_STAGE, "seeds")
+    return run_id
+
+
+@pytest.mark.parametrize(("key", "values", "figure"), [("zeta", [0.0, 0.4], "figure7-mcc-vs-zeta"),
+                                                      ("layer", [None, 1, 2], "figure8-mcc-vs-layer")])
+def test_a_study_is_drawn_per_value_with_error_bars_over_its_seeds_only(key, values, figure, log_trial, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "study", str(tmp_path / "artifacts"))
+    scores = {}
+    for i, value in enumerate(values):
+        for seed in (1, 2, 3):
+            score = 0.3 + 0.1 * i + 0.01 * seed
+            scores.setdefault(value, []).append(score)
+            _seed_run(log_trial, client, experiment, f"t{i}{seed}", {"mcc": [score]}, seed=seed,
+                      **{key: value})
+    written = write_plots(uri, "study", tmp_path / "plots", log_to_mlflow=False)
+    assert [p.name for p in written] == [f"{figure}-bert-cola.png", "epochs-bert-cola.png"]
+    plotted = json.loads(written[0].with_suffix(".json").read_text())
+    assert plotted["varied"] == key and [p["value"] for p in plotted["points"]] == values
+    for point in plotted["points"]:
+        assert point["seeds"] == [1, 2, 3]
+        assert point["metric_mean"] == pytest.approx(statistics.mean(scores[point["value"]]))
+        assert point["metric_std"] == pytest.approx(statistics.stdev(scores[point["value"]]))
+
+
+def test_seed_runs_differing_in_two_hyperparameters_are_not_a_study(log_trial, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "mixed", str(tmp_path / "artifacts"))
+    _seed_run(log_trial, client, experiment, "a", {"mcc": [0.3]}, zeta=0.2, lam=-1.0)
+    _seed_run(log_trial, client, experiment, "b", {"mcc": [0.3]}, zeta=0.4, lam=1.0)
+    with pytest.raises(Exception, match="differ in lam, zeta: a study varies one hyperparameter"):
+        study_points(tracking.trial_runs(uri, "mixed"), "mcc")

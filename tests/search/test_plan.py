@@ -77,3 +77,80 @@ def test_a_bad_throughput_is_one_clear_error(value):
 
     with pytest.raises(ConfigError, match="MODEL=TOKENS_PER_SECOND"):
         _throughput([value], space)
+
+
+def test_a_study_starts_from_the_best_base_configuration_and_plans_each_lambda_times_each_seed(tmp_path, log_trial,
+                                                                                               capsys):
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "paper-base", str(tmp_path / "artifacts"))
+    log_trial(client, experiment, "a", "bert", "rte", "base", {"accuracy": [0.6, 0.62]}, learning_rate=1e-5)
+    log_trial(client, experiment, "b", "bert", "rte", "base", {"accuracy": [0.6, 0.7]}, learning_rate=5e-5,
+              batch_size=32)
+    space = load_search_space("paper_figure3").narrow(models=["bert"], tasks=["rte"])
+    [group] = plan(space, uri)
+    assert (group.group.method, group.trials) == ("istar", 35)
+    configs = planned_configs(space, group)
+    assert sorted((c["lam"], c["seed"]) for c in configs) == [(lam, seed) for lam in (-5, -3, -1, 0.5, 1, 3, 5)
+                                                              for seed in (1, 2, 3, 4, 5)]
+    for config in configs:  # Base's best batch, epochs and learning rate; I-STAR at zeta 0.2
+        assert (config["method"], config["batch_size"], config["epochs"]) == ("istar", 32, 2)
+        assert config["learning_rate"] == pytest.approx(5e-5) and config["zeta"] == pytest.approx(0.2)
+    assert main(["search", "paper_figure3", "--models", "bert", "--tasks", "rte", "--dry-run",
+                 "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "total 35 configurations in 35 trials, 1 group" in out
+    assert "the best base configuration of each model × task found in paper-base" in out
+
+
+@pytest.mark.parametrize(("name", "per_group"), [("paper_figure3", 35), ("paper_figure7", 30), ("paper_seeds", 5)])
+def test_a_dry_run_before_the_searches_it_starts_from_plans_the_upper_bound(name, per_group, tmp_path, capsys):
+    store = f"sqlite:///{tmp_path / 'empty.db'}"
+    from istar_tune import tracking
+
+    tracking.prepare_store(store)  # a store without those searches: planned as an upper bound, not refused
+    assert main(["search", name, "--models", "bert", "--tasks", "rte", "--dry-run", "--tracking-uri", store]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("bert ")]
+    assert rows and all(int(row[3]) == per_group for row in rows)
+
+
+def test_the_layer_study_lists_each_models_own_layers():
+    space = load_search_space("paper_figure8")
+    counts = {g.model: space.trials_in(g) for g in space.groups()}
+    assert counts == {"bert": 65, "albert": 65, "distilbert": 35}
+    variants = space.variants("distilbert", "istar")
+    assert [v["layer"] for v in variants[::5]] == [None, 1, 2, 3, 4, 5, 6]
+
+
+def test_the_fair_option_chooses_configurations_by_held_out_score_not_the_dev_set(tmp_path, log_trial):
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "paper-base", str(tmp_path / "artifacts"))
+    # The dev set prefers 5e-5; the held-out training examples prefer 1e-5 (the dev winner was lucky on dev).
+    log_trial(client, experiment, "a", "bert", "rte", "base", {"accuracy": [0.60], "holdout_accuracy": [0.71]},
+              learning_rate=1e-5)
+    log_trial(client, experiment, "b", "bert", "rte", "base", {"accuracy": [0.66], "holdout_accuracy": [0.64]},
+              learning_rate=5e-5)
+    chosen = {}
+    for choose_by in ("dev", "holdout"):
+        space = replace(load_search_space("paper_seeds_fair").narrow(models=["bert"], tasks=["rte"],
+                                                                     methods=["base"]), choose_by=choose_by)
+        [group] = plan(space, uri)
+        chosen[choose_by] = group.param_space["learning_rate"]
+    assert chosen == {"dev": pytest.approx(5e-5), "holdout": pytest.approx(1e-5)}
+
+
+def test_the_fair_option_refuses_searches_run_without_held_out_data(tmp_path, log_trial):
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "paper-base", str(tmp_path / "artifacts"))
+    log_trial(client, experiment, "a", "bert", "rte", "base", {"accuracy": [0.60]})
+    space = load_search_space("paper_seeds_fair").narrow(models=["bert"], tasks=["rte"], methods=["base"])
+    with pytest.raises(ConfigError, match=r"trials of paper-base have no held-out scores: .*--holdout 0.3"):
+        plan(space, uri)

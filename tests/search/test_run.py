@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -77,7 +79,8 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
         assert row.trial_id in tied
 
 
-def test_seeds_stage_reruns_the_best_configuration_with_each_seed(two_node_cluster, tmp_path):
+def test_seeds_stage_reruns_the_best_configuration_with_each_seed_and_a_study_varies_lambda(two_node_cluster,
+                                                                                           tmp_path):
     storage = tmp_path / "runs"
     grid = load_search_space(SMOKE).narrow(tasks=["rte"], methods=["base"])
     first = run_search(grid, storage_path=storage, write=lambda _: None)
@@ -98,6 +101,31 @@ def test_seeds_stage_reruns_the_best_configuration_with_each_seed(two_node_clust
 
     table = build_table(summary.tracking_uri, "smoke-seeds", "seeds", tasks=["rte"])
     assert table.values.tolist()[0][:2] == ["tiny-bert", "Base"] and "±" in table.values.tolist()[0][2]
+
+    # A λ study around Base's best (the paper's Figure 3): I-STAR at ζ = 0.2, λ ∈ {-1, 1} × 2 seeds.
+    study_file = tmp_path / "study.yaml"
+    study_file.write_text("name: smoke-study\nstage: seeds\nbest_of: [smoke]\nstart_from: base\nseeds: [1, 2]\n"
+                          "models: [tiny-bert]\ntasks: [rte]\nmethods: [istar]\nhyperparameters: {zeta: 0.2}\n"
+                          "vary: {lam: [-1, 1]}\nresources: {cpu: 1}\n"
+                          "settings: {max_length: 48, shrinkage_tokens: 2000}\n")
+    study = run_search(load_search_space(study_file), storage_path=storage, write=lambda _: None)
+    assert not study.failed and len(study.groups[0].trials) == 4
+    runs = tracking.trial_runs(study.tracking_uri, "smoke-study")
+    assert sorted((r.config["lam"], r.config["seed"]) for r in runs) == [(-1, 1), (-1, 2), (1, 1), (1, 2)]
+    for run in runs:
+        assert run.method == "istar" and run.config["zeta"] == pytest.approx(0.2)
+        assert run.config["learning_rate"] == pytest.approx(best.config["learning_rate"])
+    from istar_tune.results.plots import write_plots
+
+    written = write_plots(study.tracking_uri, "smoke-study", tmp_path / "plots")
+    assert [p.name for p in written] == ["figure3-isoscore-vs-accuracy-tiny-bert-rte.png", "epochs-tiny-bert-rte.png"]
+    plotted = json.loads(written[0].with_suffix(".json").read_text())
+    assert plotted["varied"] == "lam" and [p["value"] for p in plotted["points"]] == [-1, 1]
+    by_id = {r.run_id: r for r in runs}
+    for point in plotted["points"]:  # each error bar: the two seeds of one λ, nothing else pooled
+        assert point["seeds"] == [1, 2] and {by_id[i].config["lam"] for i in point["runs"]} == {point["value"]}
+        values = [by_id[i].metrics["accuracy"] for i in point["runs"]]
+        assert point["metric_std"] == pytest.approx(statistics.stdev(values))
 
 
 def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):

@@ -107,7 +107,8 @@ def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first
     seeds_base = {"model": "bert", "task": "rte", "method": "istar", "search": "seeds"}
     plans = [GroupPlan(key="grid:bert/rte/istar", configs=list(grid)),
              GroupPlan(key="grid:bert/sst2/istar", configs=list(other)),
-             GroupPlan(key="seeds:bert/rte/istar", base=seeds_base, after="grid:bert/rte/istar", seeds=[1, 2])]
+             GroupPlan(key="seeds:bert/rte/istar", base=seeds_base, after="grid:bert/rte/istar",
+                      variants=[{"seed": 1}, {"seed": 2}])]
     searcher = GroupSearcher(plans, concurrency=None)
     handed = _drain(searcher, "g")
     rte = [(t, c) for t, c in handed if c["task"] == "rte"]
@@ -128,7 +129,7 @@ def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first
 def test_a_seeds_group_whose_source_scored_nothing_runs_nothing_and_says_why():
     plans = [GroupPlan(key="grid:bert/rte/base", configs=[{"model": "bert", "task": "rte", "method": "base"}]),
              GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
-                       after="grid:bert/rte/base", seeds=[1, 2, 3])]
+                       after="grid:bert/rte/base", variants=[{"seed": 1}, {"seed": 2}, {"seed": 3}])]
     searcher = GroupSearcher(plans)
     searcher.suggest("t0")
     searcher.on_trial_complete("t0", None, error=True)
@@ -140,7 +141,7 @@ def test_a_seeds_group_must_wait_for_a_group_of_the_same_experiment():
     import pytest
 
     with pytest.raises(ValueError, match="not in this experiment"):
-        GroupSearcher([GroupPlan(key="seeds:a", after="grid:missing", seeds=[1])])
+        GroupSearcher([GroupPlan(key="seeds:a", after="grid:missing", variants=[{"seed": 1}])])
 
 
 def test_a_group_waiting_for_a_shared_group_reruns_its_best_configuration_not_its_trial():
@@ -148,7 +149,7 @@ def test_a_group_waiting_for_a_shared_group_reruns_its_best_configuration_not_it
               SHARED_EPOCHS_KEY: [3, 4, 5]}
     plans = [GroupPlan(key="grid:bert/rte/base", configs=[shared]),
              GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
-                       after="grid:bert/rte/base", seeds=[1, 2])]
+                       after="grid:bert/rte/base", variants=[{"seed": 1}, {"seed": 2}])]
     searcher = GroupSearcher(plans)
     assert searcher.suggest("t1") == shared
     # the 4-epoch configuration scored best on its last epoch; the trial's own last epoch scored less

@@ -19,6 +19,8 @@ def test_every_shipped_space_loads_and_validates(path):
     space.run_settings()  # its settings are valid RunSettings
     if space.stage == "search":
         assert all(space.trials_in(g) >= 1 for g in space.groups())
+    if path.name.startswith("paper_"):  # the papers' protocols name their recipe: no default decides it silently
+        assert "recipe" in space.settings
 
 
 BASE = """\
@@ -29,6 +31,8 @@ methods: [base, istar]
 hyperparameters:
   learning_rate: {grid: [1.0e-3]}
 """
+
+STUDY = "name: bad\nstage: seeds\nbest_of: [x]\nseeds: [1]\nmodels: [tiny-bert]\ntasks: [sst2]\nmethods: [istar]\n"
 
 BAD_SPACES = {
     "unknown top-level key": (BASE + "colour: red\n", "colour: unknown key"),
@@ -48,6 +52,14 @@ BAD_SPACES = {
     "unknown setting": (BASE + "settings: {max_len: 64}\n", "unknown key 'max_len'"),
     "seeds stage without seeds": (BASE + "stage: seeds\nbest_of: [x]\n", "seeds: must be a non-empty list"),
     "not YAML": ("name: [unclosed\n", "not valid YAML"),
+    "vary outside a seeds stage": (BASE + "vary: {lam: [-1, 1]}\n", "vary: belongs to a seeds stage"),
+    "a study varying two": (STUDY + "vary: {lam: [-1, 1], zeta: [0.2]}\n", "a study varies one hyperparameter"),
+    "a study varying the seed": (STUDY + "vary: {seed: [1, 2]}\n", "not a hyperparameter a study can vary"),
+    "a study's values for one model": (STUDY + "vary: {layer: {bert: [1, 2]}}\n", "lists no values for tiny-bert"),
+    "a study's bad value": (STUDY + "vary: {zeta: [0.2, 1.5]}\n", "zeta must lie in [0, 1], got 1.5"),
+    "a seeds stage's grid": (STUDY + "hyperparameters: {zeta: {grid: [0.2, 0.4]}}\n",
+                             "a seeds stage sets constants on top of the best configuration"),
+    "start from an unknown method": (STUDY + "start_from: bayes\n", "start_from: unknown method 'bayes'"),
 }
 
 

@@ -81,6 +81,11 @@ def test_isolayer_method_trains_both_stages(glue_tiny):
     assert stats.after.isoscore > stats.before.isoscore
     assert result.epochs[-1]["sentence_isoscore"] == stats.after.isoscore
     assert result.as_json()["second_stage"]["after"]["isoscore"] == stats.after.isoscore
+    # Every stage-2 record (so the trial's MLflow run) carries the fine-tuned LM's own row: "Finetuned LM".
+    for record in result.epochs[1:]:
+        assert record["finetuned_accuracy"] == stats.before.metrics["accuracy"]
+        assert record["finetuned_sentence_isoscore"] == stats.before.isoscore
+        assert [record[f"finetuned_sentence_ev{k}"] for k in (1, 2, 3)] == stats.before.explained_variance
 
 
 def test_isolayer_rejects_extractive_qa(glue_tiny):

@@ -52,3 +52,23 @@ def test_holdout_settings_are_checked(make_hparams, make_settings):
         from_dict(RunSettings, {"holdout": 1.0})
     with pytest.raises(ConfigError, match="sentence-level tasks"):
         train(make_hparams(task="squad"), make_settings(holdout=0.3))
+
+
+@pytest.mark.parametrize(("recipe", "epsilon", "decay"), [("paper", 1e-6, 0.0), ("modern", 1e-8, 0.01)])
+def test_adamw_takes_the_recipes_epsilon_and_an_inserted_layer_no_weight_decay(recipe, epsilon, decay):
+    from types import SimpleNamespace
+
+    import torch
+
+    from istar_tune.config import Hyperparameters, RunSettings
+    from istar_tune.training.setup import make_optimizer
+
+    layer = torch.nn.Linear(4, 4)
+    run = SimpleNamespace(settings=RunSettings(recipe=recipe), hparams=Hyperparameters(weight_decay=0.01),
+                          data=SimpleNamespace(train=list(range(8))), device=torch.device("cpu"), amp_dtype=None)
+    named = list(layer.named_parameters())
+    optimizer, _, _ = make_optimizer(run, named, 1e-3, 1, 0.1)
+    assert {g["eps"] for g in optimizer.param_groups} == {epsilon}
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [decay, 0.0]  # the weight; the bias never
+    layer_only, _, _ = make_optimizer(run, named, 1e-3, 1, 0.1, decay=False)  # IsoLayer's inserted layer
+    assert [g["weight_decay"] for g in layer_only.param_groups] == [0.0, 0.0]

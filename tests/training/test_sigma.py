@@ -27,3 +27,15 @@ def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(make_hpa
             points.append(hidden[batch["attention_mask"].bool()].double())
     expected = torch.cov(torch.cat(points).T)
     assert torch.allclose(sigma, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_sigma_s_is_estimated_in_float32_under_a_mixed_precision_run(make_hparams, make_settings):
+    import torch
+
+    from istar_tune.training.setup import prepare
+    from istar_tune.training.sigma import estimate_shrinkage
+
+    full = prepare(make_hparams(task="rte"), make_settings(max_train_samples=8, precision="fp32"))
+    mixed = prepare(make_hparams(task="rte"), make_settings(max_train_samples=8, precision="bf16"))
+    assert mixed.amp_dtype == torch.bfloat16  # the training pass autocasts; the Σ_S pass does not
+    torch.testing.assert_close(estimate_shrinkage(mixed), estimate_shrinkage(full), rtol=0, atol=0)
