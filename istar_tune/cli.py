@@ -21,9 +21,11 @@ from typing import Any
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
+from istar_tune.results.export import export_best
+from istar_tune.results.formats import render
 from istar_tune.results.plots import write_plots
-from istar_tune.results.status import search_status
-from istar_tune.results.tables import CAPTIONS, build_table, markdown, render
+from istar_tune.results.status import watch_status
+from istar_tune.results.tables import CAPTIONS, build_table
 from istar_tune.search.cluster import loopback_only
 from istar_tune.search.cost import Throughput
 from istar_tune.search.outcome import exit_code
@@ -178,6 +180,10 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
+    if args.format == "yaml" and args.kind == "best":  # the best configurations as files
+        print(export_best(_tracking_uri(args), args.experiment, args.output, args.simulated, _names(args.models),
+                          _names(args.tasks), _names(args.methods)))
+        return 0
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
                         against_paper=args.against_paper, simulated=args.simulated)
@@ -190,18 +196,11 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    import time
-
-    if args.watch < 0:
-        raise ConfigError(f"--watch {args.watch:g}: give the seconds between refreshes (more than 0), or leave it out")
-    while True:
-        table, headline = search_status(_tracking_uri(args), args.experiment)
-        print(headline)
-        print(markdown(table), end="", flush=True)
-        if not args.watch:
-            return 0
-        time.sleep(args.watch)
-        print()
+    experiment = args.experiment or args.name
+    if not experiment or (args.name and args.experiment and args.name != args.experiment):
+        raise ConfigError("status: name one search, as `status NAME` or `status --experiment NAME`")
+    watch_status(_tracking_uri(args), experiment, args.watch, redraw=sys.stdout.isatty())
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -220,19 +219,13 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from istar_tune.results.analyze import analyze, log_to_mlflow, write_outputs
+    from istar_tune.results.analyze import analyze, log_to_mlflow, report, write_outputs
 
     output = Path(args.output_dir or Path(args.checkpoint) / "analysis")
     result = analyze(args.checkpoint, task=args.task, data_dir=args.data_dir, max_eval_samples=args.max_eval_samples,
                      max_length=args.max_length)
     files = write_outputs(result, output)
-    print("layer  IsoScore*  [CLS] intrinsic dimension")
-    for layer, (iso, dim) in enumerate(zip(result["layer_isoscore_star"], result["cls_intrinsic_dimension"]), 1):
-        print(f"{layer:>5}  {iso:9.4f}  {dim:9.2f}")
-    ev = ", ".join(f"{v:.3f}" for v in result["last_layer_explained_variance"])
-    print(f"last layer: EV_1..EV_3 {ev}; average cosine similarity "
-          f"{result['last_layer_avg_cosine_similarity']:.4f}")
-    print(f"wrote {output}")
+    print(f"{report(result)}\nwrote {output}")
     if args.tracking_uri:
         run_id = log_to_mlflow(result, files, args.tracking_uri, args.run_id, args.checkpoint)
         print(f"logged to MLflow run {run_id}" if run_id else "no MLflow run found for this checkpoint")
@@ -322,8 +315,9 @@ def _add_table_command(commands) -> None:
     table.add_argument("--kind", default="best", metavar="KIND",
                        help="best (per model × task × method), lambda-zeta (the paper's Table 2) or seeds (Table 1: "
                             "mean ± std over seeds) (default: %(default)s)")
-    table.add_argument("--format", default="md", metavar="FORMAT", help="md, csv, latex or parquet "
-                                                                        "(default: %(default)s)")
+    table.add_argument("--format", default="md", metavar="FORMAT",
+                       help="md, csv, latex, parquet, or yaml: with --kind best, each group's best configuration as "
+                            "a `train --config` file (default: %(default)s)")
     table.add_argument("--output", metavar="FILE", help="write here instead of standard output (needed for parquet)")
     table.add_argument("--scope", default="last", metavar="SCOPE",
                        help="rank trials by the metric after their last epoch (last) or their best epoch "
@@ -338,14 +332,13 @@ def _add_table_command(commands) -> None:
     table.set_defaults(handler=cmd_table)
 
 
-
 def _add_status_command(commands) -> None:
     status = commands.add_parser("status", help="how a search stands, per group, from MLflow alone",
                                  description="Trials running, pending, finished, stopped early, failed and "
                                              "interrupted per model × task × method, and the best so far.")
-    _add_store_flags(status)
+    _add_store_flags(status, positional=True)
     status.add_argument("--watch", type=float, default=0, metavar="SECONDS",
-                        help="refresh every SECONDS until interrupted (default: print once)")
+                        help="redraw every SECONDS until the search has ended (default: print once)")
     status.set_defaults(handler=cmd_status)
 
 
@@ -402,8 +395,11 @@ def _add_reference_command(commands) -> None:
 
 
 
-def _add_store_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--experiment", required=True, metavar="NAME", help="the search name (MLflow experiment)")
+def _add_store_flags(parser: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:  # `status NAME` or `status --experiment NAME`
+        parser.add_argument("name", nargs="?", metavar="NAME", help="the search name (MLflow experiment)")
+    parser.add_argument("--experiment", required=not positional, metavar="NAME",
+                        help="the search name (MLflow experiment)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
                                                "sqlite:///STORAGE/mlflow.db)")
     parser.add_argument("--storage-path", help="the search's storage path, for the default tracking URI (default: "
@@ -417,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         loopback_only()  # before Ray is imported: a local instance listens on 127.0.0.1 only
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.debug:  # MLflow's INFO lines (creating its tables, ...) only with --debug; read when it is imported
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)

@@ -89,16 +89,13 @@ class RunSettings:
     eval_zeta: float = 0.2
     """ζ of the reported eval IsoScore* (the paper's Figure 3 uses 0.2)."""
     star_sigma: str = "pass"
-    """Where a method without Σ_S in its loss (Base, CosReg, IsoLayer's first stage) takes the Σ_S of its eval
-    IsoScore*: pass (a forward pass over up to ``shrinkage_tokens`` training tokens of the model after the epoch, as
-    the I-STAR release) or training (the hidden states the epoch's training pass computed anyway, every training
-    token of the epoch: no extra pass, but from a model that changed during the epoch and with dropout on; its
-    measured effect on the score is in the README). I-STAR always makes the pass (its loss needs Σ_S)."""
+    """Where a method without Σ_S in its loss (Base, CosReg, IsoLayer's first stage) takes its eval IsoScore*'s Σ_S:
+    pass (a pass over up to ``shrinkage_tokens`` training tokens after the epoch, as the release) or training (the
+    epoch's training pass: no extra pass, but a changing model, dropout on; measured in the README)."""
     isoscore_star_every_epoch: bool = False
-    """Measure the eval IsoScore* after every epoch for methods without Σ_S in their loss (Base, CosReg, IsoLayer's
-    first stage). By default they pay its Σ_S pass only where the value is used: the last epoch of each
-    configuration, or with ``holdout`` each epoch with a new best held-out metric (the scored epoch is one of those).
-    I-STAR measures it every epoch (its loss needs Σ_S anyway)."""
+    """Measure the eval IsoScore* after every epoch for Base, CosReg and IsoLayer's first stage; by default only
+    where it is used: each configuration's last epoch, or with ``holdout`` each epoch with a new best held-out metric
+    (I-STAR measures it every epoch: its loss needs Σ_S)."""
     precision: str = "auto"
     """auto (bf16 on CUDA when supported, else fp16 with a scaler; fp32 on CPU), fp32, fp16 or bf16."""
     device: str = "auto"
@@ -111,6 +108,8 @@ class RunSettings:
     """Keep the best epoch's model and tokenizer in ``output_dir/best-checkpoint``."""
     progress: bool = True
     """Show progress bars."""
+    heartbeat_s: float = 60.0
+    """A search trial's progress line (batches done, rate, time left) every so many seconds of an epoch (0: none)."""
     recipe: str = "modern"
     """The training recipe: modern (AdamW with weight decay, linear warm-up and decay, clipping at max_grad_norm,
     bf16 on CUDA when supported, SQuAD windows of max_length) or paper (the I-STAR release: AdamW without weight
@@ -282,6 +281,7 @@ def _range_problems(obj: Any) -> list[str]:
             problems.append(f"max_length must be at least {MIN_MAX_LENGTH} tokens (the special tokens take 2 or 3 of "
                             f"them), got {obj.max_length}")
         positive("max_grad_norm", obj.max_grad_norm, strict=False)
+        positive("heartbeat_s", obj.heartbeat_s, strict=False)
         if not 0.0 <= obj.eval_zeta <= 1.0:
             problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):

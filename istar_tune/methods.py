@@ -91,6 +91,21 @@ def has_second_stage(name: str) -> bool:
     return bool(method and method.second_stage)
 
 
+def unused_hyperparameters(name: str) -> frozenset[str]:
+    """The hyperparameters the method ``name`` never reads (its MLflow runs leave them out, so a Base run cannot be
+    taken for λ = 0): λ without a penalty, ζ without I-STAR's shrinkage, the inserted layer's without a second stage.
+    (``layer`` and ``include_padding`` choose the token cloud every method's eval IsoScore* is measured on.)"""
+    method = get_method(name)
+    unused = set()
+    if not method.uses_lambda:
+        unused.add("lam")
+    if not method.uses_zeta:
+        unused.add("zeta")
+    if not method.second_stage:
+        unused |= {"alpha", "isolayer_learning_rate", "isolayer_epochs"}
+    return frozenset(unused)
+
+
 def label(name: str) -> str:
     """The paper's name of a method (the name itself for an unknown one)."""
     method = METHODS.get(name)

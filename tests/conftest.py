@@ -65,7 +65,8 @@ def mlflow_store(tmp_path):
     return uri, client, experiment
 
 
-def _log_trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", **params):
+def _log_trial(client, experiment_id, trial_id, model, task, method, metric_values, status="finished", stage="search",
+               **params):
     from mlflow.entities import Metric, Param
 
     from istar_tune import tracking
@@ -75,7 +76,7 @@ def _log_trial(client, experiment_id, trial_id, model, task, method, metric_valu
         next(iter(metric_values.values()))), "learning_rate": 3e-5, "seed": 42, **params}
     run = client.create_run(experiment_id, tags={tracking.TAG_ROLE: "trial", tracking.TAG_SEARCH: "s",
                                                  tracking.TAG_TRIAL_ID: trial_id, tracking.TAG_STATUS: status,
-                                                 tracking.TAG_GROUP: group_key(config)})
+                                                 tracking.TAG_GROUP: group_key(config), tracking.TAG_STAGE: stage})
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in config.items()],
                      metrics=[Metric(k, v, 0, epoch + 1) for k, values in metric_values.items()
                               for epoch, v in enumerate(values)])
@@ -86,7 +87,8 @@ def _log_trial(client, experiment_id, trial_id, model, task, method, metric_valu
 @pytest.fixture(scope="session")
 def log_trial():
     """Writes a child run shaped as the search's MLflow logger writes it: ``log_trial(client, experiment_id,
-    trial_id, model, task, method, metric_values, status="finished", **params)``, ``metric_values`` mapping each
+    trial_id, model, task, method, metric_values, status="finished", stage="search", **params)``, ``metric_values``
+    mapping each
     metric to its per-epoch values; returns the run's id."""
     return _log_trial
 

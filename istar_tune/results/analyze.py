@@ -156,6 +156,18 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     return result
 
 
+def report(result: dict[str, Any]) -> str:
+    """What ``istar-tune analyze`` prints: IsoScore* and the [CLS] intrinsic dimension per layer, the last layer's
+    EV_1..EV_3 and average cosine similarity."""
+    lines = ["layer  IsoScore*  [CLS] intrinsic dimension"]
+    for layer, (iso, dim) in enumerate(zip(result["layer_isoscore_star"], result["cls_intrinsic_dimension"]), 1):
+        lines.append(f"{layer:>5}  {iso:9.4f}  {dim:9.2f}")
+    ev = ", ".join(f"{v:.3f}" for v in result["last_layer_explained_variance"])
+    lines.append(f"last layer: EV_1..EV_3 {ev}; average cosine similarity "
+                 f"{result['last_layer_avg_cosine_similarity']:.4f}")
+    return "\n".join(lines)
+
+
 def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
     output.mkdir(parents=True, exist_ok=True)
     (output / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

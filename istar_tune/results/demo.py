@@ -19,7 +19,8 @@ import pandas as pd
 from istar_tune.errors import DataError
 from istar_tune.methods import label, uses_lambda
 from istar_tune.metrics import best_scored, score
-from istar_tune.results.tables import build_table, lambda_groups, markdown
+from istar_tune.results.formats import markdown
+from istar_tune.results.tables import build_table, lambda_groups
 from istar_tune.search.run import results_exist, run_search
 from istar_tune.search.space_file import load_search_space, resolve_space
 from istar_tune.tracking.runs import trial_runs

@@ -13,6 +13,7 @@ import pandas as pd
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import best_scored, score
+from istar_tune.results.formats import markdown
 from istar_tune.tasks import get_task
 
 
@@ -46,7 +47,25 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     done = int(table[["finished", "stopped_early", "failed"]].to_numpy().sum()) if len(table) else 0
     total = f"{sum(plan.values())}" if plan else f"{started} started (plan not recorded)"
     headline = f"search {experiment}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"
+    table.attrs["ended"] = bool(parents) and state not in ("RUNNING", "SCHEDULED")
     return table, headline
+
+
+def watch_status(tracking_uri: str, experiment: str, every_s: float = 0, redraw: bool = False, write=None,
+                 sleep=None) -> None:
+    """Print the status once, or (``every_s``) again every so many seconds until the search has ended; ``redraw``
+    (a terminal) clears the screen first, so the table stays in place."""
+    import time
+
+    if every_s < 0:
+        raise ConfigError(f"--watch {every_s:g}: give the seconds between refreshes (more than 0), or leave it out")
+    write = write or (lambda text: print(text, flush=True))
+    while True:
+        table, headline = search_status(tracking_uri, experiment)
+        write(("\033[H\033[2J" if redraw and every_s else "") + headline + "\n" + markdown(table))
+        if not every_s or table.attrs.get("ended"):
+            return
+        (sleep or time.sleep)(every_s)
 
 
 def _best_so_far(runs: list) -> tuple[str, float | None]:

@@ -16,11 +16,9 @@ Groups with no runs appear as missing ("—" or an empty score), never dropped.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,13 +27,12 @@ from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
 from istar_tune.metrics import FINETUNED_PREFIX, best_scored, score
+from istar_tune.results.formats import MISSING
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tracking.runs import TrialRun
 
 KINDS = ("best", "lambda-zeta", "seeds")
-FORMATS = ("md", "csv", "latex", "parquet")
 SCOPES = ("last", "best-epoch")
-MISSING = "—"
 SIGNIFICANCE = 0.05
 
 
@@ -44,10 +41,14 @@ def paper_results() -> dict:
     return json.loads(resources.files("istar_tune").joinpath("paper_results.json").read_text(encoding="utf-8"))
 
 
-def _axes(runs: list[TrialRun], models, tasks, methods) -> tuple[list[str], list[str], list[str]]:
+def _axes(runs: list[TrialRun], models, tasks, methods,
+          paper_axes: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """The rows and columns shown: those asked for, else the models, tasks and methods the runs hold (every task of
+    the paper with ``paper_axes``: ``--against-paper``)."""
     seen_models = list(dict.fromkeys(r.model for r in runs))
     seen_methods = [m for m in METHODS if any(r.method == m for r in runs)]
-    return (list(models or seen_models), [get_task(t).name for t in (tasks or TASKS)],
+    seen_tasks = [t for t in TASKS if any(r.task == t for r in runs)]
+    return (list(models or seen_models), [get_task(t).name for t in (tasks or (TASKS if paper_axes else seen_tasks))],
             list(methods or seen_methods))
 
 
@@ -76,14 +77,20 @@ def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun
 # -------------------------------------------------------------------------------------------------- best
 
 
-def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, tasks=None, methods=None) -> pd.DataFrame:
-    """``scores``: run id → the score it is ranked by (see :func:`run_scores`)."""
-    models, tasks, methods = _axes(runs, models, tasks, methods)
+def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, tasks=None, methods=None,
+               paper_axes: bool = False) -> pd.DataFrame:
+    """``scores``: run id → the score it is ranked by (see :func:`run_scores`). Without axes asked for, only the
+    groups the runs searched (every paper task with ``paper_axes``)."""
+    searched = {r.group for r in runs}
+    asked = bool(models or tasks or methods or paper_axes)
+    models, tasks, methods = _axes(runs, models, tasks, methods, paper_axes)
     groups = _candidates(runs)
     rows = []
     for model in models:
         for task in tasks:
             for method in methods:
+                if not asked and (model, task, method) not in searched:
+                    continue
                 candidates = [r for r in groups.get((model, task, method), []) if r.run_id in scores]
                 best = best_scored(candidates, lambda r: r.config, lambda r: scores[r.run_id])
                 config = best.config if best else {}
@@ -133,16 +140,20 @@ def _fmt_lambda_zeta(lam, zeta) -> str:
 
 def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=None, tasks=None,
                       against_paper: bool = False) -> pd.DataFrame:
-    best = best_table(runs, scores, models, tasks, [PAPER_METHOD])
-    models, tasks, _ = _axes(runs, models, tasks, [PAPER_METHOD])
+    best = best_table(runs, scores, models, tasks, [PAPER_METHOD], paper_axes=against_paper)
+    models, tasks, _ = _axes(runs, models, tasks, [PAPER_METHOD], against_paper)
     paper = paper_results()["lambda_zeta"] if against_paper else {}
     printed = paper_results()["lambda_zeta_average"] if against_paper else {}
-    rows = []
+    rows, typed = [], []
     for model in models:
         row: dict[str, object] = {"model": model}
         lams, zetas = [], []
         for task in tasks:
             found = best[(best.model == model) & (best.task == task)].iloc[0]
+            published = paper.get(model, {}).get(task) or (None, None)
+            typed.append({"model": model, "task": task, "lam": found.lam if found.trials > 0 else None,
+                          "zeta": found.zeta if found.trials > 0 else None, "trials": int(found.trials),
+                          "paper_lam": published[0], "paper_zeta": published[1]})
             cell = MISSING
             if found.trials > 0:
                 lams.append(found.lam)
@@ -161,7 +172,11 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
             row["average"] += f" (paper {shown}" + (f"; its cells average {_fmt_lambda_zeta(*np.round(cells, 3))})"
                                                     if differs else ")")
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["typed"] = pd.DataFrame(typed, columns=["model", "task", "lam", "zeta", "trials", "paper_lam",
+                                                        "paper_zeta"]).astype(
+        {"lam": "Float64", "zeta": "Float64", "trials": "Int64", "paper_lam": "Float64", "paper_zeta": "Float64"})
+    return table
 
 
 # ------------------------------------------------------------------------------------------------- seeds
@@ -231,7 +246,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                               or any(r.method == m for r in runs)]
         shown = [*paper, *(iso_paper if any(has_second_stage(m) for m in methods) else [])]
         models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
-    models, tasks, methods = _axes(runs, models, tasks, methods)
+    models, tasks, methods = _axes(runs, models, tasks, methods, against_paper)
     groups = _candidates(runs)
 
     def values(model, task, method, metric):
@@ -254,6 +269,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
 
     rows = _seed_rows(methods)
     cells: dict[tuple, str] = {}
+    typed: list[dict] = []
     for model in models:
         primary_of = {task: get_task(task).metric for task in tasks}
         marked = significant_tasks({t: values(model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
@@ -265,13 +281,22 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
             winner = max(means, key=means.get) if means else None
             for row, method, prefix in rows:
                 parts = []
-                for metric in get_task(task).metrics:
+                for index, metric in enumerate(get_task(task).metrics):
                     observed = values(model, task, method, prefix + metric)
+                    std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
+                    bounds = interval(observed)
                     if observed:
-                        std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
-                        bounds = interval(observed)
                         shown = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
                         parts.append(f"{center(method)(observed):.2f} ± {std:.2f}{shown}")
+                    published = _published(paper, iso_paper, model, task, method, prefix, index)
+                    typed.append({"model": model, "method": row, "task": task, "metric": metric,
+                                  "summary": "median" if _reports_median(method) else "mean",
+                                  "value": float(center(method)(observed)) if observed else None,
+                                  "std": std if observed else None, "ci_low": bounds[0] if bounds else None,
+                                  "ci_high": bounds[1] if bounds else None, "n": len(observed),
+                                  "best": bool(observed) and row == winner,
+                                  "significant": bool(observed) and method == PAPER_METHOD and task in marked,
+                                  "paper_value": published[0], "paper_std": published[1]})
                 cell = " / ".join(parts) if parts else MISSING
                 if parts and row == winner:
                     cell += " *"
@@ -286,7 +311,25 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                            **{get_task(task).display_name: cells[(model, row, task)] for task in tasks}}
                           for model in models for row, _, _ in rows])
     table.attrs["caption"] = seeds_caption(runs)
+    table.attrs["typed"] = pd.DataFrame(typed, columns=TYPED_SEEDS).astype(
+        {"value": "Float64", "std": "Float64", "ci_low": "Float64", "ci_high": "Float64", "n": "Int64",
+         "best": "boolean", "significant": "boolean", "paper_value": "Float64", "paper_std": "Float64"})
     return table
+
+
+TYPED_SEEDS = ["model", "method", "task", "metric", "summary", "value", "std", "ci_low", "ci_high", "n", "best",
+               "significant", "paper_value", "paper_std"]
+"""The seeds table as csv and parquet write it: a row per cell and metric, numbers in typed columns (percent)."""
+
+
+def _published(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
+               index: int) -> tuple[float | None, float | None]:
+    """(value, std) the papers publish for a seeds cell's ``index``-th metric, or (None, None)."""
+    if has_second_stage(method):
+        cell = iso_paper.get(model, {}).get(task, {}).get("finetuned" if prefix else "isolayer")
+        return (cell["median"], cell["std"]) if cell and index == 0 else (None, None)
+    cell = paper.get(model, {}).get(method, {}).get(task)
+    return tuple(cell[index]) if cell and index < len(cell) else (None, None)
 
 
 def _paper_cell(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
@@ -331,56 +374,6 @@ def seeds_caption(runs: list[TrialRun]) -> str:
     return CAPTIONS["seeds"] + " " + how
 
 
-# ----------------------------------------------------------------------------------------------- output
-
-
-def render(table: pd.DataFrame, fmt: str, output: str | Path | None = None, caption: str = "") -> str | None:
-    """The table as text (md, csv, latex), or written to ``output`` (required for parquet, optional otherwise)."""
-    if output is not None and not Path(output).parent.is_dir():
-        raise ConfigError(f"--output {str(output)!r}: the folder {str(Path(output).parent)!r} does not exist; "
-                          "create it or write elsewhere")
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if fmt == "parquet":
-        if output is None:
-            raise ConfigError("parquet is binary: give --output FILE.parquet")
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), str(output))
-        return None
-    if fmt == "csv":
-        buffer = io.StringIO()
-        table.to_csv(buffer, index=False)
-        text = buffer.getvalue()
-    elif fmt == "latex":
-        text = table.to_latex(index=False, na_rep=MISSING, float_format=_float, caption=caption or None)
-    else:
-        text = markdown(table) + (f"\n\n{caption}\n" if caption else "\n")
-    if output is not None:
-        Path(output).write_text(text, encoding="utf-8")
-        return None
-    return text
-
-
-def _float(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def markdown(table: pd.DataFrame) -> str:
-    def cell(value) -> str:
-        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-            return MISSING
-        if isinstance(value, float):
-            return _float(value)
-        return str(value).replace("|", "\\|")
-
-    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
-    rule = "| " + " | ".join("---" for _ in table.columns) + " |"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *body])
-
-
 CAPTIONS = {
     "best": "Best trial per model × task × method; `trials`: how many it was chosen from.",
     "lambda-zeta": "λ | ζ of the best I-STAR trial per model and task; `average`: mean λ | mean ζ.",
@@ -398,13 +391,18 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
     tracking.check_store(tracking_uri)
     runs = tracking.trial_runs(tracking_uri, experiment, simulated)
     if kind == "seeds":
+        if runs and not any(r.stage == "seeds" for r in runs):
+            raise ConfigError(f"experiment {experiment!r} is a search, not a seeds stage: --kind seeds summarises the "
+                              "seed runs of one configuration per group, and a search's runs differ in their "
+                              "hyperparameters; run a seeds stage (e.g. paper_seeds) and tabulate it, or use --kind "
+                              "best")
         return seeds_table(runs, models, tasks, methods, against_paper)
     mlflow_client = tracking.client(tracking_uri)
     scores = run_scores(runs, scope, lambda run_id, metric: [m.value for m in
                                                               mlflow_client.get_metric_history(run_id, metric)])
     if kind == "lambda-zeta":
         return lambda_zeta_table(runs, scores, models, tasks, against_paper)
-    table = best_table(runs, scores, models, tasks, methods)
+    table = best_table(runs, scores, models, tasks, methods, paper_axes=against_paper)
     if against_paper:
         published = paper_results()["lambda_zeta"]
         table["paper_lam_zeta"] = [

@@ -13,7 +13,7 @@ from typing import Any
 from ray.tune import Callback
 
 from istar_tune import tracking
-from istar_tune.config import group_key
+from istar_tune.config import trial_epochs
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.scheduler import STOPPED_EARLY
 from istar_tune.search.space import SEARCH_KEY
@@ -31,8 +31,9 @@ class MlflowTrialLogger(Callback):
     """
 
     def __init__(self, tracking_uri: str, search_name: str, parent_run_id: str, experiment_id: str,
-                 tags: dict[str, str], threads: int = 8):
+                 tags: dict[str, str], threads: int = 8, settings: dict[str, Any] | None = None):
         self.tracking_uri = tracking_uri
+        self.settings = dict(settings or {})
         self.search_name = search_name
         self.parent_run_id = parent_run_id
         self.experiment_id = experiment_id
@@ -52,7 +53,8 @@ class MlflowTrialLogger(Callback):
     def writer(self) -> tracking.RunWriter:
         if self._writer is None:
             self._writer = tracking.RunWriter(self.tracking_uri, self.experiment_id, self.search_name,
-                                              self.parent_run_id, self.tags, threads=self.threads)
+                                              self.parent_run_id, self.tags, threads=self.threads,
+                                              settings=self.settings)
         return self._writer
 
     def _mine(self, trial) -> bool:
@@ -187,35 +189,42 @@ def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:
 
 
 class ProgressPrinter(Callback):
-    """One line per finished trial, and per reported epoch in small searches (picklable)."""
+    """A line when a trial starts (naming its configuration), per reported epoch in small searches, and when it
+    ends, each with the configuration's words (:func:`istar_tune.tracking.run_name`); picklable. Within a long
+    epoch the trial itself prints a heartbeat (:meth:`istar_tune.search.trainable.TuneReporter.heartbeat`)."""
 
     EPOCH_LINES_UP_TO = 64
-    """Searches with more trials than this print only finished trials."""
+    """Searches with more trials than this print only started and finished trials."""
 
     def __init__(self, total: int, write: Callable[[str], None] | None = None):
         self.total = total
         self.done = 0
         self.write = write or _print
 
+    def on_trial_start(self, iteration, trials, trial, **info):
+        again = " again" if "epoch" in (trial.last_result or {}) else ""
+        self.write(f"  trial {trial.trial_id} started{again}: {tracking.run_name(trial.config)}")
+
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if self.total > self.EPOCH_LINES_UP_TO:
+        if self.total > self.EPOCH_LINES_UP_TO or "epoch" not in result:
             return
         metric = get_task(trial.config["task"]).metric
-        self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}: {metric} "
-                   f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s)")
+        self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}/{trial_epochs(trial.config)}: {metric} "
+                   f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s) — "
+                   f"{tracking.run_name(trial.config)}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
         config: dict[str, Any] = trial.config
         metric = get_task(config["task"]).metric
         value = (trial.last_result or {}).get(metric)
-        shown = f": {metric} {value:.4f}" if isinstance(value, float) else ""
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done "
-                   f"({group_key(config)}{shown})")
+        shown = f"{metric} {value:.4f} — " if isinstance(value, float) else ""
+        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done: {shown}{tracking.run_name(config)}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} FAILED: {tracking.trial_error_text(trial)}")
+        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} FAILED: {tracking.trial_error_text(trial)} — "
+                   f"{tracking.run_name(trial.config)}")
 
 
 def _print(text: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
+from istar_tune.errors import ConfigError
 from istar_tune.search.space import SearchSpace
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
@@ -59,7 +60,35 @@ def connect(address: str | None) -> None:
     if cluster is None:
         loopback_only()
         cluster = "local"
+        # Ray enables token authentication for a new local instance and says so on every start: keep it, quietly.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    else:
+        check_reachable(cluster, "--address" if address else "RAY_ADDRESS")
     ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
+
+
+def check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
+    """A cluster address (``host:port``, ``ray://host:port`` or ``http://host:port``) that accepts a connection
+    within ``timeout_s``; one line naming it otherwise (Ray itself would retry for minutes)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ConfigError(f"{source} {address!r} is not a cluster address: give host:port (e.g. 10.0.0.5:6379), "
+                          "ray://host:10001, or auto")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as err:
+        raise ConfigError(f"cannot reach the Ray cluster at {address} ({source}) within {timeout_s:g} s: "
+                          f"{err.strerror or err}; start the cluster, fix {source}, or unset it to run on a local "
+                          "Ray instance") from None
 
 
 def loopback_only() -> None:

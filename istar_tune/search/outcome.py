@@ -79,7 +79,7 @@ class SearchSummary:
             trials = len(shared) + sum(not t.trained_by for g in self.groups for t in g.trials)
             label = f"{total} configurations in {trials} trials (epoch prefixes shared)"
         else:
-            label = f"{total} trials"
+            label = f"{total} trial{'s' if total != 1 else ''}"
         lines = [f"search {self.name}: {label}, {finished} finished, {stopped} stopped early, "
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:

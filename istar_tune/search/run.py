@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster, guard, preflight
+from istar_tune.search import cluster, guard, parent, preflight
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
+from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
 from istar_tune.search.simulate import Simulation, simulated_trainable
 from istar_tune.search.space import SearchSpace, trial_group
@@ -213,8 +214,9 @@ def _open_tracking(experiment: _Experiment) -> None:
         experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
         tracking.record_plan(mlflow, experiment.parents[n],
                              {group_key(base_config(p)): p.trials for p in experiment.planned[n]})
+        parent.describe(mlflow, experiment.parents[n], space, experiment.planned[n], experiment.settings[n])
         experiment.loggers[n] = MlflowTrialLogger(experiment.tracking_uri, n, experiment.parents[n], experiment_id,
-                                                  tags, threads=8)
+                                                  tags, threads=8, settings=logged_settings(experiment.settings[n]))
 
 
 def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks: list, resume: bool):
@@ -250,7 +252,8 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
         metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
         # Trials are independent (each seeds and loads its own model): starting a new worker process per trial
         # would cost more than a short trial.
-        reuse_actors=True), run_config=cluster.run_config(first, experiment.name, experiment.storage, callbacks))
+        reuse_actors=True, trial_dirname_creator=trial_dirname),
+        run_config=cluster.run_config(first, experiment.name, experiment.storage, callbacks))
 
 
 def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
@@ -298,7 +301,11 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
 def _size(planned: list[PlannedGroup]) -> str:
     trials, configurations = sum(p.trainings for p in planned), sum(p.trials for p in planned)
     shared = f"{configurations} configurations in " if configurations != trials else ""
-    return f"{shared}{trials} trials in {len(planned)} group{'s' if len(planned) != 1 else ''}"
+    return f"{shared}{_count(trials, 'trial')} in {_count(len(planned), 'group')}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _errors_log(experiment: _Experiment) -> Path:
@@ -325,6 +332,7 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
     phases["flush"] = time.monotonic() - flushing
     mlflow = tracking.client(experiment.tracking_uri)
     for n in names:
+        parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
         failed = any(t.status == "failed" for g in outcomes[n] for t in g.trials)
         mlflow.set_terminated(experiment.parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
     if not flushed:
@@ -372,6 +380,15 @@ def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
     if not is_remote(root) and not Path(root, name).is_dir():
         return False
     return bool(tune.Tuner.can_restore(join(root, name)))
+
+
+def trial_dirname(trial) -> str:
+    """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
+    rounds them: 5e-05 became 0.0001), e.g. ``a1b2c3d4_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
+    words = tracking.run_name(trial.config).rsplit(" (", 1)[0]
+    for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
+        words = words.replace(symbol, name)
+    return f"{trial.trial_id}_{words}"[:200]
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:

@@ -9,10 +9,16 @@ import json
 import logging
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict
+import yaml
+
+from istar_tune import tracking
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict, trial_epochs
+from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
 from istar_tune.search import checkpoints
 from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, configuration, for_search
@@ -37,14 +43,33 @@ class TuneReporter:
     holds every configuration's score, also after a resume (:meth:`remember`)."""
 
     def __init__(self, metric: str, keep: int = 1, wants_checkpoint: bool = True, note: str = "",
-                 completes: tuple[int, ...] = ()):
+                 completes: tuple[int, ...] = (), label: str = "", epochs: int = 0, heartbeat_s: float = 0.0):
         self.metric = metric
+        self.label, self.epochs, self.heartbeat_s = label, epochs, heartbeat_s
+        """``<trial id> — <its configuration's words>``, the epochs it reports, the seconds between heartbeats."""
+        self._beat: tuple[int, float, float] = (0, 0.0, 0.0)  # epoch, its first batch's end, the last line
         self.keep = keep
         self.wants_checkpoint = wants_checkpoint
         self.note = note
         self.completes = set(completes) if len(completes) > 1 else set()
         self.closed: dict[int, float] = {}
         self.restored: list[dict[str, Any]] = []
+
+    def heartbeat(self, epoch: int, done: int, total: int, write: Callable[[str], None] | None = None) -> None:
+        """Every ``heartbeat_s`` seconds of an epoch, one line: batches done, their rate and the time left (a trial's
+        output reaches the search's terminal through Ray)."""
+        now = time.monotonic()
+        if epoch != self._beat[0]:
+            self._beat = (epoch, now, now)
+            return
+        if not self.heartbeat_s or now - self._beat[2] < self.heartbeat_s:
+            return
+        self._beat = (epoch, self._beat[1], now)
+        rate = (done - 1) / max(now - self._beat[1], 1e-9)
+        left = (total - done) / rate if rate else float("nan")
+        trial, _, name = self.label.partition(" — ")
+        (write or _print)(f"  trial {trial} epoch {epoch}/{self.epochs}: batch {done}/{total} ({rate:.3g} batches/s, "
+                          f"about {left:.0f} s left of the epoch) — {name}")
 
     def remember(self, records: list[dict[str, Any]]) -> None:
         """The records of the epochs a resumed trial had reported before: its first report hands them on again
@@ -123,7 +148,12 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
     shared = completes(config)  # its own epochs alone unless shared
     reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
-                            completes=shared)
+                            completes=shared, epochs=trial_epochs(config), heartbeat_s=run_settings.heartbeat_s,
+                            label=f"{tune.get_context().get_trial_id()} — {tracking.run_name(config)}")
+    trial_dir = tune.get_context().get_trial_dir()
+    if trial_dir and Path(trial_dir).is_dir():  # the trial's resolved configuration beside its results
+        (Path(trial_dir) / TRIAL_CONFIG).write_text(
+            yaml.safe_dump(train_config(config, as_dict(run_settings)), sort_keys=False, allow_unicode=True), "utf-8")
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         train(hparams, run_settings, reporter, completes=shared)
@@ -137,3 +167,22 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
 
         state_dir, reporter.note = checkpoints.restore(checkpoint, copy)
         train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared)
+
+
+TRIAL_CONFIG = "config.yaml"
+"""A trial folder's resolved configuration, in the form ``istar-tune train --config`` reads."""
+SEARCH_ONLY_SETTINGS = ("checkpoint", "heartbeat_s", "progress", "output_dir", "save_checkpoint")
+"""Settings of a search's trials that mean nothing to one ``train`` run."""
+
+
+def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """A trial's configuration as ``istar-tune train --config`` reads it: the hyperparameters its method reads
+    (defaults filled in) and the run settings that mean something to one run."""
+    values = tracking.resolved_hyperparameters(config)
+    unused = unused_hyperparameters(values["method"])
+    return {**{k: v for k, v in values.items() if k not in unused},
+            **{k: v for k, v in settings.items() if k not in SEARCH_ONLY_SETTINGS and v is not None}}
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)

@@ -46,7 +46,15 @@ from istar_tune.tracking.store import (
     quote,
     record_plan,
 )
-from istar_tune.tracking.writer import RunWriter, error_summary, resolved_hyperparameters, trial_error_text
+from istar_tune.tracking.writer import (
+    SETTING_PREFIX,
+    RunWriter,
+    error_summary,
+    logged_params,
+    resolved_hyperparameters,
+    run_name,
+    trial_error_text,
+)
 
 __all__ = [
     "COUNTED_STATUSES", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES", "STATUSES",
@@ -56,5 +64,5 @@ __all__ = [
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
     "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters",
-    "trial_error_text", "trial_runs",
+    "trial_error_text", "trial_runs", "SETTING_PREFIX", "logged_params", "run_name",
 ]

@@ -6,7 +6,7 @@ the one rule (:func:`istar_tune.metrics.best_scored`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
@@ -27,6 +27,7 @@ from istar_tune.tracking.store import (
     planned_groups,
     quote,
 )
+from istar_tune.tracking.writer import SETTING_PREFIX
 
 # ------------------------------------------------------------------------------------------ reading runs back
 
@@ -47,6 +48,8 @@ class TrialRun:
     simulated: bool = False
     chosen_by: str | None = None
     """A seeds stage's run: what chose the configuration it re-runs (``dev`` or ``holdout``)."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """The run settings its search logged (``setting.<name>`` params), as text."""
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -95,7 +98,8 @@ def _trial_run(run) -> TrialRun:
                     task=typed.task, method=typed.method, status=tags.get(TAG_STATUS, "unknown"),
                     config={k: getattr(typed, k) for k in params if k in HYPERPARAMETER_KEYS},
                     metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
-                    simulated=tags.get(TAG_SIMULATED) == "true", chosen_by=tags.get(TAG_CHOSEN_BY))
+                    simulated=tags.get(TAG_SIMULATED) == "true", chosen_by=tags.get(TAG_CHOSEN_BY),
+                    settings={k[len(SETTING_PREFIX):]: v for k, v in params.items() if k.startswith(SETTING_PREFIX)})
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict, group_key
+from istar_tune.methods import unused_hyperparameters
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
     TAG_GROUP,
@@ -69,8 +70,10 @@ class RunWriter:
 
     def __init__(self, tracking_uri: str, experiment_id: str, search_name: str, parent_run_id: str,
                  tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None,
-                 window_s: float = 0.5):
+                 window_s: float = 0.5, settings: dict[str, Any] | None = None):
         self.tracking_uri = tracking_uri
+        self.settings = dict(settings or {})
+        """The search's run settings, logged with each run's params (``setting.<name>``)."""
         self.make_client = make_client or client
         self.experiment_id = experiment_id
         self.search_name = search_name
@@ -251,19 +254,20 @@ class RunWriter:
             run_id = self._runs[trial_id]
             if config and trial_id in self._incomplete:  # repaired with the trial's next start
                 self._incomplete.discard(trial_id)
-                self._params[run_id] = _params(config)
+                self._params[run_id] = _params(config, self.settings)
             return run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
                 TAG_GROUP: group_key(config), **(created_tags or {})}
-        run = mlflow_client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
+        run = mlflow_client.create_run(self.experiment_id, run_name=run_name(config) if config else trial_id,
+                                       tags=tags)
         run_id = self._runs[trial_id] = run.info.run_id
         self._logged_epoch[trial_id] = 0
         # The params go with the batch that created the run (with its first metrics when they came along): a run
         # never exists for long without them, and a driver killed in between leaves a run the next one repairs.
-        self._params[run_id] = _params(config)
+        self._params[run_id] = _params(config, self.settings)
         return run_id, True
 
     def _log_batch(self, mlflow_client, run_id: str, metrics: list, tags: list) -> None:
@@ -339,10 +343,49 @@ class RunWriter:
         self._logged_epoch.update(logged)
 
 
-def _params(config: dict[str, Any]) -> list:
+def logged_params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, str]:
+    """A trial run's params: the hyperparameters its method reads (defaults filled in, λ resolved), and the
+    search's run settings as ``setting.<name>``."""
+    values = resolved_hyperparameters(config)
+    unused = unused_hyperparameters(values["method"])
+    params = {k: str(v) for k, v in values.items() if k not in unused}
+    params.update({f"{SETTING_PREFIX}{k}": str(v) for k, v in (settings or {}).items() if v is not None})
+    return dict(sorted(params.items()))
+
+
+SETTING_PREFIX = "setting."
+"""Prefix of the run settings among a trial run's params."""
+
+
+def _params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> list:
     from mlflow.entities import Param
 
-    return [Param(k, str(v)) for k, v in sorted(resolved_hyperparameters(config).items())]
+    return [Param(k, v) for k, v in logged_params(config, settings).items()]
+
+
+def run_name(config: dict[str, Any]) -> str:
+    """What a trial's configuration is, in a few words (its MLflow run name, its progress lines): the method, then
+    only the hyperparameters that apply, e.g. ``istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)``."""
+    values = resolved_hyperparameters(config)
+    unused = unused_hyperparameters(values["method"])
+    words = [values["method"]]
+    for key, short in (("lam", "λ"), ("zeta", "ζ"), ("alpha", "α")):
+        if key not in unused:
+            words.append(f"{short}={_short(values[key])}")
+    if values.get("layer") is not None:
+        words.append(f"layer={values['layer']}")
+    words += [f"lr={_short(values['learning_rate'])}", f"bs={values['batch_size']}", f"ep={values['epochs']}"]
+    if "isolayer_epochs" not in unused:
+        words += [f"layer-lr={_short(values['isolayer_learning_rate'])}", f"layer-ep={values['isolayer_epochs']}"]
+    return " ".join([*words, f"s{values['seed']}", f"({Path(str(values['model'])).name}/{values['task']})"])
+
+
+def _short(value: float) -> str:
+    """A number as people write it: 1e-4 (not 0.0001), 3e-5, 0.2, -1."""
+    if value and abs(value) < 1e-2:
+        mantissa, exponent = f"{value:.3e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return f"{value:g}"
 
 
 def error_summary(text: str, fallback: str) -> str:

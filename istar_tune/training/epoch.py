@@ -83,6 +83,8 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
         for key, value in zip(("train_loss", "task_loss", "penalty"), values):
             totals[key] += value
         bar.set_postfix(loss=f"{totals['train_loss'] / (step + 1):.4f}")
+        if run.heartbeat is not None:
+            run.heartbeat(epoch, step + 1, steps)
     # A finite last loss can still leave non-finite weights (its update overflowed): one check per epoch, one sync.
     if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
         raise TrainingError(f"the weights became non-finite in epoch {epoch}: lower the learning rate "

@@ -60,6 +60,10 @@ from istar_tune.training.state import (
 
 log = logging.getLogger(__name__)
 
+SCHEDULED_LR = "scheduled_lr"
+"""An epoch record's key of the optimizer's learning rate after its last step (the schedule's value; the
+``learning_rate`` hyperparameter is the peak or constant rate)."""
+
 
 @dataclass
 class TrainResult:
@@ -97,6 +101,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     ``completes``: the epoch counts of the shorter configurations this run also completes on its way (a search's
     shared trial); they are scored like its own last epoch."""
     run = prepare(hparams, settings)
+    run.heartbeat = getattr(reporter, "heartbeat", None)
     output_dir = Path(settings.output_dir) if settings.output_dir else None
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +167,7 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         estimated = time.perf_counter()
         metrics = {**evaluate(run, shrinkage_cov), **held_out}
         ended = time.perf_counter()
-        record = {"epoch": epoch, **metrics, **losses, "learning_rate": scheduler.get_last_lr()[0],
+        record = {"epoch": epoch, **metrics, **losses, SCHEDULED_LR: scheduler.get_last_lr()[0],
                   "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
                   "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
         if measured and not (in_loss or selection.holdout or run.settings.isoscore_star_every_epoch or epoch == epochs):

@@ -71,6 +71,8 @@ class Run:
     device: torch.device
     amp_dtype: torch.dtype | None
     collate: Callable
+    heartbeat: Callable[[int, int, int], None] | None = None
+    """Told ``(epoch, batches done, batches in the epoch)`` after every training batch (a search trial's progress)."""
 
     def loader(self, dataset, batch_size: int, shuffle_seed: int | None = None) -> torch.utils.data.DataLoader:
         generator = None

@@ -24,3 +24,26 @@ def test_status_counts_each_groups_trials_and_its_best_so_far(mlflow_store, caps
     out = capsys.readouterr().out
     assert "2 of 4 trials ended, 1 running" in out
     assert "| m/rte/base | 1 | 1 | 1 | 0 | 1 | 0 | accuracy | 0.8 |" in out
+
+
+def test_status_by_name_and_watch_redraws_until_the_search_ended(mlflow_store, capsys):
+    from istar_tune.cli import main
+    from istar_tune.results.status import watch_status
+
+    uri, client, experiment = mlflow_store
+    parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search",
+                                                 tracking.TAG_PLAN: tracking.encode_plan({"m/rte/base": 1})})
+    assert main(["status", "exp", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out.startswith("search exp: RUNNING; 0 of 1 trials ended")
+    assert main(["status", "--tracking-uri", uri]) == 2
+    assert "name one search" in capsys.readouterr().err
+    shown, naps = [], []
+
+    def nap(seconds):  # the search ends while the watcher sleeps
+        naps.append(seconds)
+        client.set_terminated(parent.info.run_id, "FINISHED")
+
+    watch_status(uri, "exp", every_s=5, redraw=True, write=shown.append, sleep=nap)
+    assert naps == [5] and len(shown) == 2  # one refresh after the end, then it stops by itself
+    assert all(text.startswith("\033[H\033[2J") for text in shown)  # redrawn in place, not appended
+    assert "RUNNING" in shown[0] and "FINISHED" in shown[1] and shown[1].endswith("|")

@@ -11,7 +11,8 @@ from statsmodels.stats.multitest import multipletests
 
 from istar_tune import tracking
 from istar_tune.cli import main
-from istar_tune.results.tables import build_table, paper_results, render, significant_tasks
+from istar_tune.results.formats import render
+from istar_tune.results.tables import build_table, paper_results, significant_tasks
 
 
 @pytest.fixture
@@ -84,10 +85,11 @@ def test_seeds_table_mean_std_best_marker_and_welch_test(log_trial, tmp_path):
     istar = [0.930, 0.928, 0.931, 0.929, 0.932]
     base = [0.920, 0.921, 0.919, 0.922, 0.918]
     for i, (a, b) in enumerate(zip(istar, base)):
-        log_trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i)
-        log_trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i)
+        log_trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i, stage="seeds")
+        log_trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i, stage="seeds")
     for i, (f1, em) in enumerate([(87.0, 80.0), (88.0, 81.0)]):
-        log_trial(client, exp, f"q{i}", "bert", "squad", "base", {"f1": [f1], "exact_match": [em]}, seed=i)
+        log_trial(client, exp, f"q{i}", "bert", "squad", "base", {"f1": [f1], "exact_match": [em]}, seed=i,
+                  stage="seeds")
     assert ttest_ind([100 * v for v in istar], [100 * v for v in base], equal_var=False,
                      alternative="greater").pvalue < 0.05
     table = build_table(uri, "seeds", "seeds", tasks=["sst2", "squad"])
@@ -119,7 +121,7 @@ def test_table_command_and_its_errors(store, tmp_path, capsys):
     assert capsys.readouterr().out.startswith("model,task,method,metric,score")
     out = tmp_path / "t.parquet"
     assert main(["table", "--tracking-uri", uri, "--experiment", "s", "--format", "parquet", "--output", str(out)]) == 0
-    assert pq.read_table(out).num_rows == 9 * 2
+    assert pq.read_table(out).num_rows == 3  # the groups searched (minilm × sst2 × base, istar; × cola × istar)
     for argv, message in [
         (["--experiment", "nope"], "no MLflow experiment named 'nope'"),
         (["--experiment", "s", "--format", "xlsx"], "unknown format 'xlsx'"),
@@ -148,7 +150,7 @@ def test_isolayer_seeds_show_the_median_and_the_ev_of_the_median_ev1_run_scored_
         log_trial(client, exp, f"s{i}", "bert", "rte", "isolayer",
                {"accuracy": [0.55], "scored_accuracy": [value], "sentence_ev1": [0.99],
                 "scored_sentence_ev1": [ev], "scored_sentence_ev2": [ev + 0.2], "scored_sentence_ev3": [ev + 0.3]},
-               seed=i, alpha=0.5)
+               seed=i, alpha=0.5, stage="seeds")
     table = build_table(uri, "iso", "seeds", tasks=["rte"])
     std = pd.Series([100 * v for v in scored]).std()
     low, high = t.interval(0.95, 4, loc=np.mean(scored) * 100, scale=sem([100 * v for v in scored]))
@@ -197,7 +199,7 @@ def test_isolayer_shows_the_finetuned_lm_row_from_mlflow_and_the_isolayer_papers
         log_trial(client, exp, f"s{i}", "bert", "rte", "isolayer",
                   {"accuracy": [after], "sentence_ev1": [0.3], "sentence_ev2": [0.4], "sentence_ev3": [0.5],
                    "finetuned_accuracy": [before], "finetuned_sentence_ev1": [0.6 + i / 100],
-                   "finetuned_sentence_ev2": [0.7], "finetuned_sentence_ev3": [0.8]}, seed=i)
+                   "finetuned_sentence_ev2": [0.7], "finetuned_sentence_ev3": [0.8]}, seed=i, stage="seeds")
     table = build_table(uri, "iso", "seeds", tasks=["rte"])
     rows = {r[1]: r[2] for r in table.values.tolist()}
     assert rows["Finetuned LM (median)"].startswith("67.00 ± 1.00 [") and "EV 0.61/0.70/0.80" in rows[
@@ -243,3 +245,30 @@ def test_the_isolayer_papers_tables_are_transcribed_from_its_text():
             table2.setdefault(model, {}).setdefault(task, {})[key] = {"score": float(score),
                                                                       "sentence_isoscore": float(iso)}
     assert table2 == paper_results()["isolayer_table2"]
+
+
+def test_the_seeds_kind_refuses_a_search_and_exports_typed_numbers_and_escaped_latex(store, log_trial, tmp_path,
+                                                                                     capsys):
+    uri, client = store
+    assert main(["table", "--tracking-uri", uri, "--experiment", "s", "--kind", "seeds"]) == 2
+    assert "is a search, not a seeds stage" in capsys.readouterr().err
+    exp = tracking.ensure_experiment(client, "seeded", str(tmp_path / "artifacts"))
+    for i, (a, b) in enumerate([(0.93, 0.92), (0.95, 0.91), (0.94, 0.90)]):
+        log_trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [a]}, seed=i, stage="seeds")
+        log_trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [b]}, seed=i, stage="seeds")
+    out = tmp_path / "seeds.parquet"
+    assert main(["table", "--tracking-uri", uri, "--experiment", "seeded", "--kind", "seeds", "--format", "parquet",
+                 "--output", str(out), "--against-paper", "--models", "bert", "--tasks", "sst2"]) == 0
+    schema = pq.read_table(out).schema
+    assert {str(schema.field(c).type) for c in ("value", "std", "ci_low", "ci_high", "paper_value")} == {"double"}
+    assert str(schema.field("n").type) == "int64" and str(schema.field("best").type) == "bool"
+    back = pq.read_table(out).to_pandas()
+    istar = back[back.method == "I-STAR"].iloc[0]
+    assert istar["value"] == pytest.approx(94.0) and istar["std"] == pytest.approx(1.0) and istar["n"] == 3
+    assert istar.ci_low == pytest.approx(94.0 - t.ppf(0.975, 2) / 3 ** 0.5) and bool(istar.best)
+    assert istar.paper_value == pytest.approx(92.65) and istar.paper_std == pytest.approx(0.18)
+    capsys.readouterr()
+    assert main(["table", "--tracking-uri", uri, "--experiment", "seeded", "--kind", "seeds", "--format", "latex"]) == 0
+    text = capsys.readouterr().out
+    assert r"94.00 $\pm$ 1.00" in text and r"\caption{" in text and "Holm" in text
+    assert not set(text) & set("±λζ†—Δ`") and "choose\\_by" not in text.replace("choose\\_by: holdout", "")

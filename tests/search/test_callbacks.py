@@ -53,20 +53,25 @@ def test_each_trial_of_the_search_gets_one_run_with_its_records_and_status(mlflo
     assert runs["t1"].data.tags[tracking.TAG_PARENT] == parent
 
 
-def test_the_printer_writes_epochs_in_small_searches_and_every_end():
+def test_the_printer_names_each_trials_configuration_when_it_starts_reports_and_ends():
     lines = []
     printer = ProgressPrinter(total=2, write=lines.append)
     trial = _trial("t1")
+    printer.on_trial_start(0, [], trial)
     printer.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.625, "epoch_time_s": 12.0})
-    trial.last_result = {"accuracy": 0.75}
+    trial.last_result = {"epoch": 2, "accuracy": 0.75}
     printer.on_trial_complete(0, [], trial)
+    printer.on_trial_start(0, [], trial)  # retried after a failure: it goes on
     printer.on_trial_error(0, [], _trial("t2"))
-    assert lines == ["  trial t1 epoch 1: accuracy 0.6250 (12 s)",
-                     "[1/2] trial t1 done (tiny-bert/rte/istar: accuracy 0.7500)",
-                     "[2/2] trial t2 FAILED: unknown error"]
+    name = "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42 (tiny-bert/rte)"
+    assert lines == [f"  trial t1 started: {name}",
+                     f"  trial t1 epoch 1/2: accuracy 0.6250 (12 s) — {name}",
+                     f"[1/2] trial t1 done: accuracy 0.7500 — {name}",
+                     f"  trial t1 started again: {name}",
+                     f"[2/2] trial t2 FAILED: unknown error — {name}"]
     quiet = ProgressPrinter(total=ProgressPrinter.EPOCH_LINES_UP_TO + 1, write=lines.append)
     quiet.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.5})
-    assert len(lines) == 3
+    assert len(lines) == 5
 
 
 def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlflow_store):

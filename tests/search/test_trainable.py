@@ -47,3 +47,21 @@ def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_e
     earlier = json.loads(first[RESTORED_RECORDS])  # once, with the first report after the resume
     assert [(r["epoch"], r["objective"]) for r in earlier] == [(1, 0.5), (2, 0.6)]
     assert RESTORED_RECORDS not in second and second["objective_at_epoch_3"] == 0.8
+
+
+def test_the_heartbeat_says_batches_rate_and_time_left_every_interval(monkeypatch):
+    import istar_tune.search.trainable as module
+
+    clock = iter([100.0, 100.5, 101.0, 102.0, 102.2, 200.0])
+    monkeypatch.setattr(module.time, "monotonic", lambda: next(clock))
+    lines: list[str] = []
+    reporter = TuneReporter("accuracy", label="abc — istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)", epochs=3,
+                            heartbeat_s=1.0)
+    for done in (1, 2, 3, 5, 6):  # the first batch starts the clock; lines at least 1 s apart
+        reporter.heartbeat(2, done, 21, write=lines.append)
+    assert lines == ["  trial abc epoch 2/3: batch 3/21 (2 batches/s, about 9 s left of the epoch) — istar λ=-1 ζ=0.2 "
+                     "lr=1e-4 bs=32 ep=3 s42 (bert/rte)",
+                     "  trial abc epoch 2/3: batch 5/21 (2 batches/s, about 8 s left of the epoch) — istar λ=-1 ζ=0.2 "
+                     "lr=1e-4 bs=32 ep=3 s42 (bert/rte)"]
+    reporter.heartbeat(3, 1, 21, write=lines.append)  # a new epoch restarts the clock, silently
+    assert len(lines) == 2

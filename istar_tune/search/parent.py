@@ -1,0 +1,111 @@
+"""The search's parent run in MLflow, as a person opening the UI reads it: the search's settings as params, a
+description (what was searched, how, where its trials are), and when the search ends the best configuration of
+each of its groups, as a table artifact (``best_configurations.json``, shown by MLflow's artifact viewer), as
+Markdown, and in the description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from istar_tune import tracking
+from istar_tune.config import RunSettings
+from istar_tune.metrics import score
+from istar_tune.search.plan import PlannedGroup
+from istar_tune.search.space import SearchSpace
+from istar_tune.tasks import get_task
+
+log = logging.getLogger(__name__)
+
+NOTE_TAG = "mlflow.note.content"
+"""The tag MLflow shows as a run's description."""
+INTERNAL_SETTINGS = ("progress", "output_dir", "save_checkpoint")
+"""Run settings every search trial fixes (no progress bars, no output folder): not worth a column."""
+BEST_TABLE = "best_configurations.json"
+
+
+def logged_settings(settings: RunSettings) -> dict[str, Any]:
+    """The run settings a search's trials share, as its runs log them."""
+    values = dataclasses.asdict(settings)
+    return {k: v for k, v in values.items() if k not in INTERNAL_SETTINGS and v is not None}
+
+
+def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[PlannedGroup],
+             settings: RunSettings) -> None:
+    """The parent run's params (the search's algorithm, scheduler, resources and run settings; written once: a
+    resumed search keeps them) and its description."""
+    from mlflow.entities import Param, RunTag
+
+    params = {"algorithm": space.algorithm, "scheduler": space.scheduler, "stage": space.stage,
+              "models": ",".join(space.models), "tasks": ",".join(space.tasks), "methods": ",".join(space.methods),
+              "trials": sum(p.trials for p in planned), "groups": len(planned),
+              "resources": f"cpu={space.cpu:g},gpu={space.gpu:g}",
+              **{f"{tracking.SETTING_PREFIX}{k}": v for k, v in logged_settings(settings).items()}}
+    if space.stage == "seeds":
+        params.update({"best_of": ",".join(space.best_of), "seeds": ",".join(map(str, space.seeds)),
+                       "choose_by": space.choose_by})
+    run = mlflow_client.get_run(run_id)
+    new = [Param(k, str(v)) for k, v in params.items() if k not in run.data.params]
+    for start in range(0, len(new), 100):
+        mlflow_client.log_batch(run_id, params=new[start:start + 100])
+    mlflow_client.log_batch(run_id, tags=[RunTag(NOTE_TAG, _description(space, planned))])
+
+
+def _description(space: SearchSpace, planned: list[PlannedGroup]) -> str:
+    trials = sum(p.trials for p in planned)
+    what = (f"re-runs the best configuration of each group of {', '.join(space.best_of)} with seeds "
+            f"{list(space.seeds)}" if space.stage == "seeds" else f"searches {space.algorithm}"
+            + (f" with {space.scheduler}" if space.scheduler != "none" else ""))
+    return (f"**{space.name}** ({space.path}) {what}: {trials} configurations in {len(planned)} model × task × "
+            f"method groups ({', '.join(space.models)} × {', '.join(space.tasks)} × {', '.join(space.methods)}). "
+            "Each configuration is a child run named by its method and hyperparameters; expand this run (or "
+            "search `tags.\"istar_tune.role\" = 'trial'`) to see them.")
+
+
+def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulated: bool) -> list[dict[str, Any]]:
+    """The best trial of each planned group (:func:`istar_tune.tracking.best_trials`, the tables' rule): its group,
+    score, run name and the hyperparameters its method reads."""
+    groups = sorted({(p.group.model, p.group.task, p.group.method) for p in planned})
+    best = tracking.best_trials(tracking_uri, name, simulated, groups=groups)
+    rows = []
+    for (model, task, method), run in sorted(best.items()):
+        metric = get_task(task).metric
+        values = {k: v for k, v in tracking.logged_params(run.config).items()
+                  if k not in ("model", "task", "method") and k in run.config}
+        rows.append({"model": model, "task": task, "method": method, "metric": metric,
+                     "score": score(run.metrics, metric), "run": tracking.run_name(run.config),
+                     "trial_id": run.trial_id, **values})
+    return rows
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows])
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4f}" if isinstance(value, float) else str(value).replace("|", "\\|")
+
+
+def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGroup], simulated: bool) -> None:
+    """The best configuration of each searched group: a table artifact, Markdown, and the description's end. A
+    failure is logged and never fails the search (its trials are in MLflow either way)."""
+    try:
+        rows = best_rows(tracking_uri, name, planned, simulated)
+        if not rows:
+            return
+        mlflow_client = tracking.client(tracking_uri)
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        mlflow_client.log_table(run_id, data={c: [row.get(c) for row in rows] for c in columns},
+                                artifact_file=BEST_TABLE)
+        text = _markdown(rows)
+        mlflow_client.log_text(run_id, text + "\n", "best_configurations.md")
+        note = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "").split("\n\n**Best configuration")[0]
+        mlflow_client.set_tag(run_id, NOTE_TAG, f"{note}\n\n**Best configuration of each group**\n\n{text}\n")
+    except Exception as err:  # noqa: BLE001 - the summary is a convenience; the trials are recorded already
+        log.warning("could not log the best configurations to the search's run: %s", err)

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+
+from istar_tune import tracking
+from istar_tune.search import parent
+from istar_tune.search.plan import plan
+from istar_tune.search.space_file import load_search_space
+
+
+def test_the_search_run_carries_its_settings_a_description_and_the_best_table(log_trial, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "smoke", str(tmp_path / "artifacts"))
+    run_id = tracking.parent_run(client, experiment, "smoke", {})
+    space = load_search_space("smoke").narrow(tasks=["rte"])
+    planned = plan(space)
+    parent.describe(client, run_id, space, planned, space.run_settings())
+    parent.describe(client, run_id, space, planned, space.run_settings())  # a resume: params are written once
+    log_trial(client, experiment, "a", "tiny-bert", "rte", "base", {"accuracy": [0.5]}, learning_rate=1e-3)
+    log_trial(client, experiment, "b", "tiny-bert", "rte", "istar", {"accuracy": [0.6]}, lam=-1.0, zeta=0.2)
+    parent.log_best(uri, "smoke", run_id, planned, simulated=False)
+    run = client.get_run(run_id)
+    assert run.data.params["algorithm"] == "grid" and run.data.params["trials"] == "4"
+    assert run.data.params["setting.max_length"] == "48" and run.data.params["tasks"] == "rte"
+    note = run.data.tags[parent.NOTE_TAG]
+    assert note.startswith("**smoke**") and "4 configurations in 2 model × task × method groups" in note
+    assert "| tiny-bert | rte | istar | accuracy | 0.6000 | istar λ=-1 ζ=0.2" in note
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {parent.BEST_TABLE, "best_configurations.md"} <= artifacts
+    table = json.loads(open(client.download_artifacts(run_id, parent.BEST_TABLE)).read())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    assert [(r["method"], r["score"]) for r in rows] == [("base", 0.5), ("istar", 0.6)]
+    assert rows[0]["lam"] is None and rows[1]["lam"] == "-1.0"  # Base has no λ; I-STAR's as logged
