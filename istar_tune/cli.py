@@ -164,8 +164,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     simulation = None
     if args.simulate:
-
-        simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
+        simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes, gpus=args.gpus)
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
                              name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
                              simulation=simulation, accept_changed_space=args.accept_changed_space)
@@ -274,7 +273,8 @@ def _add_search_command(commands) -> None:
                                                                     "separated)")
     search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks")
     search.add_argument("--methods", nargs="+", metavar="NAME", help="replace the space's methods")
-    search.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the space's data_dir)")
+    search.add_argument("--data-dir", help="folder in the GLUE layout (else the space's data_dir, else $GLUE_DIR, "
+                                           "else the Hugging Face hub)")
     search.add_argument("--storage-path",
                         help="Ray results: a local folder, or a shared path/URI on multi-node clusters "
                              f"(default: ${STORAGE_ENV}, else {DEFAULT_STORAGE})")
@@ -305,6 +305,9 @@ def _add_search_command(commands) -> None:
                         help="with --simulate: seconds waited per modelled second of a trial (default: %(default)s)")
     search.add_argument("--checkpoint-bytes", type=int, default=65536,
                         help="with --simulate: bytes of a full-state checkpoint (default: %(default)s)")
+    search.add_argument("--gpus", type=int, default=8,
+                        help="with --simulate on a local Ray instance: logical GPUs it declares, so a GPU search "
+                             "rehearses on a CPU-only machine (default: %(default)s)")
     search.set_defaults(handler=cmd_search)
 
 

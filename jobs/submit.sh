@@ -6,7 +6,9 @@
 #
 # Environment:
 #   RAY_ADDRESS          the cluster's job server, e.g. http://127.0.0.1:8265 (default; `ray dashboard` forwards it)
-#   MLFLOW_TRACKING_URI  an MLflow server every node can reach, e.g. http://<head>:5000 (required)
+#   RAY_AUTH_MODE=token  with jobs/cluster.yaml: the job server asks for the token in ~/.ray/auth_token
+#   MLFLOW_TRACKING_URI  the MLflow server the job's driver (on the head) writes to, e.g. http://127.0.0.1:5000
+#                        (jobs/cluster.yaml's, on the head's loopback) (required)
 #   STORAGE_PATH         Ray results on storage every node can reach, e.g. s3://bucket/istar-runs or /mnt/shared
 #                        (default: the head's ISTAR_TUNE_STORAGE_PATH, set in jobs/cluster.yaml; without it,
 #                        istar-runs in the job's working folder on the head: a one-node cluster only)

@@ -135,3 +135,35 @@ def test_rayjob_runtime_env_is_a_valid_ray_runtime_env_that_installs_from_the_co
     assert "-c ${RAY_RUNTIME_ENV_CREATE_WORKING_DIR}/constraints.txt" in packages
     assert env["env_vars"]["ISTAR_TUNE_STORAGE_PATH"].startswith("s3://")
     assert "python -m istar_tune search" in _load("rayjob.yaml")["spec"]["entrypoint"]
+
+
+def _binds(command: str) -> list[str]:
+    """The listen addresses a command gives (``--host``, ``--dashboard-host``, ``--node-ip-address``)."""
+    words = shlex.split(command.replace(">-", ""), comments=False)
+    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--host", "--dashboard-host")] + \
+        [w.split("=", 1)[1] for w in words if w.startswith(("--host=", "--dashboard-host="))]
+
+
+def test_the_cluster_files_turn_token_auth_on_and_expose_no_service_without_it():
+    cluster = _load("cluster.yaml")
+    options = " ".join(cluster["docker"]["run_options"])
+    assert "RAY_AUTH_MODE=token" in options  # every Ray process of every node asks for the token
+    assert cluster["file_mounts"]["/home/ray/.ray/auth_token"] == "~/.ray/auth_token"  # copied, never written here
+    commands = [*cluster["head_start_ray_commands"], *cluster["worker_start_ray_commands"],
+                *cluster["setup_commands"], *cluster["head_setup_commands"]]
+    for command in commands:
+        for host in _binds(command):
+            assert host == "127.0.0.1", f"{command!r} listens on {host}"  # the dashboard, Jobs API and MLflow
+    head = " ".join(cluster["head_start_ray_commands"])
+    assert "--dashboard-host=127.0.0.1" in head and "--host 127.0.0.1 --port 5000" in head
+    job = _load("rayjob.yaml")
+    assert job["spec"]["rayClusterSpec"]["authOptions"] == {"mode": "token"}
+    assert "--tracking-uri https://" in job["spec"]["entrypoint"]  # MLflow behind TLS and its basic-auth app
+    head_env = {e["name"]: e for e in job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+                ["containers"][0]["env"]}
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        assert "value" not in head_env[name] and head_env[name]["valueFrom"]["secretKeyRef"]["name"]
+    for name in ("cluster.yaml", "rayjob.yaml", "runtime_env.yaml", "submit.sh"):
+        text = (JOBS / name).read_text()
+        assert "0.0.0.0" not in text and "RAY_AUTH_MODE=disabled" not in text, name
+        assert "PASSWORD=" not in text.replace("MLFLOW_TRACKING_PASSWORD", ""), name

@@ -69,11 +69,20 @@ def resolve_checkpoint(path: str | Path) -> Source:
         if "model" not in state:
             raise ConfigError(f"{path / STATE_FILE} keeps only the trial's records (checkpoint: resume): analyse a "
                               "checkpoint of a run with checkpoint: weights or state")
-        return Source(None, path / STATE_FILE, state["hparams"], {}, state.get("isolayer"))
+        # The trial's own data folder and max length: saved with the state (older states: its folder's config.yaml).
+        settings = state.get("settings") or _trial_config(path.parent)
+        return Source(None, path / STATE_FILE, state["hparams"], settings, state.get("isolayer"))
     if (path / "config.json").is_file():
         return Source(path, None, {}, {})
     raise ConfigError(f"{path} holds no model: expected config.yaml + best-checkpoint/ (istar-tune train), "
                       "config.json (a model folder) or trainer_state.pt (a search trial's checkpoint)")
+
+
+def _trial_config(folder: Path) -> dict[str, Any]:
+    """A search trial folder's resolved configuration (``config.yaml`` beside its checkpoints), or nothing."""
+    path = folder / CONFIG_FILE
+    loaded = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _load(source: Source, task: Task):
@@ -141,6 +150,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
         token_count += tokens.shape[0]
     result = {
         "checkpoint": str(checkpoint), "task": the_task.name, "eval_examples": len(data.validation),
+        "data_dir": str(data_dir) if data_dir else None, "max_length": max_length,
         "layer_isoscore_star": [float(isoscore_star_from_cov(est.covariance())) for est in layers],
         "cls_intrinsic_dimension": [twonn_intrinsic_dimension(torch.cat(c)) for c in cls],
         "last_layer_explained_variance": [float(v) for v in explained_variance_from_cov(layers[-1].covariance(), 3)],

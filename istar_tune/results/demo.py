@@ -37,13 +37,23 @@ class DemoReport:
     best: pd.DataFrame
     by_lambda: pd.DataFrame
     failed: int
+    storage_path: str = ""
+    """Where the Ray results are (the trials' checkpoints)."""
 
     def text(self) -> str:
         ui = f"{Path(sys.executable).parent / 'mlflow'} ui --backend-store-uri {self.tracking_uri} --port 5000"
         return "\n".join([
             "", f"Best configuration per method ({self.name}, from MLflow):", markdown(self.best), "",
             "Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:", markdown(self.by_lambda), "",
-            "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000", ""])
+            "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000",
+            f"Ray results and checkpoints: {self.storage_path} ({_megabytes(self.storage_path)} on disk; delete it "
+            "when done)", ""])
+
+
+def _megabytes(folder: str) -> str:
+    path = Path(folder)
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+    return f"{size / 1e6:.0f} MB"
 
 
 def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
@@ -80,4 +90,5 @@ def run_demo(data_dir: str | None = None, storage_path: str = "istar-runs", smok
     best = best[["model", "task", "method", "score", "learning_rate", "lam", "zeta", "trials", "trial_id"]]
     return DemoReport(name=space.name, tracking_uri=summary.tracking_uri,
                       best=best.rename(columns={"score": "accuracy"}),
-                      by_lambda=lambda_table(summary.tracking_uri, space.name), failed=len(summary.failed))
+                      by_lambda=lambda_table(summary.tracking_uri, space.name), failed=len(summary.failed),
+                      storage_path=summary.storage_path)

@@ -18,7 +18,7 @@ from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.scheduler import STOPPED_EARLY
 from istar_tune.search.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
-from istar_tune.search.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations
+from istar_tune.search.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
 from istar_tune.tasks import get_task
 
 
@@ -99,6 +99,9 @@ class MlflowTrialLogger(Callback):
         runs of the configurations it has not passed yet."""
         if not self._mine(trial):
             return
+        path = getattr(trial, "path", None)
+        if path and "://" not in path:  # its resolved configuration beside its results (local storage)
+            write_trial_config(path, trial.config, self.settings)
         reached = int((trial.last_result or {}).get("epoch", 0) or 0)
         for run_id, config, epochs in configurations(trial.trial_id, trial.config):
             if epochs > reached or run_id == trial.trial_id:

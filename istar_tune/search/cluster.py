@@ -9,6 +9,7 @@ storage, retries and checkpoint policy.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 from istar_tune.errors import ConfigError
@@ -49,9 +50,10 @@ def slots(cluster: dict[str, float], space: SearchSpace) -> int:
     return int(min(fits, default=1.0))
 
 
-def connect(address: str | None) -> None:
+def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None) -> None:
     """Join the cluster at ``address`` (or ``$RAY_ADDRESS``; ``auto`` finds a running one), else start a local Ray
-    instance bound to 127.0.0.1, never one found through Ray's temporary files."""
+    instance bound to 127.0.0.1, never one found through Ray's temporary files. ``rehearse`` (GPUs, space): the
+    local instance declares that many logical GPUs and the CPUs their trials ask for (a rehearsal)."""
     import ray
 
     if ray.is_initialized():
@@ -64,7 +66,11 @@ def connect(address: str | None) -> None:
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     else:
         check_reachable(cluster, "--address" if address else "RAY_ADDRESS")
-    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING)
+    local = {}
+    if cluster == "local" and rehearse is not None:
+        gpus, space = rehearse
+        local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * gpus))}
+    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING, **local)
 
 
 def check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:

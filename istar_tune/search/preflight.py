@@ -37,9 +37,10 @@ def check_storage(storage: str) -> list[str]:
     return [f"storage path {storage!r}: {problem}; give a folder for the results"] if problem else []
 
 
-def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
-    """Every task's split files exist and parse (as the trials will read them)."""
-    from istar_tune.training.data import parse_file, resolve_data_dir, task_files
+def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0) -> list[str]:
+    """Every task's split files exist and parse (as the trials will read them); without a data folder, the Hugging
+    Face hub answers within ``hub_timeout_s`` (else every trial would fail after its retries)."""
+    from istar_tune.training.data import hub_reachable, parse_file, resolve_data_dir, task_files
 
     problems = []
     try:
@@ -47,7 +48,11 @@ def check_data(tasks: list[str], data_dir: str | None) -> list[str]:
     except IstarTuneError as err:
         return [str(err)]
     if root is None:
-        return []  # the Hugging Face hub: checked by the first trial
+        if hub_reachable(hub_timeout_s):
+            return []  # the trials download the tasks
+        return [f"no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and the Hugging Face hub does not "
+                f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give --data-dir DIR in the GLUE "
+                "layout (e.g. ../shared/data/glue)"]
     for name in tasks:
         task = get_task(name)
         try:

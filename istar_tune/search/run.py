@@ -120,7 +120,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     checked_s = _check_and_plan(experiment, resume)
     if experiment.simulated:
         trainable_fn = simulated_trainable
-    cluster.connect(address)
+    cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation is not None else None)
     checked_s += _check_resources(experiment.spaces[0])
     say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
         f"checked in {checked_s:.1f} s")
@@ -384,11 +384,11 @@ def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
 
 def trial_dirname(trial) -> str:
     """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
-    rounds them: 5e-05 became 0.0001), e.g. ``a1b2c3d4_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
+    rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
     words = tracking.run_name(trial.config).rsplit(" (", 1)[0]
     for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
         words = words.replace(symbol, name)
-    return f"{trial.trial_id}_{words}"[:200]
+    return f"trainable_{trial.trial_id}_{words}"[:200]
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
@@ -406,5 +406,5 @@ def _refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or is_remote(results_root):
         return
     if Path(results_root).exists() and any(p.name != guard.PLAN_FILE for p in Path(results_root).iterdir()):
-        raise ConfigError(f"search results already exist in {results_root}: pass --resume to continue that search, "
-                          "or --name to start a new one")
+        raise ConfigError(f"search results already exist in {results_root}: pass --resume (Python: resume=True) to "
+                          "continue that search, or --name (name=...) to start a new one")

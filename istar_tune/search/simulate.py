@@ -54,11 +54,16 @@ class Simulation:
     trial of a grid is always the landscape's optimum."""
     seed: int = 0
     """Seed of the landscape (which configuration is best in each group)."""
+    gpus: int = 8
+    """Logical GPUs a local Ray instance declares for the rehearsal (a CPU-only machine rehearses a GPU search; a
+    cluster's own GPUs are used as they are)."""
 
     def __post_init__(self):
         problems = []
         if not (math.isfinite(self.time_factor) and self.time_factor >= 0):
             problems.append(f"simulation time_factor must be a non-negative number, got {self.time_factor}")
+        if self.gpus < 0:
+            problems.append(f"simulation gpus must be non-negative, got {self.gpus}")
         if self.checkpoint_bytes < 0:
             problems.append(f"simulation checkpoint_bytes must be non-negative, got {self.checkpoint_bytes}")
         if not 0 <= self.noise < 0.0035:

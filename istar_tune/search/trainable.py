@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, as_dict, from_dict, trial_epochs
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
 from istar_tune.search import checkpoints
@@ -150,10 +150,6 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
                             completes=shared, epochs=trial_epochs(config), heartbeat_s=run_settings.heartbeat_s,
                             label=f"{tune.get_context().get_trial_id()} — {tracking.run_name(config)}")
-    trial_dir = tune.get_context().get_trial_dir()
-    if trial_dir and Path(trial_dir).is_dir():  # the trial's resolved configuration beside its results
-        (Path(trial_dir) / TRIAL_CONFIG).write_text(
-            yaml.safe_dump(train_config(config, as_dict(run_settings)), sort_keys=False, allow_unicode=True), "utf-8")
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         train(hparams, run_settings, reporter, completes=shared)
@@ -173,6 +169,13 @@ TRIAL_CONFIG = "config.yaml"
 """A trial folder's resolved configuration, in the form ``istar-tune train --config`` reads."""
 SEARCH_ONLY_SETTINGS = ("checkpoint", "heartbeat_s", "progress", "output_dir", "save_checkpoint")
 """Settings of a search's trials that mean nothing to one ``train`` run."""
+
+
+def write_trial_config(folder: str | Path, config: dict[str, Any], settings: dict[str, Any]) -> None:
+    """A trial folder's ``config.yaml``: its resolved configuration (:func:`train_config`)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / TRIAL_CONFIG).write_text(
+        yaml.safe_dump(train_config(config, settings), sort_keys=False, allow_unicode=True), "utf-8")
 
 
 def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:

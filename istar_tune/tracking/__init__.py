@@ -9,6 +9,7 @@ tables, plots, ``status`` and the seeds stage. The names below are the package's
 from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, trial_runs
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
+    EXPERIMENT_KIND_TAG,
     MAX_TAG_CHARS,
     PAGE_SIZE,
     PLAN_TOTAL,
@@ -24,6 +25,7 @@ from istar_tune.tracking.store import (
     TAG_RESTORED_FROM,
     TAG_ROLE,
     TAG_SEARCH,
+    TAG_SEARCH_RUN,
     TAG_SIMULATED,
     TAG_SPACE,
     TAG_STAGE,
@@ -57,9 +59,10 @@ from istar_tune.tracking.writer import (
 )
 
 __all__ = [
-    "COUNTED_STATUSES", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES", "STATUSES",
+    "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES",
+    "STATUSES",
     "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM",
-    "TAG_ROLE",
+    "TAG_ROLE", "TAG_SEARCH_RUN",
     "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",

@@ -27,6 +27,9 @@ TAG_STAGE = "istar_tune.stage"  # search | seeds
 TAG_CHOSEN_BY = "istar_tune.chosen_by"  # a seeds stage: what chose its configurations (dev | holdout)
 TAG_NODE = "istar_tune.node_id"  # the Ray node that ran the trial (its last attempt)
 TAG_PARENT = "mlflow.parentRunId"
+TAG_SEARCH_RUN = "istar_tune.search_run_id"  # a trial run: its search's run (not MLflow's parent tag, which the UI
+# folds its children under, so a search's runs would hide behind one collapsed row)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
 TAG_RESTORED_FROM = "istar_tune.restored_from"
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
@@ -223,7 +226,9 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None
     location = None
     if artifact_root:
         location = (Path(artifact_root) / name).resolve().as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=location)
+    # MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; ours are training runs.
+    return mlflow_client.create_experiment(name, artifact_location=location,
+                                           tags={EXPERIMENT_KIND_TAG: "custom_model_development"})
 
 
 def quote(value: str) -> str:

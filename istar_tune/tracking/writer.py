@@ -19,9 +19,9 @@ from istar_tune.methods import unused_hyperparameters
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
     TAG_GROUP,
-    TAG_PARENT,
     TAG_ROLE,
     TAG_SEARCH,
+    TAG_SEARCH_RUN,
     TAG_STATUS,
     TAG_TRIAL_ID,
     client,
@@ -258,7 +258,7 @@ class RunWriter:
             return run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
-                TAG_PARENT: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
+                TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
                 TAG_GROUP: group_key(config), **(created_tags or {})}
         run = mlflow_client.create_run(self.experiment_id, run_name=run_name(config) if config else trial_id,

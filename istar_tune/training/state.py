@@ -55,7 +55,7 @@ def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: i
     train."""
     directory.mkdir(parents=True, exist_ok=True)
     state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams),
-                             "stopped": stopped, "finished": finished}
+                             "settings": as_dict(run.settings), "stopped": stopped, "finished": finished}
     if contents in ("state", "weights"):
         state["model"] = run.model.state_dict()
         if isolayer is not None:

@@ -59,8 +59,9 @@ def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_
     train(hp, RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=500),
           _KeepState(state))
     assert trial_id_of(state) == "abcde_00003"
-    result = analyze(state, data_dir=str(glue_tiny))
+    result = analyze(state)  # the trial's own data folder and max length, saved with its state
     _check(result, layers=2, d=32)
+    assert (result["data_dir"], result["max_length"]) == (str(glue_tiny), 32)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     exp = tracking.ensure_experiment(client, "s", str(tmp_path / "artifacts"))

@@ -50,7 +50,7 @@ def test_each_trial_of_the_search_gets_one_run_with_its_records_and_status(mlflo
     assert runs["t1"].data.params["learning_rate"] == "0.0001" and runs["t1"].data.tags[tracking.TAG_NODE] == "n1"
     history = client.get_metric_history(runs["t1"].info.run_id, "accuracy")
     assert [(m.step, round(m.value, 3)) for m in history] == [(1, 0.6), (2, 0.7)]
-    assert runs["t1"].data.tags[tracking.TAG_PARENT] == parent
+    assert runs["t1"].data.tags[tracking.TAG_SEARCH_RUN] == parent
 
 
 def test_the_printer_names_each_trials_configuration_when_it_starts_reports_and_ends():

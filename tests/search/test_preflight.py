@@ -28,6 +28,41 @@ def test_data_is_parsed_as_the_trials_read_it(glue_tiny, tmp_path):
     assert len(problems) == 1 and "RTE" in problems[0]
 
 
+def test_without_a_data_folder_an_unreachable_hub_stops_the_search_in_seconds(tmp_path, monkeypatch, capsys):
+    import time
+
+    import ray
+
+    from istar_tune.cli import main
+
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as a machine without internet answers, without waiting for it
+    assert "the Hugging Face hub does not answer" in preflight.check_data(["rte"], None)[0]
+    space = tmp_path / "space.yaml"
+    space.write_text("models: [tiny-bert]\ntasks: [rte]\nmethods: [base]\nhyperparameters: {epochs: 1}\n")
+    began = time.monotonic()
+    assert main(["search", str(space), "--storage-path", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert time.monotonic() - began < 20 and "\n" not in err and "give --data-dir DIR" in err
+    assert not ray.is_initialized() and not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_cluster_address_is_one_line_within_seconds(tmp_path, monkeypatch, capsys):
+    import time
+
+    from istar_tune.cli import main
+    from istar_tune.search.cluster import check_reachable
+
+    with pytest.raises(ConfigError, match="is not a cluster address"):
+        check_reachable("nonsense", "--address")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # nothing listens on port 9
+    began = time.monotonic()
+    assert main(["search", "smoke", "--storage-path", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert time.monotonic() - began < 30 and "\n" not in err
+    assert "cannot reach the Ray cluster at 127.0.0.1:9 (RAY_ADDRESS)" in err
+
+
 def test_a_max_length_past_the_models_positions_is_refused():
     assert preflight.check_models(["tiny-bert"], 32) == []
     assert "positions" in preflight.check_models(["tiny-bert"], 100_000)[0]

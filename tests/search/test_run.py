@@ -56,7 +56,7 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     for run in runs:
         data = client.get_run(run.run_id).data
-        assert data.tags[tracking.TAG_PARENT] == parent[0].info.run_id
+        assert data.tags[tracking.TAG_SEARCH_RUN] == parent[0].info.run_id
         assert data.tags["model"] == "tiny-bert" and data.tags["task"] == "rte"
         assert data.tags[tracking.TAG_SPACE] == str(SMOKE)
         assert data.params["learning_rate"] in ("0.001", "0.003") and data.params["seed"] == "42"

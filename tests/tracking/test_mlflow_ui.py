@@ -1,0 +1,89 @@
+"""A search as a person sees it in the MLflow UI: a smoke search against `mlflow server` on 127.0.0.1, checked
+through MLflow's API, then the UI's runs page rendered by headless Chromium (Debian's `chromium` package)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.search.parent import BEST_TABLE, NOTE_TAG
+from istar_tune.testing import MlflowServer
+
+pytestmark = pytest.mark.slow
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def smoke_on_a_server(glue_tiny, tmp_path_factory):
+    """The smoke search on rte, tracked by an MLflow server: (server URI, experiment id, trial runs, search run)."""
+    folder = tmp_path_factory.mktemp("ui")
+    with MlflowServer() as server:
+        env = {**{k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")},
+               "RAY_AUTH_MODE": "disabled"}
+        done = subprocess.run([sys.executable, "-m", "istar_tune", "search", "smoke", "--tasks", "rte",
+                               "--data-dir", str(glue_tiny), "--storage-path", str(folder / "runs"),
+                               "--tracking-uri", server.uri], capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        client = tracking.client(server.uri)
+        experiment = client.get_experiment_by_name("smoke")
+        runs = tracking.find_runs(client, experiment.experiment_id, **{tracking.TAG_ROLE: "trial"})
+        search = tracking.find_runs(client, experiment.experiment_id, **{tracking.TAG_ROLE: "search"})[0]
+        yield server.uri, experiment, runs, search, folder
+
+
+def test_runs_are_named_by_what_they_are_and_carry_only_what_applies(smoke_on_a_server):
+    uri, experiment, runs, search, _ = smoke_on_a_server
+    client = tracking.client(uri)
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"  # opens on its runs
+    names = sorted(run.info.run_name for run in runs)
+    assert names == ["base lr=1e-3 bs=16 ep=2 s42 (tiny-bert/rte)", "base lr=3e-3 bs=16 ep=2 s42 (tiny-bert/rte)",
+                     "istar λ=-1 ζ=0.2 lr=1e-3 bs=16 ep=2 s42 (tiny-bert/rte)",
+                     "istar λ=-1 ζ=0.2 lr=3e-3 bs=16 ep=2 s42 (tiny-bert/rte)"]
+    for run in runs:
+        params, metrics = run.data.params, run.data.metrics
+        assert ("lam" in params) == ("zeta" in params) == (run.data.tags["method"] == "istar")  # Base: neither
+        assert "alpha" not in params and "isolayer_learning_rate" not in params
+        assert params["setting.max_length"] == "48" and params["setting.shrinkage_tokens"] == "2000"
+        assert "scheduled_lr" in metrics and "learning_rate" not in metrics  # the schedule, not the param
+        assert run.data.tags[tracking.TAG_SEARCH_RUN] == search.info.run_id
+        assert tracking.TAG_PARENT not in run.data.tags  # listed, not folded under the search's row
+    assert search.data.params["trials"] == "4" and search.data.params["setting.max_length"] == "48"
+    note = search.data.tags[NOTE_TAG]
+    assert "4 configurations in 2 model × task × method groups" in note and "**Best configuration" in note
+    table = json.loads(open(client.download_artifacts(search.info.run_id, BEST_TABLE)).read())
+    assert [row[table["columns"].index("method")] for row in table["data"]] == ["base", "istar"]
+
+
+def test_trial_folders_are_named_exactly_and_keep_their_resolved_config(smoke_on_a_server):
+    import yaml
+
+    from istar_tune.config import split_config
+
+    *_, folder = smoke_on_a_server
+    trials = sorted(p for p in (folder / "runs" / "smoke").iterdir() if p.name.startswith("trainable_"))
+    assert len(trials) == 4 and all(p.name.endswith(("_lr=1e-3_bs=16_ep=2_s42", "_lr=3e-3_bs=16_ep=2_s42"))
+                                    for p in trials)
+    for trial in trials:
+        config = yaml.safe_load((trial / "config.yaml").read_text())
+        hparams, settings = split_config(config)
+        assert f"lr={hparams.learning_rate:.0e}".replace("e-0", "e-") in trial.name and settings.max_length == 48
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_the_ui_runs_table_shows_those_names_without_choosing_a_column(smoke_on_a_server, tmp_path):
+    uri, experiment, runs, _, _ = smoke_on_a_server
+    page = f"{uri}/#/experiments/{experiment.experiment_id}/runs"
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1900,900",
+               "--virtual-time-budget=20000"]
+    dom = subprocess.run([*browser, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
+    for run in runs:  # every trial's name is on the page a user first sees, no row expanded, no column chosen
+        assert run.info.run_name in dom
+    shot = tmp_path / "runs.png"
+    subprocess.run([*browser, f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
