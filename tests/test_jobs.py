@@ -88,7 +88,7 @@ def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_
     finished_before_kill = []
     deadline = time.monotonic() + 240
     for line in driver.stdout:
-        if line.startswith("[") and " done " in line:
+        if line.startswith("[") and " done: " in line:
             finished_before_kill.append(line.split("trial ")[1].split()[0])
         if len(finished_before_kill) == 2 or time.monotonic() > deadline:
             break

@@ -63,7 +63,7 @@ def test_a_local_search_listens_on_loopback_only(tmp_path):
     listening = set()
     try:
         for line in driver.stdout:
-            if " done " in line:  # trials are running: every Ray process is up
+            if " done: " in line:  # trials are running: every Ray process is up
                 pids = _tree_pids(driver.pid)
                 for connection in psutil.net_connections(kind="inet"):
                     if connection.status == psutil.CONN_LISTEN and connection.pid in pids:
@@ -118,7 +118,9 @@ def test_ctrl_c_stops_honestly_and_resume_finishes_a_search_named_with_a_quote(t
 
 def test_a_trial_no_node_can_hold_is_refused_within_seconds(tmp_path):
     began = time.monotonic()
-    done = subprocess.run(_search(tmp_path, space=SPACE.replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 1}")),
+    # A rehearsal declares no logical GPU here (--gpus 0), as a real local search on a CPU-only machine has none.
+    done = subprocess.run(_search(tmp_path, "--gpus", "0",
+                                  space=SPACE.replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 1}")),
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "asks for 1 GPU(s)" in done.stderr and "the cluster has 0 GPU(s)" in done.stderr

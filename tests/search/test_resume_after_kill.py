@@ -5,6 +5,7 @@ uninterrupted search gives."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,8 +45,8 @@ def _wait_for(moment: str, driver: subprocess.Popen, uri: str, deadline: float) 
             time.sleep(0.05)
             continue
         line = driver.stdout.readline()
-        if moment == "mid-epoch" and " epoch 1:" in line:
-            seconds = float(line.rsplit("(", 1)[1].split()[0])
+        if moment == "mid-epoch" and " epoch 1/" in line:
+            seconds = float(re.search(r"\((\d+(?:\.\d+)?) s\)", line).group(1))
             time.sleep(seconds / 2)  # half way through epoch 2 of the first trial
             return
         if moment == "finishing" and line.startswith("[1/"):
