@@ -13,6 +13,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Ray runs its workers at niceness 15: on a machine whose cores are busy with anything else the tests' trials would
+# starve. Every Ray instance a test starts (local, `ray start`, a subprocess search) inherits normal priority.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
