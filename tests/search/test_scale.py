@@ -87,12 +87,11 @@ def test_tables_read_every_run_of_a_store_with_more_than_one_page(tmp_path, monk
 
     # Pages of 100 runs: the same page-token path as the real 5,000, with 130 runs written instead of 5,030 (a minute).
     monkeypatch.setattr(store, "PAGE_SIZE", 100)
-    monkeypatch.setattr(tracking, "PAGE_SIZE", 100)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = tracking.client(uri)
     experiment = client.create_experiment("big", artifact_location=(tmp_path / "art").as_uri())
     tasks = ["rte", "mrpc", "cola"]
-    count = tracking.PAGE_SIZE + 30
+    count = store.PAGE_SIZE + 30
     for index in range(count):
         task = tasks[index * len(tasks) // count]  # cola's runs are all past the first page
         run = client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: f"t{index:05d}",
