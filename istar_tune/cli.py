@@ -10,17 +10,16 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import signal
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings, load_yaml, split_config
+from istar_tune.config import Hyperparameters, RunSettings, split_config
 from istar_tune.errors import ConfigError, IstarTuneError
-from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
+from istar_tune.reference import add_config_flags, collect_config, configuration_reference
 from istar_tune.results.export import export_best
 from istar_tune.results.formats import render
 from istar_tune.results.plots import write_plots
@@ -30,41 +29,12 @@ from istar_tune.search.cluster import loopback_only
 from istar_tune.search.cost import Throughput
 from istar_tune.search.outcome import exit_code
 from istar_tune.search.plan import dry_run_report, plan
+from istar_tune.search.preflight import check_data, run_checks
 from istar_tune.search.run import run_searches
 from istar_tune.search.simulate import Simulation
 from istar_tune.search.space_file import load_search_space
+from istar_tune.tasks import task_reference
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root, tracking_uri
-
-ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
-
-
-def _add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
-    group = parser.add_argument_group(title)
-    docs = {name: text.replace("``", "") for name, text in field_docs(cls).items()}  # plain text, not reST
-    for f in fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            if f.name in NEGATED_FLAGS:
-                doc = docs.get(f.name, "")
-                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const",
-                                   const=False, default=None,
-                                   help=f"switch this off (it is on by default): {doc[:1].lower()}{doc[1:]}")
-            else:
-                group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
-                                   help=docs.get(f.name, ""))
-            continue
-        group.add_argument(flag, *ALIASES.get(f.name, []), dest=f.name, default=None, metavar="VALUE",
-                           help=f"{docs.get(f.name, '')} (default: {f.default})")
-
-
-def _collect(args: argparse.Namespace, config_file: str | None) -> dict[str, Any]:
-    values = dict(load_yaml(config_file)) if config_file else {}
-    for cls in (Hyperparameters, RunSettings):
-        for f in fields(cls):
-            given = getattr(args, f.name, None)
-            if given is not None:
-                values[f.name] = given
-    return values
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -79,7 +49,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from istar_tune.training.loop import train
     from istar_tune.training.state import METRICS_FILE
 
-    hparams, settings = split_config(_collect(args, args.config), source=args.config or "command line")
+    values = collect_config(args, args.config)
+    values["task"] = _train_task(args, values)
+    hparams, settings = split_config(values, source=args.config or "command line")
     reporter = _PrintReporter()
     result = train(hparams, settings, reporter)
     best = result.best
@@ -92,6 +64,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> str:
+    """The name of the task ``train`` runs, its definition registered: a shipped task, a definition file (from the
+    flag: relative to here; from --config: to the config's folder), a definition inline in --config, or the files of
+    --train-file/--validation-file (named by --task, else ``custom``)."""
+    task = values.get("task", Hyperparameters.task)
+    if args.train_file or args.validation_file:
+        if not (args.train_file and args.validation_file):
+            raise ConfigError("--train-file and --validation-file go together: give both files")
+        definition = {"name": task if args.task else "custom", "train": args.train_file,
+                      "validation": args.validation_file, "label_field": args.label_field or "label",
+                      **({"text_fields": _names([args.text_fields])} if args.text_fields else {})}
+        return task_reference(definition, Path.cwd(), source="--train-file/--validation-file").name
+    base = Path.cwd() if args.task or not args.config else Path(args.config).resolve().parent
+    return task_reference(task, base, source=str(args.config or "--task")).name
+
+
 class _PrintReporter:
     wants_checkpoint = False
 
@@ -100,8 +88,8 @@ class _PrintReporter:
               flush=True)
 
 
-HEADLINE = ("accuracy", "mcc", "pearson", "f1", "exact_match", "eval_isoscore_star", "eval_isoscore", "train_loss",
-            "penalty", "epoch_time_s")
+HEADLINE = ("accuracy", "mcc", "f1_macro", "pearson", "spearman", "f1", "exact_match", "eval_isoscore_star",
+            "eval_isoscore", "train_loss", "penalty", "epoch_time_s")
 
 
 def _headline_keys(record: dict[str, Any]) -> list[str]:
@@ -121,23 +109,7 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 def _throughput(values: list[str] | None, space) -> Throughput | None:
     """``--tokens-per-second bert=52000 ...`` → the measured throughput for the dry run's GPU-hours."""
-    if not values:
-        return None
-    rates = {}
-    for value in _names(values) or []:
-        model, _, text = value.partition("=")
-        try:
-            rate = float(text)
-        except ValueError:
-            rate = math.nan
-        if not model or not rate > 0 or math.isinf(rate):
-            raise ConfigError(f"--tokens-per-second: {value!r} is not MODEL=TOKENS_PER_SECOND (e.g. bert=52000, "
-                              "measured with `istar-tune train` on one GPU)")
-        rates[model] = rate
-    missing = sorted(set(space.models) - set(rates))
-    if missing:
-        raise ConfigError(f"--tokens-per-second: no rate for {', '.join(missing)}: give one per model of the search")
-    return Throughput(rates, space.run_settings().max_length)
+    return Throughput.parse(_names(values), space.models, space.run_settings().max_length) if values else None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -149,6 +121,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         spaces = [replace(space, settings={**space.settings, "holdout": args.holdout}) for space in spaces]
         spaces[0].run_settings()  # the share checked before anything starts
     if args.dry_run:
+        for space in spaces:  # a task definition's sizes and classes come from its data
+            run_checks([("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
         names = [s.name for s in spaces]
         reports = []
         for index, space in enumerate(spaces):
@@ -256,8 +230,15 @@ def _add_train_command(commands) -> None:
                                 description="Fine-tune one configuration and write metrics.json, config.yaml "
                                             "and the best checkpoint into --output-dir.")
     train.add_argument("--config", metavar="FILE.yaml", help="YAML of hyperparameters and settings (flags win)")
-    _add_config_flags(train, Hyperparameters, "hyperparameters")
-    _add_config_flags(train, RunSettings, "run settings")
+    files = train.add_argument_group("your own task's files (instead of --task; see README, Your own task)")
+    files.add_argument("--train-file", metavar="FILE", help="training split: csv, tsv, json/jsonl or parquet")
+    files.add_argument("--validation-file", metavar="FILE", help="validation split, in the same format")
+    files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (default: sentence1 and "
+                                                            "sentence2 if present, else the first fields that are not "
+                                                            "the label, as run_glue.py)")
+    files.add_argument("--label-field", metavar="NAME", help="the label field (default: label)")
+    add_config_flags(train, Hyperparameters, "hyperparameters")
+    add_config_flags(train, RunSettings, "run settings")
     train.set_defaults(handler=cmd_train)
 
 
@@ -345,7 +326,6 @@ def _add_status_command(commands) -> None:
     status.set_defaults(handler=cmd_status)
 
 
-
 def _add_demo_command(commands) -> None:
     demo = commands.add_parser("demo", help="Base against I-STAR on real SST-2 with MiniLM, end to end",
                                description="Run search_spaces/demo.yaml on a local Ray instance, tracked in MLflow "
@@ -361,7 +341,6 @@ def _add_demo_command(commands) -> None:
     demo.set_defaults(handler=cmd_demo)
 
 
-
 def _add_plots_command(commands) -> None:
     plots = commands.add_parser("plots", help="plot a search's results (IsoScore* against the metric per λ, "
                                               "metric per epoch)",
@@ -370,7 +349,6 @@ def _add_plots_command(commands) -> None:
     plots.add_argument("--output-dir", default="plots", help="folder for the PNGs (default: %(default)s)")
     plots.add_argument("--no-mlflow", action="store_true", help="do not log the PNGs to the search's parent run")
     plots.set_defaults(handler=cmd_plots)
-
 
 
 def _add_analyze_command(commands) -> None:
@@ -391,11 +369,9 @@ def _add_analyze_command(commands) -> None:
     analyze.set_defaults(handler=cmd_analyze)
 
 
-
 def _add_reference_command(commands) -> None:
     reference = commands.add_parser("reference", help="print the configuration reference (Markdown)")
     reference.set_defaults(handler=cmd_reference)
-
 
 
 def _add_store_flags(parser: argparse.ArgumentParser, positional: bool = False) -> None:

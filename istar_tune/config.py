@@ -17,11 +17,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS, get_method
-from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task
+from istar_tune.tasks import EXTRACTIVE_QA, get_task
+from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, load_yaml  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class Hyperparameters:
     model: str = "minilm"
     """Short name (bert, albert, distilbert, roberta-large, minilm, tiny-bert), Hugging Face hub id or local path."""
     task: str = "sst2"
-    """One of sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad."""
+    """A shipped task (sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad) or a task definition file (.yaml)."""
     method: str = "base"
     """base, cosreg, istar or isolayer."""
     learning_rate: float = 3e-5
@@ -249,8 +248,8 @@ def _range_problems(obj: Any) -> list[str]:
     if isinstance(obj, Hyperparameters):
         try:
             task = get_task(obj.task)
-        except ConfigError:
-            problems.append(f"task {obj.task!r} is unknown: choose one of {', '.join(TASKS)}")
+        except ConfigError as err:
+            problems.append(str(err))
         else:
             method = METHODS.get(obj.method)
             if method is not None and method.second_stage and task.problem_type == EXTRACTIVE_QA:
@@ -335,79 +334,6 @@ def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyp
     if problems:
         raise ConfigError(problems)
     return built[0], built[1]
-
-
-MAX_YAML_BYTES = 1 << 20
-"""The largest config or search-space file read (1 MiB: the paper's grids take a few hundred bytes)."""
-MAX_YAML_NODES = 1_000_000
-"""The most values a YAML file may hold, aliases followed (a 100,000-point grid holds 100,000)."""
-
-
-class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's float syntax: ``1e-5`` and ``3E+2`` are numbers, as people write
-    them (YAML 1.1, PyYAML's default, reads them as strings because they lack a dot); a key given twice in one
-    mapping is an error, as YAML 1.2 says (PyYAML keeps the last one silently)."""
-
-    def construct_document(self, node):
-        """Refuse a document whose aliases expand past :data:`MAX_YAML_NODES` (a "billion laughs" file) before
-        building any of it."""
-        sizes: dict[int, int] = {}
-
-        def size(item) -> int:
-            if id(item) not in sizes:
-                sizes[id(item)] = 0  # a recursive alias counts once
-                children = item.value if isinstance(item.value, list) else []
-                flat = [c for pair in children for c in (pair if isinstance(pair, tuple) else (pair,))]
-                sizes[id(item)] = 1 + sum(size(child) for child in flat)
-            return sizes[id(item)]
-
-        if size(node) > MAX_YAML_NODES:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"it expands to more than {MAX_YAML_NODES:,} values (aliases followed)", node.start_mark)
-        return super().construct_document(node)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` merges; its keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice in one mapping: keep one", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-                  |[-+]?\.(?:inf|Inf|INF)
-                  |\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."))
-
-
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from ``path``; a clear error for a missing file or a file that is not a mapping."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    if path.stat().st_size > MAX_YAML_BYTES:
-        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config or search space is at most "
-                          f"{MAX_YAML_BYTES:,} bytes")
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Yaml12Loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
-    return data
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

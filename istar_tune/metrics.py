@@ -1,4 +1,5 @@
-"""Task metrics: accuracy, Matthews correlation, Pearson, and SQuAD v1.1 F1 / exact match.
+"""Task metrics: accuracy, binary and macro F1, Matthews correlation, Pearson, Spearman, and SQuAD v1.1 F1 / exact
+match.
 
 SQuAD scoring follows the official v1.1 evaluation script: answers are normalised (lower case, punctuation and
 the articles a/an/the removed, whitespace collapsed), each prediction is scored against every gold answer and
@@ -80,16 +81,45 @@ def squad_scores(predictions: dict[str, str], references: dict[str, Sequence[str
     return {"exact_match": 100.0 * exact / len(references), "f1": 100.0 * f1 / len(references)}
 
 
+def f1_binary(predictions: Sequence[int], labels: Sequence[int], positive: int = 1) -> float:
+    """F1 of the ``positive`` class (GLUE's MRPC/QQP F1: class 1); 0 when it is never predicted nor true."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    true_positive = float(((predictions == positive) & (labels == positive)).sum())
+    predicted, actual = float((predictions == positive).sum()), float((labels == positive).sum())
+    return 2 * true_positive / (predicted + actual) if predicted + actual else 0.0
+
+
+def f1_macro(predictions: Sequence[int], labels: Sequence[int], num_classes: int | None = None) -> float:
+    """The unweighted mean of every class's F1 (classes ``0..num_classes-1``, else those that occur)."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    classes = range(num_classes) if num_classes else np.union1d(predictions, labels)
+    return float(np.mean([f1_binary(predictions, labels, int(c)) for c in classes]))
+
+
+def spearman(predictions: Sequence[float], labels: Sequence[float]) -> float:
+    """Spearman's rank correlation (Pearson of the ranks, ties averaged); 0 when it is undefined."""
+    from scipy.stats import rankdata
+
+    return pearson(rankdata(np.asarray(predictions, dtype=np.float64)), rankdata(np.asarray(labels, dtype=np.float64)))
+
+
 def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """The task's metric from model outputs (logits (n, num_labels), or (n, 1) scores for regression)."""
+    """The task's metric (and accuracy beside a classification metric that is not accuracy) from model outputs
+    (logits (n, num_labels), or (n, 1) scores for regression)."""
     if task.problem_type == REGRESSION:
-        return {task.metric: pearson(logits.reshape(-1), labels)}
+        scores = logits.reshape(-1)
+        return {task.metric: (spearman if task.metric == "spearman" else pearson)(scores, labels)}
     if task.problem_type != CLASSIFICATION:
         raise ValueError(f"classification_metrics does not apply to {task.problem_type} task {task.name}")
     predictions = logits.argmax(axis=-1)
+    measures = {"accuracy": accuracy(predictions, labels)}
     if task.metric == "mcc":
-        return {"mcc": matthews_corrcoef(predictions, labels), "accuracy": accuracy(predictions, labels)}
-    return {task.metric: accuracy(predictions, labels)}
+        measures["mcc"] = matthews_corrcoef(predictions, labels)
+    elif task.metric == "f1":
+        measures["f1"] = f1_binary(predictions, labels)
+    elif task.metric == "f1_macro":
+        measures["f1_macro"] = f1_macro(predictions, labels, task.num_labels)
+    return {task.metric: measures[task.metric], **{k: v for k, v in measures.items() if k != task.metric}}
 
 
 HOLDOUT_PREFIX = "holdout_"
@@ -145,6 +175,9 @@ def best_scored(items: Iterable[T], config: Callable[[T], Mapping[str, Any]],
 
 __all__ = [
     "accuracy",
+    "f1_binary",
+    "f1_macro",
+    "spearman",
     "matthews_corrcoef",
     "pearson",
     "normalize_answer",

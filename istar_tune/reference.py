@@ -6,16 +6,19 @@ The CLI's flags take their help from the same docstrings.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import inspect
 import textwrap
 from dataclasses import fields
 from functools import cache
+from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.config import Hyperparameters, RunSettings, load_yaml
 from istar_tune.search.space_file import SPACE_KEYS
 
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
+ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
 
 
 @cache
@@ -30,6 +33,36 @@ def field_docs(cls: type) -> dict[str, str]:
             docs[node.target.id] = " ".join(following.value.value.split())
     return docs
 
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
+    """A flag per field of ``cls`` (``--learning-rate``, ``--no-progress``), its help the field's docstring."""
+    group = parser.add_argument_group(title)
+    docs = {name: text.replace("``", "") for name, text in field_docs(cls).items()}  # plain text, not reST
+    for f in fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            if f.name in NEGATED_FLAGS:
+                doc = docs.get(f.name, "")
+                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const",
+                                   const=False, default=None,
+                                   help=f"switch this off (it is on by default): {doc[:1].lower()}{doc[1:]}")
+            else:
+                group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
+                                   help=docs.get(f.name, ""))
+            continue
+        group.add_argument(flag, *ALIASES.get(f.name, []), dest=f.name, default=None, metavar="VALUE",
+                           help=f"{docs.get(f.name, '')} (default: {f.default})")
+
+
+def collect_config(args: argparse.Namespace, config_file: str | None) -> dict[str, Any]:
+    """The values of a ``--config`` file with the flags given on top."""
+    values = dict(load_yaml(config_file)) if config_file else {}
+    for cls in (Hyperparameters, RunSettings):
+        for f in fields(cls):
+            given = getattr(args, f.name, None)
+            if given is not None:
+                values[f.name] = given
+    return values
 
 
 def configuration_reference() -> str:

@@ -33,6 +33,79 @@ def glue_tiny() -> Path:
     return _shared("glue-tiny")
 
 
+@pytest.fixture(autouse=True)
+def _forget_task_definitions():
+    """Each test starts knowing only the shipped tasks (definitions register per process)."""
+    yield
+    from istar_tune.tasks import forget_registered
+
+    forget_registered()
+
+
+GLUE_FIELDS = {"sst2": ("SST-2", {"sentence": "text"}), "rte": ("RTE", {"sentence1": "premise",
+                                                                        "sentence2": "hypothesis"}),
+               "stsb": ("STS-B", {"sentence1": "sentence1", "sentence2": "sentence2"})}
+GLUE_LABELS = {"sst2": ("label", {"0": "negative", "1": "positive"}), "rte": ("label", {}), "stsb": ("score", {})}
+
+
+def write_own_data(glue_tiny: Path, folder: Path, source: str = "sst2", fmt: str = "csv",
+                   string_labels: bool = False) -> dict[str, Path]:
+    """A user's data set made now from glue-tiny (never committed): ``source``'s splits with renamed fields and the
+    label as ``label`` (SST-2's as words with ``string_labels``), written as ``fmt`` (csv, tsv, json, jsonl,
+    parquet); SQuAD as flattened JSON Lines rows (id, question, context, answers). The files, by split."""
+    import json
+
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split, name in (("train", "train"), ("validation", "dev")):
+        if source == "squad":
+            articles = json.loads((glue_tiny / "SQuAD" / f"{name}-v1.1.json").read_text())["data"]
+            rows = [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
+                     "answers": {"text": [a["text"] for a in qa["answers"]],
+                                 "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+                    for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+        else:
+            folder_name, renamed = GLUE_FIELDS[source]
+            label_column, words = GLUE_LABELS[source]
+            lines = (glue_tiny / folder_name / f"{name}.tsv").read_text(encoding="utf-8-sig").splitlines()
+            header = lines[0].split("\t")
+            rows = []
+            for line in lines[1:]:
+                values = dict(zip(header, line.split("\t")))
+                row = {ours: values[theirs] for theirs, ours in renamed.items()}
+                label = values[label_column]
+                row["label"] = float(label) if source == "stsb" else (words.get(label, label) if string_labels
+                                                                        else (int(label) if label.isdigit() else label))
+                rows.append(row)
+        frame = pd.DataFrame(rows)
+        path = folder / f"{name}.{fmt}"
+        if fmt in ("csv", "tsv"):
+            frame.to_csv(path, sep="," if fmt == "csv" else "\t", index=False)
+        elif fmt in ("json", "jsonl"):
+            frame.to_json(path, orient="records", lines=fmt == "jsonl", force_ascii=False)
+        else:
+            frame.to_parquet(path, index=False)
+        files[split] = path
+    return files
+
+
+@pytest.fixture(scope="session")
+def write_own():
+    """:func:`write_own_data` itself, for fixtures of a wider scope than a test."""
+    return write_own_data
+
+
+@pytest.fixture
+def own_data(glue_tiny, tmp_path):
+    """``own_data(source, fmt, string_labels=False, folder=None)``: :func:`write_own_data` into the test's folder."""
+    def make(source: str = "sst2", fmt: str = "csv", string_labels: bool = False, folder: Path | None = None):
+        return write_own_data(glue_tiny, folder or tmp_path / f"{source}-{fmt}", source, fmt, string_labels)
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def glue() -> Path:
     """The full GLUE copy of ``../shared`` (the demo's data)."""

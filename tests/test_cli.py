@@ -85,7 +85,8 @@ def _flags():
 def test_every_boolean_flags_help_says_what_the_flag_does_in_plain_text():
     import argparse
 
-    from istar_tune.cli import _collect, build_parser
+    from istar_tune.cli import build_parser
+    from istar_tune.reference import collect_config
 
     booleans = [(c, a) for c, a in _flags() if a.nargs == 0 and not isinstance(a, argparse._HelpAction)]
     assert len(booleans) >= 10
@@ -102,13 +103,13 @@ def test_every_boolean_flags_help_says_what_the_flag_does_in_plain_text():
         assert "``" not in (action.help or "") and ":func:" not in (action.help or ""), (command, action.help)
     # and the effect is the one the help names: --no-progress turns progress bars off, --progress is no flag
     parsed = build_parser().parse_args(["train", "--no-progress", "--no-save-checkpoint"])
-    values = _collect(parsed, None)
+    values = collect_config(parsed, None)
     assert values["progress"] is False and values["save_checkpoint"] is False
-    assert "progress" not in _collect(build_parser().parse_args(["train"]), None)
+    assert "progress" not in collect_config(build_parser().parse_args(["train"]), None)
 
 
 def test_the_data_dir_help_gives_the_precedence_the_code_follows(tmp_path, monkeypatch):
-    from istar_tune.training.data import resolve_data_dir
+    from istar_tune.tasks.data_folder import resolve_data_dir
 
     text = next(a.help for c, a in _flags() if c == "search" and "--data-dir" in a.option_strings)
     assert text.index("space's data_dir") < text.index("$GLUE_DIR") < text.index("hub")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml, split_config
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, split_config
 from istar_tune.errors import ConfigError
 
 
@@ -30,20 +30,6 @@ def test_method_default_lambda():
     assert Hyperparameters(method="istar", lam=5).penalty_weight == 5.0
 
 
-def test_yaml_loading_errors(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("model: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML at line"):
-        load_yaml(bad)
-    listing = tmp_path / "list.yaml"
-    listing.write_text("- 1\n- 2\n")
-    with pytest.raises(ConfigError, match="expected a mapping"):
-        load_yaml(listing)
-    with pytest.raises(ConfigError, match="does not exist"):
-        load_yaml(tmp_path / "missing.yaml")
-    assert from_dict(RunSettings, {"data_dir": tmp_path}).data_dir == str(tmp_path)
-
-
 def _float_fields(cls) -> list[str]:
     import typing
     from dataclasses import fields
@@ -62,20 +48,11 @@ def test_every_float_setting_refuses_nan_and_infinity(cls, value):
             from_dict(cls, {name: value})
 
 
-def test_a_key_given_twice_in_a_yaml_mapping_is_refused(tmp_path):
-    path = tmp_path / "run.yaml"
-    path.write_text("settings:\n  max_length: 64\n  max_length: 32\n")
-    with pytest.raises(ConfigError, match="line 3: key 'max_length' is given twice in one mapping"):
-        load_yaml(path)
-
-
-def test_yaml_merge_keys_still_merge_and_may_be_overridden(tmp_path):
-    path = tmp_path / "run.yaml"
-    path.write_text("base: &b {epochs: 2, learning_rate: 1.0e-4}\nrun:\n  <<: *b\n  learning_rate: 3.0e-4\n")
-    assert load_yaml(path)["run"] == {"epochs": 2, "learning_rate": 3e-4}
-
-
 def test_max_length_leaves_room_for_text():
     with pytest.raises(ConfigError, match="max_length must be at least 8"):
         from_dict(RunSettings, {"max_length": 3})
     assert from_dict(RunSettings, {"max_length": 8}).max_length == 8
+
+
+def test_a_path_is_taken_as_its_text(tmp_path):
+    assert from_dict(RunSettings, {"data_dir": tmp_path}).data_dir == str(tmp_path)

@@ -48,3 +48,39 @@ def test_a_runs_score_is_its_scored_epochs_value_and_the_best_is_the_highest_wit
     # A NaN or missing score never wins, even when it comes first.
     assert best_scored([({"a": 1}, float("nan")), ({"b": 1}, 0.1)], lambda r: r[0], lambda r: r[1]) == ({"b": 1}, 0.1)
     assert best_scored([({"a": 1}, None)], lambda r: r[0], lambda r: r[1]) is None
+
+
+def test_binary_and_macro_f1_from_their_counts():
+    from istar_tune.metrics import f1_binary, f1_macro
+
+    predictions, labels = [1, 1, 0, 0, 1, 2], [1, 0, 0, 1, 1, 2]
+    # class 1: tp 2, fp 1, fn 1 → 2·2 / (3 + 3); class 0: tp 1, fp 1, fn 1 → 0.5; class 2: 1
+    assert f1_binary(predictions, labels) == pytest.approx(4 / 6)
+    assert f1_macro(predictions, labels) == pytest.approx((4 / 6 + 0.5 + 1.0) / 3)
+    assert f1_macro([0, 0], [0, 0], num_classes=2) == pytest.approx(0.5)  # a class never seen scores 0
+    assert f1_binary([0, 0], [0, 0]) == 0.0
+
+
+def test_spearman_is_scipys():
+    from scipy.stats import spearmanr
+
+    from istar_tune.metrics import spearman
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    y[:5] = y[5]  # ties
+    assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
+    assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+# predictions 1, 1, 0, 0 against 1, 0, 0, 1: each class has tp 1, fp 1, fn 1 → F1 0.5
+@pytest.mark.parametrize(("metric", "expected"), [("f1", 0.5), ("f1_macro", 0.5), ("mcc", 0.0), ("accuracy", 0.5)])
+def test_a_classification_task_reports_its_metric_and_accuracy(metric, expected):
+    from istar_tune.metrics import classification_metrics
+    from istar_tune.tasks import Task
+
+    task = Task(name="t", display_name="t", problem_type="classification", metric=metric, label_names=("a", "b"))
+    logits = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+    measured = classification_metrics(task, logits, np.array([1, 0, 0, 1]))
+    assert list(measured)[0] == metric and measured[metric] == pytest.approx(expected)
+    assert measured["accuracy"] == pytest.approx(0.5)

@@ -95,7 +95,7 @@ def stores(log_trial, tmp_path):
 
     (tmp_path / "runs").mkdir()
     client = tracking.client(default_tracking_uri(tmp_path / "runs"))
-    for name in ("smoke", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal"):
+    for name in ("smoke", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal", "reviews-search"):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
@@ -111,7 +111,29 @@ def stores(log_trial, tmp_path):
     return tmp_path
 
 
-def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, stores, capsys):
+def _own_task_files(folder: Path) -> None:
+    """What the README's "Your own task" section writes (its data and its YAML files), in ``folder``."""
+    import subprocess
+    import sys
+
+    section = README.split("## Your own task", 1)[1].split("\n## ", 1)[0]
+    for language, block in re.findall(r"```(python|yaml)\n(.*?)```", section, re.S):
+        if language == "python":
+            subprocess.run([sys.executable, "-c", block], cwd=folder, check=True)
+        else:
+            path = folder / block.splitlines()[0][2:]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block, encoding="utf-8")
+
+
+def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, stores, capsys, monkeypatch):
+    clone = stores / "clone"  # laid out as a clone with ../shared beside it
+    clone.mkdir()
+    for name in ("search_spaces", "jobs", "benchmarks", "docs"):
+        (clone / name).symlink_to(ROOT / name)
+    (stores / "shared").symlink_to(ROOT.parent / "shared")
+    _own_task_files(clone)
+    monkeypatch.chdir(clone)
     order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
         if argv[0] == "train" and "--config" in argv:

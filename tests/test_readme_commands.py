@@ -34,11 +34,16 @@ NOT_HERE = {
 
 
 def _commands() -> list[tuple[str, str]]:
-    """(language, command) in the README's order: each line of a bash block, each python block whole."""
+    """(language, command) in the README's order: each line of a bash block, each python block whole, and each
+    YAML block that names its file on its first line (``# my-task/task.yaml``) as that file, written as shown."""
     found = []
-    for language, block in re.findall(r"```(bash|python)\n(.*?)```", README, re.S):
+    for language, block in re.findall(r"```(bash|python|yaml)\n(.*?)```", README, re.S):
         if language == "python":
             found.append(("python", block))
+        elif language == "yaml":
+            first = block.splitlines()[0]
+            if re.fullmatch(r"# [\w./-]+\.ya?ml", first):
+                found.append(("file", block))
         else:
             found += [("bash", line.strip()) for line in block.splitlines() if line.strip()]
     return found
@@ -66,10 +71,16 @@ def test_every_readme_command_runs_verbatim_or_says_why_it_cannot(tmp_path):
         if _why_not(command):
             skipped.append(command)
             continue
+        if language == "file":
+            path = work / command.splitlines()[0][2:]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(command, encoding="utf-8")
+            continue
         argv = [sys.executable, "-c", command] if language == "python" else ["bash", "-c", command]
         done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, \
             f"`{command}` exits {done.returncode}:\n{done.stdout[-2500:]}\n{done.stderr[-2500:]}"
         ran.append(command)
-    assert len(ran) >= 15 and len(skipped) == len([c for _, c in _commands() if _why_not(c)])
+    assert len(ran) >= 15 and len(skipped) == len([c for lang, c in _commands() if lang != "file" and _why_not(c)])
     assert (work / "best-tiny-bert-rte-base.yaml").is_file() and (work / "runs" / "istar-sst2").is_dir()
+    assert (work / "my-task" / "task.yaml").is_file() and (work / "runs" / "reviews-search").is_dir()

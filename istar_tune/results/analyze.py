@@ -36,12 +36,20 @@ from istar_tune.isotropy import (
 from istar_tune.models import hidden_size, load_model, load_tokenizer
 from istar_tune.results.plots import pyplot
 from istar_tune.shrinkage import StreamingCovariance
-from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
-from istar_tune.training.data import encode, load_raw
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, register_task, task_from_mapping, task_reference
+from istar_tune.training.data import encode
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook
+from istar_tune.training.reading import load_raw
 from istar_tune.training.setup import quiet_libraries
-from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, ISOLAYER_FILE, STATE_FILE, load_data
+from istar_tune.training.state import (
+    BEST_CHECKPOINT,
+    CONFIG_FILE,
+    ISOLAYER_FILE,
+    STATE_FILE,
+    TASK_DEFINITION,
+    load_data,
+)
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Source:
     settings: dict[str, Any]
     isolayer: dict[str, torch.Tensor] | None = None
     """IsoLayer's trained layer (a state dict), when the checkpoint holds one."""
+    task_definition: dict[str, Any] | None = None
+    """The definition of the task it was trained on, when that task is not shipped."""
 
 
 def resolve_checkpoint(path: str | Path) -> Source:
@@ -63,7 +73,8 @@ def resolve_checkpoint(path: str | Path) -> Source:
         config = yaml.safe_load((path / CONFIG_FILE).read_text())
         layer_file = path / BEST_CHECKPOINT / ISOLAYER_FILE
         layer = load_data(layer_file) if layer_file.is_file() else None
-        return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"], layer)
+        return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"], layer,
+                      config.get(TASK_DEFINITION))
     if (path / STATE_FILE).is_file():
         state = load_data(path / STATE_FILE)
         if "model" not in state:
@@ -71,7 +82,8 @@ def resolve_checkpoint(path: str | Path) -> Source:
                               "checkpoint of a run with checkpoint: weights or state")
         # The trial's own data folder and max length: saved with the state (older states: its folder's config.yaml).
         settings = state.get("settings") or _trial_config(path.parent)
-        return Source(None, path / STATE_FILE, state["hparams"], settings, state.get("isolayer"))
+        return Source(None, path / STATE_FILE, state["hparams"], settings, state.get("isolayer"),
+                      state.get(TASK_DEFINITION))
     if (path / "config.json").is_file():
         return Source(path, None, {}, {})
     raise ConfigError(f"{path} holds no model: expected config.yaml + best-checkpoint/ (istar-tune train), "
@@ -106,6 +118,18 @@ def _sentence_hook(model, source: Source):
     return hook
 
 
+def _task(source: Source, task: str | None, checkpoint) -> Task:
+    """``--task`` (a name or a definition file), else the task the checkpoint was trained on (its own definition when
+    that task is not shipped)."""
+    if task is not None:
+        return task_reference(task, Path.cwd(), source="--task")
+    if source.task_definition:
+        return register_task(task_from_mapping(source.task_definition, source=f"{checkpoint}"), replace=True)
+    if source.hparams.get("task") is None:
+        raise ConfigError(f"{checkpoint} does not say which task it was trained on: give --task")
+    return get_task(source.hparams["task"])
+
+
 @torch.no_grad()
 def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | None = None,
             max_eval_samples: int | None = None, max_length: int | None = None, batch_size: int = 64,
@@ -115,10 +139,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
 
     quiet_libraries(True)
     source = resolve_checkpoint(checkpoint)
-    task_name = task or source.hparams.get("task")
-    if task_name is None:
-        raise ConfigError(f"{checkpoint} does not say which task it was trained on: give --task")
-    the_task = get_task(task_name)
+    the_task = _task(source, task, checkpoint)
     if the_task.problem_type == EXTRACTIVE_QA:
         raise ConfigError("analyze works on sentence-level tasks (a [CLS] embedding per example), not SQuAD")
     data_dir = data_dir or source.settings.get("data_dir")

@@ -23,8 +23,8 @@ from istar_tune.results.formats import markdown
 from istar_tune.results.tables import build_table, lambda_groups
 from istar_tune.search.run import results_exist, run_search
 from istar_tune.search.space_file import load_search_space, resolve_space
+from istar_tune.tasks.data_folder import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.tracking.runs import trial_runs
-from istar_tune.training.data import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 
 DEMO_SPACE = "demo"  # the shipped search_spaces/demo.yaml
 SMOKE_SETTINGS = {"max_train_samples": 128, "max_eval_samples": 128, "max_length": 32, "shrinkage_tokens": 5000}

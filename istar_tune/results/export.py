@@ -3,12 +3,16 @@ in the form ``istar-tune train --config`` reads (its hyperparameters and its sea
 mapping), so the winner can be trained again, or its hyperparameters pasted as a space's constants.
 
 ``--output best.yaml`` writes ``best.yaml`` (every group, keyed ``model/task/method``) and, beside it, one file per
-group (``best-<model>-<task>-<method>.yaml``), each a ``train --config`` file.
+group (``best-<model>-<task>-<method>.yaml``), each a ``train --config`` file. A task that is not shipped is written
+beside them too, as its search resolved it (``task-<name>.yaml``: its files and their checksums), and the
+configurations name that file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,9 @@ from istar_tune import tracking
 from istar_tune.config import RunSettings, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import score
+from istar_tune.search.parent import TASKS_FOLDER
 from istar_tune.search.trainable import train_config
-from istar_tune.tasks import get_task
+from istar_tune.tasks import get_task, is_shipped
 
 
 def best_configurations(tracking_uri: str, experiment: str, simulated: bool = False, models=None, tasks=None,
@@ -40,13 +45,58 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
     return chosen
 
 
-def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment: str) -> list[Path]:
-    """``output`` with every group, and one ``train --config`` file per group beside it; the paths written."""
+def task_definitions(tracking_uri: str, experiment: str, tasks: set[str]) -> dict[str, str]:
+    """Task name → the definition (YAML text) the experiment's search logged for it (tasks that are not shipped)."""
+    import tempfile
+
+    mlflow_client = tracking.client(tracking_uri)
+    experiment_id = tracking.get_experiment(mlflow_client, tracking_uri, experiment).experiment_id
+    found: dict[str, str] = {}
+    for parent in tracking.find_runs(mlflow_client, experiment_id, **{tracking.TAG_ROLE: "search"}):
+        logged = {Path(a.path).stem: a.path for a in mlflow_client.list_artifacts(parent.info.run_id, TASKS_FOLDER)}
+        for name in sorted(tasks & set(logged) - set(found)):
+            with tempfile.TemporaryDirectory() as folder, _no_progress_bar():
+                local = mlflow_client.download_artifacts(parent.info.run_id, logged[name], folder)
+                found[name] = Path(local).read_text(encoding="utf-8")
+    missing = sorted(tasks - set(found))
+    if missing:
+        raise ConfigError(f"experiment {experiment!r} holds no logged definition of task(s) {', '.join(missing)}: "
+                          "export them from the search that ran them")
+    return found
+
+
+@contextlib.contextmanager
+def _no_progress_bar():
+    """MLflow's artifact download bar off (its setting is read at each download)."""
+    previous = os.environ.get(PROGRESS_BAR_ENV)
+    os.environ[PROGRESS_BAR_ENV] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(PROGRESS_BAR_ENV) if previous is None else os.environ.update({PROGRESS_BAR_ENV: previous})
+
+
+PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
+def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment: str,
+               definitions: dict[str, str] | None = None) -> list[Path]:
+    """``output`` with every group, one ``train --config`` file per group beside it, and each task definition of
+    ``definitions`` (name → YAML) as ``task-<name>.yaml``, named by the configurations of that task; the paths
+    written."""
     path = Path(output)
     if not path.parent.is_dir():
         raise ConfigError(f"--output {str(output)!r}: the folder {str(path.parent)!r} does not exist; create it or "
                           "write elsewhere")
     written = []
+    for name, text in (definitions or {}).items():
+        task_file = path.with_name(f"task-{name}.yaml")
+        task_file.write_text(f"# Task {name} as experiment {experiment} read it: train --config files name this "
+                             "file.\n" + text, "utf-8")
+        written.append(task_file)
+        for found in chosen.values():
+            if found["config"]["task"] == name:
+                found["config"]["task"] = task_file.name
     for key, found in chosen.items():
         single = path.with_name(f"{path.stem}-{key.replace('/', '-')}{path.suffix or '.yaml'}")
         head = (f"# The best configuration of {key} in experiment {experiment} (trial {found['trial_id']}, "
@@ -66,6 +116,10 @@ def export_best(tracking_uri: str, experiment: str, output: str | Path | None, s
     """``table --kind best --format yaml``: the files written, as the command reports them."""
     if not output:
         raise ConfigError("--format yaml writes the best configurations to files: give --output FILE.yaml")
-    paths = write_best(best_configurations(tracking_uri, experiment, simulated, models, tasks, methods), output,
-                       experiment)
-    return f"wrote {paths[0]} and {len(paths) - 1} train --config file(s): {', '.join(p.name for p in paths[1:])}"
+    chosen = best_configurations(tracking_uri, experiment, simulated, models, tasks, methods)
+    own = {found["config"]["task"] for found in chosen.values() if not is_shipped(found["config"]["task"])}
+    paths = write_best(chosen, output, experiment, task_definitions(tracking_uri, experiment, own) if own else None)
+    configs = [p.name for p in paths[1:] if not p.name.startswith("task-")]
+    definitions = [p.name for p in paths[1:] if p.name.startswith("task-")]
+    return (f"wrote {paths[0]} and {len(configs)} train --config file(s): {', '.join(configs)}"
+            + (f"; task definition(s): {', '.join(definitions)}" if definitions else ""))

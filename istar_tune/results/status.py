@@ -14,7 +14,6 @@ from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import best_scored, score
 from istar_tune.results.formats import markdown
-from istar_tune.tasks import get_task
 
 
 def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str]:
@@ -74,7 +73,7 @@ def _best_so_far(runs: list) -> tuple[str, float | None]:
     metric = ""
     for run in runs:
         try:
-            metric = get_task(run.data.tags.get("task", "")).metric
+            metric = tracking.task_of(run.data.tags).metric
             break
         except ConfigError:
             continue

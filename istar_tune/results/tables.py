@@ -28,7 +28,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label, uses_lambda, uses_zeta
 from istar_tune.metrics import FINETUNED_PREFIX, best_scored, score
 from istar_tune.results.formats import MISSING
-from istar_tune.tasks import TASKS, get_task
+from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task, is_shipped
 from istar_tune.tracking.runs import TrialRun
 
 KINDS = ("best", "lambda-zeta", "seeds")
@@ -47,8 +47,10 @@ def _axes(runs: list[TrialRun], models, tasks, methods,
     the paper with ``paper_axes``: ``--against-paper``)."""
     seen_models = list(dict.fromkeys(r.model for r in runs))
     seen_methods = [m for m in METHODS if any(r.method == m for r in runs)]
-    seen_tasks = [t for t in TASKS if any(r.task == t for r in runs)]
-    return (list(models or seen_models), [get_task(t).name for t in (tasks or (TASKS if paper_axes else seen_tasks))],
+    own_tasks = list(dict.fromkeys(r.task for r in runs if not is_shipped(r.task)))  # the runs' own definitions
+    seen_tasks = [t for t in TASKS if any(r.task == t for r in runs)] + own_tasks
+    return (list(models or seen_models),
+            [get_task(t).name for t in (tasks or ([*TASKS, *own_tasks] if paper_axes else seen_tasks))],
             list(methods or seen_methods))
 
 
@@ -60,8 +62,9 @@ def _candidates(runs: list[TrialRun]) -> dict[tuple, list[TrialRun]]:
     return groups
 
 
-def _percent(metric: str, value: float) -> float:
-    return value if metric in ("f1", "exact_match") else 100.0 * value
+def _percent(task: str, value: float) -> float:
+    """A score in percent: SQuAD's F1 and EM already are; every other metric is a fraction."""
+    return value if get_task(task).problem_type == EXTRACTIVE_QA else 100.0 * value
 
 
 def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun]]:
@@ -250,7 +253,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     groups = _candidates(runs)
 
     def values(model, task, method, metric):
-        return [_percent(metric, score(r.metrics, metric)) for r in groups.get((model, task, method), [])
+        return [_percent(task, score(r.metrics, metric)) for r in groups.get((model, task, method), [])
                 if score(r.metrics, metric) is not None]
 
     def center(method):

@@ -9,11 +9,13 @@ throughput is an assumption written down here (:data:`MODEL_THROUGHPUT`) unless 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
+from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method
 from istar_tune.search.space import completes
 from istar_tune.tasks import get_task
@@ -40,6 +42,26 @@ class Throughput:
 
     tokens_per_second: dict[str, float] = field(default_factory=dict)
     max_length: int = 128
+
+    @classmethod
+    def parse(cls, values: list[str], models: tuple[str, ...], max_length: int) -> Throughput:
+        """``--tokens-per-second bert=52000 ...``: one measured rate per model of the search."""
+        rates = {}
+        for value in values:
+            model, _, text = value.partition("=")
+            try:
+                rate = float(text)
+            except ValueError:
+                rate = math.nan
+            if not model or not rate > 0 or math.isinf(rate):
+                raise ConfigError(f"--tokens-per-second: {value!r} is not MODEL=TOKENS_PER_SECOND (e.g. bert=52000, "
+                                  "measured with `istar-tune train` on one GPU)")
+            rates[model] = rate
+        missing = sorted(set(models) - set(rates))
+        if missing:
+            raise ConfigError(f"--tokens-per-second: no rate for {', '.join(missing)}: give one per model of the "
+                              "search")
+        return cls(rates, max_length)
 
     def examples_per_second(self, model: str) -> float | None:
         rate = self.tokens_per_second.get(model)

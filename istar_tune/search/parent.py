@@ -15,7 +15,7 @@ from istar_tune.config import RunSettings
 from istar_tune.metrics import score
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.space import SearchSpace
-from istar_tune.tasks import get_task
+from istar_tune.tasks import definition_mapping, get_task
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,28 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
     for start in range(0, len(new), 100):
         mlflow_client.log_batch(run_id, params=new[start:start + 100])
     mlflow_client.log_batch(run_id, tags=[RunTag(NOTE_TAG, _description(space, planned))])
+    log_task_definitions(mlflow_client, run_id, space.tasks)
+
+
+TASKS_FOLDER = "tasks"
+"""The parent run's artifact folder of the search's task definitions (``tasks/<name>.yaml``, as resolved)."""
+
+
+def log_task_definitions(mlflow_client, run_id: str, tasks) -> None:
+    """Each task of the search that is not shipped, as the trials read it: its resolved definition (absolute files,
+    class names, sizes, checksums) as an artifact, and its files' checksums as a tag, so a table traces back to the
+    exact data."""
+    import yaml
+
+    for name in tasks:
+        task = get_task(name)
+        if task.shipped:
+            continue
+        mlflow_client.log_text(run_id, yaml.safe_dump(definition_mapping(task), sort_keys=False, allow_unicode=True),
+                               f"{TASKS_FOLDER}/{task.name}.yaml")
+        files = "; ".join(f"{split} {task.files.get(split, 'hub')} {value}" for split, value in task.checksums.items())
+        mlflow_client.set_tag(run_id, f"{tracking.TAG_TASK_FILES}.{task.name}",
+                              (files or f"hub {task.hub.path if task.hub else ''}")[:tracking.MAX_TAG_CHARS])
 
 
 def _description(space: SearchSpace, planned: list[PlannedGroup]) -> str:

@@ -23,6 +23,7 @@ from istar_tune.search.space import (
     configuration,
     grid_configs,
     trial_group,
+    with_task_definition,
 )
 
 # -------------------------------------------------------------------------------------------- planning
@@ -251,7 +252,8 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
     group = planned.group
     base = {"model": absolute_if_path(group.model), "task": group.task, "method": group.method,
             **planned.param_space}
-    return {**base, SEARCH_KEY: search} if search else base
+    # The configurations handed to Tune carry the task's definition (a task that is not shipped).
+    return {**with_task_definition(base), SEARCH_KEY: search} if search else base
 
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, max_positions
-from istar_tune.tasks import get_task
+from istar_tune.tasks import get_task, register_task
 from istar_tune.tracking.storage import is_remote, unwritable
 from istar_tune.tracking.store import check_reachable, check_writable
 
@@ -37,30 +37,49 @@ def check_storage(storage: str) -> list[str]:
     return [f"storage path {storage!r}: {problem}; give a folder for the results"] if problem else []
 
 
-def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0) -> list[str]:
-    """Every task's split files exist and parse (as the trials will read them); without a data folder, the Hugging
-    Face hub answers within ``hub_timeout_s`` (else every trial would fail after its retries)."""
-    from istar_tune.training.data import hub_reachable, parse_file, resolve_data_dir, task_files
+def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0,
+               definitions_only: bool = False) -> list[str]:
+    """Every task's data reads as the trials will read it (files exist and parse; fields, labels and splits fit its
+    definition), and each task that is not shipped is resolved (class names, sizes, checksums) and registered, so its
+    trials carry exactly that. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else every
+    trial would fail after its retries); a shipped one is then downloaded by its trials. ``definitions_only``: only
+    the tasks that are not shipped (a rehearsal or a dry run needs their sizes; it reads no other data)."""
+    import datasets
 
-    problems = []
-    try:
-        root = resolve_data_dir(data_dir)
-    except IstarTuneError as err:
-        return [str(err)]
-    if root is None:
-        if hub_reachable(hub_timeout_s):
-            return []  # the trials download the tasks
-        return [f"no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and the Hugging Face hub does not "
-                f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give --data-dir DIR in the GLUE "
-                "layout (e.g. ../shared/data/glue)"]
+    from istar_tune.tasks.data_folder import hub_reachable
+    from istar_tune.training.reading import resolve, task_files
+
+    datasets.utils.logging.disable_progress_bar()  # the driver's terminal shows the search's own lines
+    problems: list[str] = []
+    hub_answers = None
     for name in tasks:
         task = get_task(name)
+        if definitions_only and (task.shipped or task.resolved):
+            continue
         try:
-            for path in task_files(task, root).values():
-                parse_file(task, path)
+            if task_files(task, data_dir) is None:
+                hub_answers = hub_reachable(hub_timeout_s) if hub_answers is None else hub_answers
+                if not hub_answers:
+                    problems.append(_no_hub(task, hub_timeout_s))
+                    continue
+                if task.shipped:
+                    continue
+            resolved = resolve(task, data_dir)
+            if not task.shipped:
+                register_task(resolved, replace=True)
         except IstarTuneError as err:
-            problems.append(str(err))
+            problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
     return problems
+
+
+def _no_hub(task, hub_timeout_s: float) -> str:
+    if task.shipped:
+        return (f"no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and the Hugging Face hub does not "
+                f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give --data-dir DIR in the GLUE "
+                "layout (e.g. ../shared/data/glue)")
+    return (f"{task.source}: task {task.name} reads the hub data set {task.hub.path}, and the Hugging Face hub does "
+            f"not answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give its train and validation files "
+            "instead, or run where the hub answers")
 
 
 def check_models(models: list[str], max_length: int) -> list[str]:

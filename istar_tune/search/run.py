@@ -27,6 +27,7 @@ from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
 from istar_tune.search.simulate import Simulation, simulated_trainable
 from istar_tune.search.space import SearchSpace, trial_group
 from istar_tune.search.trainable import OBJECTIVE, trainable
+from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
 
@@ -157,7 +158,11 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
               ("tracking", lambda: preflight.check_tracking(experiment.tracking_uri))]
-    if not experiment.simulated:  # a rehearsal reads no data and loads no model
+    if experiment.simulated:  # a rehearsal loads no model and reads only what task definitions need: their sizes
+        checks += [(f"tasks of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir,
+                                                                               definitions_only=True))
+                   for n, space in zip(names, spaces)]
+    else:
         for n, space in zip(names, spaces):
             checks += [(f"data of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir)),
                        (f"models of {n}", lambda s=space, n=n: preflight.check_models(list(s.models),
@@ -393,10 +398,8 @@ def trial_dirname(trial) -> str:
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
     """Settings of every trial, its data folder by the one rule
-    (:func:`istar_tune.training.data.resolve_data_dir`: flag, then search-space file, then ``$GLUE_DIR``), made
+    (:func:`istar_tune.tasks.data_folder.resolve_data_dir`: flag, then search-space file, then ``$GLUE_DIR``), made
     absolute: trials run in their own working folders."""
-    from istar_tune.training.data import resolve_data_dir
-
     chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))
     settings = space.run_settings(data_dir=str(chosen.resolve()) if chosen is not None else None)
     return replace(settings, progress=False, output_dir=None, save_checkpoint=False)

@@ -27,7 +27,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method
 from istar_tune.search import checkpoints
 from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
-from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, for_search
+from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 from istar_tune.search.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 
@@ -165,7 +165,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
     mode = settings.get("checkpoint", "state")
     shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
     closing = completes(config)
-    reporter = TuneReporter(get_task(config["task"]).metric, keep, wants_checkpoint=mode != "none", completes=closing)
+    reporter = TuneReporter(trial_task(config).metric, keep, wants_checkpoint=mode != "none", completes=closing)
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:

@@ -17,6 +17,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from istar_tune.config import (
@@ -29,7 +30,8 @@ from istar_tune.config import (
 )
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
-from istar_tune.tasks import get_task
+from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping, task_reference
+from istar_tune.tasks.task import Task
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
 ALGORITHMS = ("grid", "optuna")
@@ -92,6 +94,26 @@ SEARCH_KEY = "search"
 SHARED_EPOCHS_KEY = "completes_epochs"
 """Key of a shared trial's configuration: the epoch counts of the configurations it completes on its way (its own
 ``epochs`` the largest); absent from an unshared trial's."""
+
+
+TASK_DEFINITION_KEY = "task_definition"
+"""Key of a trial's configuration holding its task's resolved definition when the task is not shipped: the trial
+reads its data from it, on any node, without the driver's files or working folder."""
+
+
+def with_task_definition(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its task's definition when the task is not a shipped one."""
+    task = get_task(config["task"])
+    return config if task.shipped else {**config, TASK_DEFINITION_KEY: definition_mapping(task)}
+
+
+def trial_task(config: dict[str, Any]) -> Task:
+    """The task of a trial's configuration, registered in this process from the definition it carries."""
+    definition = config.get(TASK_DEFINITION_KEY)
+    if definition is None:
+        return get_task(config["task"])
+    return register_task(task_from_mapping(definition, source=f"the task definition of trial config {config['task']}"),
+                         replace=True)
 
 
 def completes(config: dict[str, Any]) -> tuple[int, ...]:
@@ -207,18 +229,18 @@ class SearchSpace:
     def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
         """The same space for other models, tasks or methods (e.g. from ``--models``)."""
         problems = []
-        if tasks:
-            for task in tasks:
-                try:
-                    get_task(task)
-                except ConfigError as err:
-                    problems.append(f"--tasks: {err}")
+        names = []
+        for task in tasks or ():
+            try:
+                names.append(task_reference(task, Path.cwd(), source="--tasks").name)
+            except ConfigError as err:
+                problems.append(f"--tasks: {err}")
         if methods:
             problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
                          for m in methods if m not in METHODS]
         if problems:
             raise ConfigError(problems)
-        return replace(self, models=tuple(models or self.models), tasks=tuple(tasks or self.tasks),
+        return replace(self, models=tuple(models or self.models), tasks=tuple(names or self.tasks),
                        methods=tuple(methods or self.methods))
 
     def groups(self) -> list[Group]:

@@ -4,12 +4,10 @@ every problem reported at once with the file and the key; shipped spaces found b
 
 from __future__ import annotations
 
-import collections
-import math
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import Hyperparameters, RunSettings, from_dict, load_yaml
+from istar_tune.config import RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.metrics import CHOOSE_BY
@@ -17,21 +15,27 @@ from istar_tune.models import PAPER_MODELS
 from istar_tune.search.space import (
     ALGORITHMS,
     ANY_MODEL,
-    DOMAIN_KINDS,
     SCHEDULERS,
     SEARCHED_KEYS,
     STAGES,
     Domain,
     SearchSpace,
 )
-from istar_tune.tasks import get_task
+from istar_tune.search.space_domains import (
+    check_value,
+    coerced,
+    domains_from_yaml,
+    is_number,
+)
+from istar_tune.tasks import task_reference
 
 # -------------------------------------------------------------------------------------------------- loading
 
 SPACE_KEYS: dict[str, tuple[str, str]] = {
     "name": ("the file name", "Search name: the MLflow experiment and the Ray results folder."),
     "models": ("bert, albert, distilbert", "Model short names, Hugging Face hub ids or local paths."),
-    "tasks": ("(required)", "Tasks: sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad."),
+    "tasks": ("(required)", "Tasks: sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad, a task definition file "
+                            "(relative to the space's folder) or a definition inline (see Your own task)."),
     "methods": ("(required)", "Methods: base, cosreg, istar, isolayer."),
     "hyperparameters": ("{}", "Domains shared by every method: `key: value`, `key: {grid: [...]}`, `{choice: [...]}`, "
                               "`{loguniform: [low, high]}`, `{uniform: [low, high]}` or `{randint: [low, high]}`."),
@@ -74,8 +78,6 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
 }
 """Every key a search-space YAML may hold: key → (default, meaning). The validator and the README use it."""
 
-MAX_DOMAIN_VALUES = 10_000
-"""The most values one grid or choice lists (the paper's largest lists 6)."""
 MAX_TRIALS_PER_GROUP = 1_000_000
 """The most trials a space plans per (model, task, method) group (the paper's I-STAR grid: 648)."""
 
@@ -132,9 +134,9 @@ def load_search_space(path: str | Path) -> SearchSpace:
     name = raw.get("name", path.stem.replace("_", "-"))
     if not isinstance(name, str) or not name.strip():
         problem("name", f"must be a non-empty string, got {name!r}")
-    models, tasks, methods = _axes(raw, problem)
+    models, tasks, methods = _axes(raw, problem, path)
     search = _search_section(raw, problem)
-    hyperparameters = _domains(raw.get("hyperparameters", {}), "hyperparameters", search["algorithm"], problem)
+    hyperparameters = domains_from_yaml(raw.get("hyperparameters", {}), "hyperparameters", search["algorithm"], problem)
     method_hyperparameters = _method_domains(raw, search["algorithm"], problem)
     sections = {**_scheduler_section(raw, problem), **_resources_section(raw, problem)}
     settings = _settings_section(raw, problem, problems, path)
@@ -154,7 +156,7 @@ def load_search_space(path: str | Path) -> SearchSpace:
     if problems:
         raise ConfigError(problems)
     space = SearchSpace(
-        path=str(path), name=name.strip(), models=models, tasks=tuple(get_task(t).name for t in tasks),
+        path=str(path), name=name.strip(), models=models, tasks=tasks,
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
         **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of, **study)
     largest = max(space.trials_in(group) for group in space.groups())
@@ -179,20 +181,35 @@ def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _axes(raw: dict, problem) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``models``, ``tasks`` and ``methods``: lists of known names."""
+def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``models``, ``tasks`` and ``methods``: lists of known names (a task also by its definition)."""
     models = _names(raw, "models", problem, list(PAPER_MODELS))
-    tasks = _names(raw, "tasks", problem)
-    for task in tasks:
-        try:
-            get_task(task)
-        except ConfigError as err:
-            problem("tasks", str(err))
+    tasks = _tasks(raw.get("tasks"), path, problem)
     methods = _names(raw, "methods", problem)
     for method in methods:
         if method not in METHODS:
             problem("methods", f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
     return models, tasks, methods
+
+
+def _tasks(value, path: Path, problem) -> tuple[str, ...]:
+    """``tasks``: shipped task names, definition files (relative to the space's folder) or inline definitions."""
+    entries = [value] if isinstance(value, (str, dict)) else value
+    if not isinstance(entries, list) or not entries:
+        problem("tasks", f"must be a non-empty list of task names, definition files or definitions, got {value!r}")
+        return ()
+    names = []
+    for index, entry in enumerate(entries):
+        try:
+            names.append(task_reference(entry, path.resolve().parent, source=f"{path}: tasks[{index}]").name)
+        except ConfigError as err:
+            problems = err.problems
+            for text in problems:
+                problem("tasks", text)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        problem("tasks", f"lists {', '.join(repeated)} more than once: each task once")
+    return tuple(names)
 
 
 def _search_section(raw: dict, problem) -> dict[str, Any]:
@@ -217,7 +234,7 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
             if key not in SEARCHED_KEYS:
                 problem("search.points_to_evaluate", f"unknown hyperparameter {key!r}")
             else:
-                _check_value(key, value, "search.points_to_evaluate", problem)
+                check_value(key, value, "search.points_to_evaluate", problem)
     if points and algorithm != "optuna":
         problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
     share_epochs = search.get("share_epochs", True)
@@ -236,7 +253,8 @@ def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, D
     for method, domains in per_method.items():
         if method not in METHODS:
             problem(f"method_hyperparameters.{method}", f"unknown method: choose one of {', '.join(METHODS)}")
-        method_hyperparameters[method] = _domains(domains, f"method_hyperparameters.{method}", algorithm, problem)
+        method_hyperparameters[method] = domains_from_yaml(domains, f"method_hyperparameters.{method}", algorithm,
+                                                           problem)
     return method_hyperparameters
 
 
@@ -247,7 +265,7 @@ def _scheduler_section(raw: dict, problem) -> dict[str, Any]:
         problem("scheduler.type", f"must be one of {', '.join(SCHEDULERS)}, got {scheduler_type!r}")
     grace_period = _integer(scheduler, "grace_period", 1, 1, problem, "scheduler.")
     reduction_factor = scheduler.get("reduction_factor", 3)
-    if not _is_number(reduction_factor) or reduction_factor <= 1:
+    if not is_number(reduction_factor) or reduction_factor <= 1:
         problem("scheduler.reduction_factor", f"must be a number greater than 1, got {reduction_factor!r}")
         reduction_factor = 3
     return {"scheduler": scheduler_type, "grace_period": grace_period, "reduction_factor": float(reduction_factor)}
@@ -257,10 +275,10 @@ def _resources_section(raw: dict, problem) -> dict[str, Any]:
     """``resources``, ``concurrency``, ``max_failures`` and ``checkpoints_to_keep``."""
     resources = _mapping(raw, "resources", _RESOURCE_KEYS, problem)
     cpu, gpu = resources.get("cpu", 1), resources.get("gpu", 0)
-    if not _is_number(cpu) or cpu <= 0:
+    if not is_number(cpu) or cpu <= 0:
         problem("resources.cpu", f"must be a positive number, got {cpu!r}")
         cpu = 1
-    if not _is_number(gpu) or gpu < 0:
+    if not is_number(gpu) or gpu < 0:
         problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
         gpu = 0
     elif gpu > 1:
@@ -333,19 +351,15 @@ def _study_section(raw: dict, models: tuple[str, ...], hyperparameters: dict[str
         if not isinstance(listed, list) or not listed:
             problem(at, f"needs a non-empty list of values, got {listed!r}")
             continue
-        if len({repr(_coerced(key, v)) for v in listed}) < len(listed):
+        if len({repr(coerced(key, v)) for v in listed}) < len(listed):
             problem(at, f"repeats a value in {listed!r}: each value once")
         for value in listed:
-            _check_value(key, value, at, problem)
-        values[model] = tuple(_coerced(key, v) for v in listed)
+            check_value(key, value, at, problem)
+        values[model] = tuple(coerced(key, v) for v in listed)
     missing = [m for m in models if m not in values] if ANY_MODEL not in values else []
     if missing:
         problem(f"vary.{key}", f"lists no values for {', '.join(missing)}: give a list for every model, or one list")
     return {**study, "vary": (key, values)}
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _mapping(raw: dict, key: str, allowed: set[str], problem) -> dict:
@@ -365,86 +379,3 @@ def _integer(raw: dict, key: str, default, minimum: int, problem, prefix: str = 
         problem(prefix + key, f"must be an integer >= {minimum}, got {value!r}")
         return default
     return value
-
-
-def _kind(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return type(value).__name__
-    if isinstance(value, (int, float)):
-        return "number"
-    return type(value).__name__
-
-
-def _coerced(key: str, value):
-    """``value`` as the hyperparameter's type (so 8 and 8.0 are the same grid point)."""
-    try:
-        return getattr(from_dict(Hyperparameters, {key: value}, source="grid"), key)
-    except ConfigError:
-        return value
-
-
-def _check_value(key: str, value, where: str, problem) -> None:
-    try:
-        from_dict(Hyperparameters, {key: value}, source=where)
-    except ConfigError as err:
-        for text in err.problems:
-            problem(where, text.split(": ", 1)[-1])
-
-
-def _domains(raw, where: str, algorithm: str, problem) -> dict[str, Domain]:
-    if raw in (None, {}):
-        return {}
-    if not isinstance(raw, dict):
-        problem(where, f"must map hyperparameter names to domains, got {type(raw).__name__}")
-        return {}
-    domains = {}
-    for key, spec in raw.items():
-        at = f"{where}.{key}"
-        if key not in SEARCHED_KEYS:
-            problem(at, f"unknown hyperparameter (searchable: {', '.join(sorted(SEARCHED_KEYS))}); "
-                        "models, tasks and methods are listed at the top level")
-            continue
-        if not isinstance(spec, dict):
-            _check_value(key, spec, at, problem)
-            domains[key] = Domain("constant", (spec,))
-            continue
-        if len(spec) != 1 or next(iter(spec)) not in DOMAIN_KINDS:
-            problem(at, f"a domain is a value or a mapping with one of {', '.join(DOMAIN_KINDS)}, got {spec!r}")
-            continue
-        kind, values = next(iter(spec.items()))
-        if not isinstance(values, list) or not values:
-            problem(at, f"{kind} needs a non-empty list, got {values!r}")
-            continue
-        if len(values) > MAX_DOMAIN_VALUES:  # before any per-value work
-            problem(at, f"{kind} lists {len(values):,} values; a domain holds at most {MAX_DOMAIN_VALUES:,} (for "
-                        "more, search a range with search.algorithm: optuna)")
-            continue
-        if kind == "grid" and algorithm == "optuna":
-            problem(at, "grid values need search.algorithm: grid; with optuna use choice, uniform or loguniform")
-            continue
-        if kind in ("loguniform", "uniform", "randint"):
-            if len(values) != 2 or not all(_is_number(v) for v in values) or not values[0] < values[1]:
-                problem(at, f"{kind} needs [low, high] with low < high, got {values!r}")
-                continue
-            if kind == "loguniform" and values[0] <= 0:
-                problem(at, f"loguniform needs low > 0, got {values[0]}")
-                continue
-            if kind == "randint" and not all(isinstance(v, int) for v in values):
-                problem(at, f"randint needs integer bounds, got {values!r}")
-                continue
-        if kind in ("grid", "choice"):
-            kinds = {_kind(v) for v in values}
-            if len(kinds) > 1:
-                problem(at, f"{kind} mixes value kinds ({', '.join(sorted(kinds))}) in {values!r}: write them all "
-                            "alike (numbers unquoted)")
-                continue
-            coerced = [_coerced(key, v) for v in values]
-            counts = collections.Counter(repr(v) for v in coerced)  # linear: a grid may hold many values
-            duplicates = sorted(value for value, n in counts.items() if n > 1)
-            if duplicates:
-                problem(at, f"{kind} repeats {', '.join(duplicates)} in {values!r}: each value once")
-                continue
-        for value in values:
-            _check_value(key, value, at, problem)
-        domains[key] = Domain(kind, tuple(values))
-    return domains

@@ -21,7 +21,14 @@ from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings,
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
 from istar_tune.search import checkpoints
-from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, configuration, for_search
+from istar_tune.search.space import (
+    SHARED_EPOCHS_KEY,
+    TASK_DEFINITION_KEY,
+    completes,
+    configuration,
+    for_search,
+    trial_task,
+)
 from istar_tune.tasks import get_task
 
 OBJECTIVE = "objective"
@@ -143,6 +150,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     from istar_tune.training.state import read_state
 
     quiet_ray_loggers()
+    trial_task(config)  # a task that is not shipped: known here from the definition the config carries
     hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
                         source="trial config")
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
@@ -182,6 +190,8 @@ def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, 
     """A trial's configuration as ``istar-tune train --config`` reads it: the hyperparameters its method reads
     (defaults filled in) and the run settings that mean something to one run."""
     values = tracking.resolved_hyperparameters(config)
+    if config.get(TASK_DEFINITION_KEY):  # a task that is not shipped: inline, so the file trains anywhere
+        values["task"] = config[TASK_DEFINITION_KEY]
     unused = unused_hyperparameters(values["method"])
     return {**{k: v for k, v in values.items() if k not in unused},
             **{k: v for k, v in settings.items() if k not in SEARCH_ONLY_SETTINGS and v is not None}}

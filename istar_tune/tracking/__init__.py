@@ -6,7 +6,7 @@ tables, plots, ``status`` and the seeds stage. The names below are the package's
 ``tracking.TAG_ROLE``, ...); each lives in exactly one of those modules.
 """
 
-from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, trial_runs
+from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, task_of, trial_runs
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     EXPERIMENT_KIND_TAG,
@@ -30,6 +30,8 @@ from istar_tune.tracking.store import (
     TAG_SPACE,
     TAG_STAGE,
     TAG_STATUS,
+    TAG_TASK,
+    TAG_TASK_FILES,
     TAG_TRAINED_BY,
     TAG_TRIAL_ID,
     check_reachable,
@@ -63,9 +65,10 @@ __all__ = [
     "STATUSES",
     "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM",
     "TAG_ROLE", "TAG_SEARCH_RUN",
-    "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
+    "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TASK", "TAG_TASK_FILES",
+    "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
     "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters",
-    "trial_error_text", "trial_runs", "SETTING_PREFIX", "logged_params", "run_name",
+    "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX", "logged_params", "run_name",
 ]

@@ -5,6 +5,7 @@ the one rule (:func:`istar_tune.metrics.best_scored`).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, score
-from istar_tune.tasks import get_task
+from istar_tune.tasks import Task, get_task, remember_facts
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     TAG_CHOSEN_BY,
@@ -21,6 +22,7 @@ from istar_tune.tracking.store import (
     TAG_SIMULATED,
     TAG_STAGE,
     TAG_STATUS,
+    TAG_TASK,
     TAG_TRIAL_ID,
     client,
     find_runs,
@@ -87,8 +89,18 @@ def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_na
                           f"into tables of {'real' if not simulated else 'simulated'} runs: {what[1]}")
 
 
+def task_of(tags: dict[str, str]) -> Task:
+    """The task of a run, as its tags name it: a shipped task, or one the run describes (:data:`TAG_TASK`)."""
+    described = tags.get(TAG_TASK)
+    if described:
+        return remember_facts(json.loads(described), source="MLflow")
+    return get_task(tags.get("task", ""))
+
+
 def _trial_run(run) -> TrialRun:
     tags, params = run.data.tags, run.data.params
+    if tags.get(TAG_TASK):  # a task that is not shipped becomes known from the run's own word on it
+        task_of(tags)
     # The run's group tags are written when it is created; its params may be missing (a driver killed at that
     # moment, in a store no resumed search repaired): its group comes from the tags, never from defaults.
     named = {k: tags[k] for k in ("model", "task", "method") if tags.get(k) not in (None, "", "None")}

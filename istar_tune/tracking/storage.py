@@ -6,7 +6,7 @@
   (a local storage path only; a remote one needs a tracking server);
 * where artifacts go: through the tracking server when it is one, else a folder beside a local store.
 
-(The data folder has its own single rule: :func:`istar_tune.training.data.resolve_data_dir`.)
+(The data folder has its own single rule: :func:`istar_tune.tasks.data_folder.resolve_data_dir`.)
 """
 
 from __future__ import annotations

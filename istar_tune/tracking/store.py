@@ -32,6 +32,8 @@ TAG_SEARCH_RUN = "istar_tune.search_run_id"  # a trial run: its search's run (no
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 TAG_SIMULATED = "istar_tune.simulated"  # "true" on the runs of a rehearsal (``--simulate``)
 TAG_RESTORED_FROM = "istar_tune.restored_from"
+TAG_TASK = "istar_tune.task"  # a trial run of a task that is not shipped: its facts (JSON; tasks.definition.facts)
+TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the files and checksums its trials read
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
 STATUSES = ("running", "finished", "stopped_early", "failed", "interrupted")
 """A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""

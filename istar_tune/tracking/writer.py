@@ -6,6 +6,7 @@ runs instead of creating duplicates.
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import threading
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict, group_key
+from istar_tune.errors import ConfigError
 from istar_tune.methods import unused_hyperparameters
+from istar_tune.tasks import facts, get_task, is_shipped
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
     TAG_GROUP,
@@ -23,6 +26,7 @@ from istar_tune.tracking.store import (
     TAG_SEARCH,
     TAG_SEARCH_RUN,
     TAG_STATUS,
+    TAG_TASK,
     TAG_TRIAL_ID,
     client,
     find_runs,
@@ -260,7 +264,7 @@ class RunWriter:
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
-                TAG_GROUP: group_key(config), **(created_tags or {})}
+                TAG_GROUP: group_key(config), **task_tags(config), **(created_tags or {})}
         run = mlflow_client.create_run(self.experiment_id, run_name=run_name(config) if config else trial_id,
                                        tags=tags)
         run_id = self._runs[trial_id] = run.info.run_id
@@ -351,6 +355,18 @@ def logged_params(config: dict[str, Any], settings: dict[str, Any] | None = None
     params = {k: str(v) for k, v in values.items() if k not in unused}
     params.update({f"{SETTING_PREFIX}{k}": str(v) for k, v in (settings or {}).items() if v is not None})
     return dict(sorted(params.items()))
+
+
+def task_tags(config: dict[str, Any]) -> dict[str, str]:
+    """A trial run's word on a task that is not shipped (its name, display name, problem type, metric): what a table,
+    a plot or ``status`` read in another process needs of it."""
+    if not config.get("task") or is_shipped(str(config["task"])):
+        return {}
+    try:
+        task = get_task(str(config["task"]))
+    except ConfigError:
+        return {}
+    return {TAG_TASK: json.dumps(facts(task), sort_keys=True)}
 
 
 SETTING_PREFIX = "setting."

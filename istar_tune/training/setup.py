@@ -23,7 +23,8 @@ from istar_tune.models import (
     max_positions,
 )
 from istar_tune.tasks import Task, get_task
-from istar_tune.training.data import EncodedData, encode, hold_out, load_raw
+from istar_tune.training.data import EncodedData, encode, hold_out
+from istar_tune.training.reading import read_task
 
 # ------------------------------------------------------------------------------------------------ set-up
 
@@ -95,14 +96,14 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
 
     validate(hparams, source="hyperparameters")
     validate(settings, source="settings")
-    task = get_task(hparams.task)
     device = resolve_device(settings.device)
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)
     check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
                      settings.init_checkpoint or hparams.model)
-    raw = load_raw(task, settings.data_dir, settings.max_train_samples, settings.max_eval_samples)
+    task, raw = read_task(get_task(hparams.task), settings.data_dir, settings.max_train_samples,
+                          settings.max_eval_samples)
     recipe = RECIPES[settings.recipe]
     data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
     if settings.holdout is not None:

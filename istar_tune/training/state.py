@@ -24,6 +24,7 @@ from istar_tune.models import (
     model_spec,
     resolve_source,
 )
+from istar_tune.tasks import Task, definition_mapping
 from istar_tune.training.setup import Run
 
 STATE_FILE = "trainer_state.pt"
@@ -55,7 +56,8 @@ def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: i
     train."""
     directory.mkdir(parents=True, exist_ok=True)
     state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams),
-                             "settings": as_dict(run.settings), "stopped": stopped, "finished": finished}
+                             "settings": as_dict(run.settings), "stopped": stopped, "finished": finished,
+                             **task_definition(run.task)}
     if contents in ("state", "weights"):
         state["model"] = run.model.state_dict()
         if isolayer is not None:
@@ -118,6 +120,15 @@ def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[
     return state
 
 
+TASK_DEFINITION = "task_definition"
+"""Key of a saved state and an output folder's config.yaml holding the task's definition (a task that is not
+shipped), so ``analyze`` reads the same data without the original file."""
+
+
+def task_definition(task: Task) -> dict[str, Any]:
+    return {} if task.shipped else {TASK_DEFINITION: definition_mapping(task)}
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
@@ -129,6 +140,7 @@ def resolved_config(run: Run) -> dict[str, Any]:
     return {
         "hyperparameters": {**as_dict(run.hparams), "lam": run.hparams.penalty_weight},
         "settings": as_dict(run.settings),
+        **task_definition(run.task),
         "resolved": {
             "task": run.task.name,
             "metric": run.task.metric,

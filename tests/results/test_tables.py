@@ -272,3 +272,23 @@ def test_the_seeds_kind_refuses_a_search_and_exports_typed_numbers_and_escaped_l
     text = capsys.readouterr().out
     assert r"94.00 $\pm$ 1.00" in text and r"\caption{" in text and "Holm" in text
     assert not set(text) & set("±λζ†—Δ`") and "choose\\_by" not in text.replace("choose\\_by: holdout", "")
+
+
+def test_a_task_of_ones_own_is_learnt_from_its_runs_and_its_f1_is_a_fraction_shown_in_percent(log_trial, tmp_path):
+    import json
+
+    from istar_tune.tasks import task_names
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "own", str(tmp_path / "artifacts"))
+    facts = {"name": "tickets", "display_name": "Tickets", "problem_type": "classification", "metric": "f1"}
+    for i, value in enumerate([0.80, 0.82]):
+        run_id = log_trial(client, exp, f"i{i}", "bert", "tickets", "istar", {"f1": [value]}, seed=i, stage="seeds")
+        client.set_tag(run_id, tracking.TAG_TASK, json.dumps(facts))
+    assert "tickets" not in task_names()  # this process has never seen its definition
+    table = build_table(uri, "own", "seeds")
+    assert list(table.columns) == ["model", "method", "Tickets"]
+    assert table.values.tolist() == [["bert", "I-STAR", "81.00 ± 1.41 [68.29, 93.71] *"]]
+    best = build_table(uri, "own", "best")
+    assert best[["task", "metric", "score"]].values.tolist() == [["tickets", "f1", 0.82]]

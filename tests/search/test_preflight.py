@@ -80,3 +80,46 @@ def test_run_checks_raises_every_problem_together():
         preflight.run_checks([("a", lambda: ["first"]), ("b", lambda: []), ("c", lambda: ["second"])])
     assert err.value.problems == ["first", "second"]
     assert preflight.run_checks([("a", lambda: [])]) >= 0
+
+
+def test_a_task_definition_is_resolved_and_registered_for_its_trials(own_data, tmp_path):
+    from istar_tune.tasks import get_task, task_reference
+
+    files = own_data("sst2", "csv", string_labels=True)
+    task = task_reference({"name": "reviews", "train": str(files["train"]), "validation": str(files["validation"])})
+    assert not task.resolved
+    assert preflight.check_data(["reviews", "rte"], None, definitions_only=True) == []  # the shipped one not read
+    resolved = get_task("reviews")
+    assert resolved.resolved and resolved.label_names == ("negative", "positive")
+    assert resolved.checksums["train"].startswith("sha256:")
+
+
+def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path):
+    from istar_tune.tasks import task_reference
+
+    files = own_data("sst2", "csv")
+    task_reference({"name": "a", "train": str(files["train"]), "validation": str(files["validation"]),
+                    "label_field": "y"})
+    task_reference({"name": "b", "train": str(files["train"]), "validation": str(files["validation"]),
+                    "problem_type": "regression", "text_fields": ["text"], "label_field": "text"})
+    (tmp_path / "RTE").mkdir()
+    problems = preflight.check_data(["a", "b", "rte"], str(tmp_path))
+    assert len(problems) == 5  # a: field y missing in both splits; b: texts are no scores in both; RTE: no files
+    assert sum("no field 'y'" in p for p in problems) == 2 and sum("are not numbers" in p for p in problems) == 2
+    assert "rows 1, 2, 3, 4, 5 and 59 more: scores " in problems[2] and "RTE files not found" in problems[4]
+
+
+def test_a_hub_task_while_the_hub_does_not_answer_is_refused_at_once(monkeypatch):
+    import time
+
+    from istar_tune.tasks import task_reference
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    task_reference({"name": "boolq", "hub": {"path": "google/boolq"}, "text_fields": ["question", "passage"],
+                    "label_field": "answer"}, source="boolq.yaml")
+    began = time.monotonic()
+    problems = preflight.check_data(["boolq"], None)
+    assert time.monotonic() - began < 5
+    assert problems == ["boolq.yaml: task boolq reads the hub data set google/boolq, and the Hugging Face hub does "
+                        "not answer within 5 s (or HF_HUB_OFFLINE is set): give its train and validation files "
+                        "instead, or run where the hub answers"]

@@ -157,3 +157,35 @@ def test_existing_results_are_not_overwritten_without_resume(two_node_cluster, t
     (tmp_path / "runs" / "smoke" / "tiny-bert-sst2-base").mkdir(parents=True)
     assert main(["search", str(SMOKE), "--storage-path", str(tmp_path / "runs")]) == 2
     assert "pass --resume" in capsys.readouterr().err
+
+
+def test_a_task_definition_travels_with_its_trials_to_every_node(two_node_cluster, own_data, tmp_path, monkeypatch):
+    import ray
+    from ray.tune import ExperimentAnalysis
+
+    own_data("sst2", "parquet", string_labels=True, folder=tmp_path / "data")
+    (tmp_path / "tasks").mkdir()
+    definition = tmp_path / "tasks" / "reviews.yaml"
+    definition.write_text("name: reviews\ntrain: ../data/train.parquet\nvalidation: ../data/dev.parquet\nmetric: f1\n")
+    (tmp_path / "space.yaml").write_text(
+        "name: own\nmodels: [tiny-bert]\ntasks: [tasks/reviews.yaml]\nmethods: [base]\nhyperparameters:\n"
+        "  batch_size: 16\n  epochs: 1\n  learning_rate: {grid: [1.0e-3, 3.0e-3]}\n"
+        "settings: {max_length: 32, shrinkage_tokens: 1000}\n")
+    space = load_search_space(tmp_path / "space.yaml")
+    definition.unlink()  # the trials need neither the definition file ...
+    (tmp_path / "driver").mkdir()
+    monkeypatch.chdir(tmp_path / "driver")  # ... nor the driver's working folder
+    summary = run_search(space, storage_path=tmp_path / "runs", address=two_node_cluster.address,
+                         write=lambda _: None)
+    assert not summary.failed and [t.status for g in summary.groups for t in g.trials] == ["finished"] * 2
+    runs = tracking.trial_runs(summary.tracking_uri, "own")
+    client = tracking.client(summary.tracking_uri)
+    assert {client.get_run(r.run_id).data.tags[tracking.TAG_NODE] for r in runs} == {n["NodeID"]
+                                                                                   for n in ray.nodes()}
+    assert {r.task for r in runs} == {"reviews"} and all("f1" in r.metrics for r in runs)
+    for trial in ExperimentAnalysis(summary.storage_path).trials:  # each carried the resolved definition
+        carried = trial.config["task_definition"]
+        assert carried["train"] == str(tmp_path / "data" / "train.parquet")
+        assert carried["label_names"] == ["negative", "positive"] and carried["checksums"]["train"].startswith(
+            "sha256:")
+        assert Path(trial.local_path) != tmp_path / "driver"

@@ -84,3 +84,34 @@ def test_all_problems_of_a_space_are_listed_together(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_search_space(path)
     assert len(err.value.problems) == 3
+
+
+def test_tasks_are_names_definition_files_beside_the_space_or_inline_definitions(own_data, tmp_path):
+    from istar_tune.tasks import get_task
+
+    files = own_data("sst2", "csv", folder=tmp_path / "data")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "reviews.yaml").write_text("name: reviews\ntrain: ../data/train.csv\n"
+                                                     "validation: ../data/dev.csv\nmetric: f1\n")
+    space = tmp_path / "space.yaml"
+    space.write_text(BASE.replace("tasks: [sst2]", "tasks: [rte, tasks/reviews.yaml, {name: inline, train: "
+                                                   "data/train.csv, validation: data/dev.csv}]"))
+    loaded = load_search_space(space)
+    assert loaded.tasks == ("rte", "reviews", "inline")
+    assert get_task("reviews").files["train"] == str(files["train"])  # relative to the definition's own folder
+    assert get_task("inline").files["train"] == str(files["train"])  # inline: relative to the space's folder
+    assert [g.task for g in loaded.groups()] == ["rte", "rte", "reviews", "reviews", "inline", "inline"]
+
+
+def test_bad_task_definitions_in_a_space_are_listed_together_and_nothing_is_written(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("name: sst2\ntrain: nowhere.csv\nvalidation: nowhere.csv\nmetric: mcc\n"
+                                       "problem_type: regression\n")
+    space = tmp_path / "space.yaml"
+    space.write_text(BASE.replace("tasks: [sst2]", "tasks: [bad.yaml, rte, RTE, {name: x}]"))
+    assert main(["search", str(space), "--storage-path", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    for expected in ("'sst2' is the name of a shipped task", "metric: 'mcc' does not fit a regression task",
+                     "nowhere.csv' does not exist", "tasks[3]: train: give the data", "lists rte more than once"):
+        assert expected in err, expected
+    assert not (tmp_path / "runs").exists()

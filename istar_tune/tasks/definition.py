@@ -1,0 +1,276 @@
+"""Task definitions: a small YAML mapping (a file, or inline in a search space's ``tasks:``) ↔ a :class:`Task`.
+
+Every problem that can be seen without reading the data is reported at once, one line each with where the
+definition came from: an unknown key, a missing file, a format or metric that does not fit. What needs the data
+(fields, labels, sizes, checksums) is checked where the data is read (:mod:`istar_tune.training.reading`).
+
+A definition (user-facing keys)::
+
+    name: tickets                 # required; not the name of a shipped task
+    display_name: Tickets         # tables and plots (default: name)
+    problem_type: classification  # classification (default), regression or extractive_qa
+    train: data/train.csv         # files relative to this file's folder (csv, tsv, json/jsonl, parquet) ...
+    validation: data/dev.csv
+    format: csv                   # ... format from the extension unless given
+    hub: {path: glue, name: mrpc, train_split: train, validation_split: validation}   # ... or a hub data set
+    text_fields: [subject, body]  # one field or a pair (default: the run_glue.py rule)
+    label_field: label
+    label_names: [billing, bug]   # default: the training split's distinct values, sorted
+    metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from istar_tune.errors import ConfigError
+from istar_tune.tasks.task import (
+    CLASSIFICATION,
+    DEFAULT_METRIC,
+    EXTENSIONS,
+    EXTRACTIVE_QA,
+    FORMATS,
+    IN_DATA_FOLDER,
+    IN_DEFINITION_FOLDER,
+    METRICS,
+    PAPER_FORMATS,
+    PROBLEM_TYPES,
+    SPLITS,
+    GlueLayout,
+    HubSource,
+    Task,
+)
+from istar_tune.yamlfile import load_yaml
+
+KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
+        "label_field", "label_names", "metric", "examples", "checksums", "files_in", "glue")
+HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
+GLUE_KEYS = ("header", "num_columns", "columns")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+DEFINITION_SUFFIXES = (".yaml", ".yml")
+
+
+def looks_like_definition_path(reference: str) -> bool:
+    """Whether a task reference names a definition file rather than a task (``./tickets.yaml``, ``tasks/x.yml``)."""
+    return reference.lower().endswith(DEFINITION_SUFFIXES) or "/" in reference or "\\" in reference
+
+
+def load_task_file(path: str | Path, reserved: Collection[str] = ()) -> Task:
+    """The task a definition file describes (relative paths start at the file's folder)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"task definition {str(path)!r} does not exist: give a YAML file (see README, Your own "
+                          "task) or a task name")
+    return task_from_mapping(load_yaml(path), path.resolve().parent, source=str(path), reserved=reserved)
+
+
+def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None, source: str = "task definition",
+                      reserved: Collection[str] = (), shipped: bool = False) -> Task:
+    """A :class:`Task` from a definition mapping; one :class:`ConfigError` listing every problem. ``reserved``: names
+    a user's task may not take (the shipped tasks' names and aliases)."""
+    problems: list[str] = []
+
+    def problem(key: str, text: str) -> None:
+        problems.append(f"{source}: {key}: {text}")
+
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: a task definition is a mapping of keys to values, got {type(raw).__name__}")
+    for key in raw:
+        if key not in KEYS:
+            problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
+    name = _name(raw, reserved, problem)
+    problem_type = raw.get("problem_type", CLASSIFICATION)
+    if problem_type not in PROBLEM_TYPES:
+        problem("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {problem_type!r}")
+        problem_type = CLASSIFICATION
+    metric = raw.get("metric", DEFAULT_METRIC[problem_type])
+    if metric not in METRICS[problem_type]:
+        problem("metric", f"{metric!r} does not fit a {problem_type} task: choose one of "
+                          f"{', '.join(METRICS[problem_type])}")
+    files_in = raw.get("files_in", IN_DEFINITION_FOLDER)
+    if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):
+        problem("files_in", f"must be {IN_DEFINITION_FOLDER} or {IN_DATA_FOLDER}, got {files_in!r}")
+    files, file_format = _files(raw, base_dir, files_in, problem)
+    hub = _hub(raw.get("hub"), problem)
+    if not files and hub is None:
+        problem("train", "give the data: train and validation files, or hub: {path: ...}")
+    elif files and hub is not None and files_in != IN_DATA_FOLDER:
+        problem("hub", "give files or a hub data set, not both")
+    default_fields = ("question", "context") if problem_type == EXTRACTIVE_QA else ()
+    text_fields = _strings(raw.get("text_fields", default_fields), "text_fields", problem, most=2)
+    label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")
+    if not isinstance(label_field, str) or not label_field:
+        problem("label_field", f"must be a field name, got {label_field!r}")
+    label_names = _strings(raw.get("label_names", []), "label_names", problem)
+    if label_names and problem_type != CLASSIFICATION:
+        problem("label_names", f"only a classification task has class names; this one is {problem_type}")
+    if len(set(label_names)) < len(label_names):
+        problem("label_names", f"each class once, got {list(label_names)}")
+    if metric == "f1" and problem_type == CLASSIFICATION and label_names and len(label_names) != 2:
+        problem("metric", f"f1 is binary F1 (two classes); this task has {len(label_names)}: use f1_macro")
+    examples = _examples(raw.get("examples", {}), problem)
+    checksums = raw.get("checksums", {}) or {}
+    if not isinstance(checksums, Mapping) or set(checksums) - set(SPLITS):
+        problem("checksums", f"must map train/validation to checksums, got {checksums!r}")
+        checksums = {}
+    glue = _glue(raw.get("glue"), file_format, problem)
+    if problems:
+        raise ConfigError(problems)
+    return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
+                metric=metric, text_fields=text_fields, label_field=label_field, label_names=label_names,
+                format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
+                train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
+                checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped)
+
+
+def _name(raw: Mapping[str, Any], reserved: Collection[str], problem) -> str:
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        problem("name", f"must be a short name (letters, digits, '_', '-', '.'; at most 64), got {name!r}")
+        return str(name)
+    if name.lower() in reserved or name.lower().replace("-", "") in reserved:
+        problem("name", f"{name!r} is the name of a shipped task: give your task another name (or use the shipped "
+                        f"task by its name alone)")
+    return name
+
+
+def _files(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[dict[str, str], str]:
+    given = {split: raw[split] for split in SPLITS if split in raw}
+    file_format = raw.get("format")
+    if file_format is not None and file_format not in FORMATS:
+        problem("format", f"must be one of {', '.join(FORMATS)}, got {file_format!r}")
+        file_format = None
+    if not given:
+        return {}, file_format or ""
+    files: dict[str, str] = {}
+    for split in SPLITS:
+        value = given.get(split)
+        if not isinstance(value, (str, Path)) or not str(value):
+            problem(split, f"give the {split} file's path, got {value!r}")
+            continue
+        path = Path(value).expanduser()
+        if files_in == IN_DATA_FOLDER:
+            files[split] = str(value)
+            continue
+        if not path.is_absolute():
+            path = Path(base_dir or ".") / path
+        path = path.resolve()
+        if not path.is_file():
+            problem(split, f"file {str(path)!r} does not exist" + (" (it is a folder)" if path.is_dir() else ""))
+        files[split] = str(path)
+    if file_format is None and files:
+        suffixes = {EXTENSIONS.get(Path(p).suffix.lower()) for p in files.values()}
+        if len(suffixes) != 1 or None in suffixes:
+            problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in files.values())}: give "
+                              f"format: one of {', '.join(FORMATS)}")
+        file_format = next(iter(suffixes)) or ""
+    return files, file_format or ""
+
+
+def _hub(value, problem) -> HubSource | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"path": value}
+    if not isinstance(value, Mapping) or not isinstance(value.get("path"), str) or not value.get("path"):
+        problem("hub", f"must be a mapping with path (a hub data set id), got {value!r}")
+        return None
+    unknown = [k for k in value if k not in HUB_KEYS]
+    if unknown:
+        problem("hub", f"unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(HUB_KEYS)})")
+    columns = value.get("columns", {}) or {}
+    if not isinstance(columns, Mapping):
+        problem("hub.columns", f"must map hub columns to fields, got {columns!r}")
+        columns = {}
+    return HubSource(path=value["path"], name=value.get("name"), train_split=str(value.get("train_split", "train")),
+                     validation_split=str(value.get("validation_split", "validation")),
+                     columns={str(k): str(v) for k, v in columns.items()})
+
+
+def _glue(value, file_format: str, problem) -> GlueLayout | None:
+    if value is None:
+        if file_format == "glue":
+            problem("glue", "format glue needs glue: {header, num_columns, columns}")
+        return None
+    if file_format != "glue" or not isinstance(value, Mapping) or set(value) - set(GLUE_KEYS):
+        problem("glue", f"belongs to format glue, as a mapping of {', '.join(GLUE_KEYS)}; got {value!r}")
+        return None
+    return GlueLayout(header=bool(value.get("header", True)), num_columns=int(value.get("num_columns", 0)),
+                      columns=dict(value.get("columns", {})))
+
+
+def _strings(value, key: str, problem, most: int | None = None) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int, float, bool)) for v in value):
+        problem(key, f"must be a list of names, got {value!r}")
+        return ()
+    if most is not None and len(value) > most:
+        problem(key, f"at most {most} (one text or a pair), got {list(value)}")
+    return tuple(label_text(v) for v in value)
+
+
+def label_text(value: Any) -> str:
+    """A label value as text, one spelling per value: ``1``, ``1.0`` and ``"1"`` are the same class."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _examples(value, problem) -> dict[str, int]:
+    if not isinstance(value, Mapping) or set(value) - set(SPLITS) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values()):
+        problem("examples", f"must map train/validation to positive counts, got {value!r}")
+        return {}
+    return dict(value)
+
+
+def definition_mapping(task: Task) -> dict[str, Any]:
+    """``task`` as a definition mapping (absolute paths, what resolution read): it rebuilds the same task with
+    :func:`task_from_mapping` anywhere, without the original file or working folder."""
+    mapping: dict[str, Any] = {"name": task.name, "display_name": task.display_name,
+                               "problem_type": task.problem_type, "metric": task.metric}
+    if task.files:
+        mapping.update({"train": task.files["train"], "validation": task.files["validation"],
+                        "format": task.format})
+        if task.files_in != IN_DEFINITION_FOLDER:
+            mapping["files_in"] = task.files_in
+    if task.hub is not None:
+        hub = task.hub
+        mapping["hub"] = {"path": hub.path, "name": hub.name, "train_split": hub.train_split,
+                          "validation_split": hub.validation_split, **({"columns": hub.columns} if hub.columns else {})}
+    if task.glue is not None:
+        mapping["glue"] = {"header": task.glue.header, "num_columns": task.glue.num_columns,
+                           "columns": dict(task.glue.columns)}
+    mapping.update({"text_fields": list(task.text_fields), "label_field": task.label_field})
+    if task.label_names:
+        mapping["label_names"] = list(task.label_names)
+    if task.train_examples and task.eval_examples:
+        mapping["examples"] = {"train": task.train_examples, "validation": task.eval_examples}
+    if task.checksums:
+        mapping["checksums"] = dict(task.checksums)
+    return mapping
+
+
+def facts(task: Task) -> dict[str, str]:
+    """What a reader of MLflow needs of a task it has no definition of: its name, how it is shown and ranked."""
+    return {"name": task.name, "display_name": task.display_name, "problem_type": task.problem_type,
+            "metric": task.metric}
+
+
+def task_from_facts(values: Mapping[str, str], source: str) -> Task:
+    """The task of :func:`facts`, for tables and plots (no data: it cannot be trained)."""
+    return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
+                problem_type=values["problem_type"], metric=values["metric"], source=source)
+
+
+def with_source(task: Task, source: str) -> Task:
+    return replace(task, source=source)
+
+
+__all__ = ["KEYS", "PAPER_FORMATS", "definition_mapping", "facts", "label_text", "load_task_file",
+           "looks_like_definition_path", "task_from_facts", "task_from_mapping"]

@@ -1,0 +1,113 @@
+"""What a fine-tuning task is: its data (files, or a Hugging Face hub data set), its fields and labels, its problem
+type and the metric its trials are ranked by. A task is data, not code: the paper's nine tasks are shipped
+definitions (``tasks/paper/*.yaml``) of the same kind a user writes (:mod:`istar_tune.tasks.definition`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+EXTRACTIVE_QA = "extractive_qa"
+PROBLEM_TYPES = (CLASSIFICATION, REGRESSION, EXTRACTIVE_QA)
+
+METRICS: dict[str, tuple[str, ...]] = {
+    CLASSIFICATION: ("accuracy", "f1", "f1_macro", "mcc"),
+    REGRESSION: ("pearson", "spearman"),
+    EXTRACTIVE_QA: ("f1", "exact_match"),
+}
+"""The metrics that fit each problem type (``f1`` of a classification task: binary, the second label positive;
+of extractive QA: SQuAD's token F1)."""
+DEFAULT_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "pearson", EXTRACTIVE_QA: "f1"}
+
+FILE_FORMATS = ("csv", "tsv", "json", "parquet")
+"""Formats read with ``datasets``' own builders (json: a JSON list or JSON Lines)."""
+PAPER_FORMATS = ("glue", "ptb", "squad")
+"""The paper's files as the GLUE layout ships them: GLUE TSVs (quoting off, a malformed row reported by its line),
+Stanford sentiment trees, SQuAD v1.1 JSON."""
+FORMATS = FILE_FORMATS + PAPER_FORMATS
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+SPLITS = ("train", "validation")
+IN_DEFINITION_FOLDER = "definition"
+IN_DATA_FOLDER = "data_dir"
+"""Where a definition's relative file paths start: its own folder (a user's definition), or the data folder
+(``--data-dir``, the space's ``data_dir``, ``$GLUE_DIR``: the shipped GLUE-layout tasks)."""
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """A data set on the Hugging Face hub, read with ``datasets.load_dataset(path, name)``."""
+
+    path: str
+    name: str | None = None
+    train_split: str = "train"
+    validation_split: str = "validation"
+    columns: dict[str, str] = field(default_factory=dict)
+    """Hub column → the definition's field, where they differ."""
+
+
+@dataclass(frozen=True)
+class GlueLayout:
+    """How a GLUE TSV is laid out (``format: glue``)."""
+
+    header: bool = True
+    num_columns: int = 0
+    """Columns every row must have (a malformed row is reported with its line number)."""
+    columns: dict[str, str | int] = field(default_factory=dict)
+    """Field → the column holding it (header name, or 0-based index for a file without a header)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One fine-tuning task (build it from a definition: :func:`istar_tune.tasks.definition.task_from_mapping`)."""
+
+    name: str
+    """Short name used on the command line, in search spaces, as the MLflow ``task`` tag (``sst2``, ``tickets``)."""
+    display_name: str
+    """Name in tables and plots (``SST-2``)."""
+    problem_type: str
+    """``classification``, ``regression`` or ``extractive_qa``."""
+    metric: str
+    """The metric trials are ranked by (:data:`METRICS` lists those that fit the problem type)."""
+    text_fields: tuple[str, ...] = ()
+    """Input text fields, in the order given to the tokenizer (one text or a pair; QA: question, context)."""
+    label_field: str = "label"
+    """The field holding the label (a class, a score, or QA's answers)."""
+    label_names: tuple[str, ...] = ()
+    """Class names in label-id order (empty for regression and QA; read from the training split when not given)."""
+    format: str = ""
+    """One of :data:`FORMATS` (empty: a hub-only task)."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Split → file: absolute, or relative to the data folder when ``files_in`` is ``data_dir``."""
+    files_in: str = IN_DEFINITION_FOLDER
+    glue: GlueLayout | None = None
+    hub: HubSource | None = None
+    """The hub data set (a shipped task: used when no data folder is given)."""
+    train_examples: int = 0
+    """Training examples (the cost model and the simulator; 0: not known until the data is read)."""
+    eval_examples: int = 0
+    checksums: dict[str, str] = field(default_factory=dict)
+    """Split → ``sha256:<hex>`` of its file (or ``hub:<fingerprint>``), recorded when the definition is resolved and
+    verified wherever the data is read again."""
+    source: str = ""
+    """Where the definition came from (a file, a search space, ``shipped``)."""
+    shipped: bool = False
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.problem_type == REGRESSION else len(self.label_names)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric the task reports, the selection metric first."""
+        if self.problem_type == EXTRACTIVE_QA:
+            return (self.metric, *[m for m in METRICS[EXTRACTIVE_QA] if m != self.metric])
+        return (self.metric,)
+
+    @property
+    def resolved(self) -> bool:
+        """Whether what trials and the cost model need is known without reading the data: the class names and
+        the split sizes."""
+        labels = self.problem_type != CLASSIFICATION or bool(self.label_names)
+        return labels and self.train_examples > 0 and self.eval_examples > 0

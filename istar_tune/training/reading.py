@@ -1,0 +1,239 @@
+"""Reading a task's train and validation splits, whatever their source, into one shape: the task's text fields and
+``label`` (a class id or a score; QA: ``id``, ``question``, ``context``, ``answers``).
+
+Files are read with ``datasets``' own builders (csv, tsv with quoting off, json/jsonl, parquet), a hub data set with
+``datasets.load_dataset``, the paper's GLUE-layout files by :mod:`istar_tune.training.glue`. Every problem of a split
+is reported at once (a missing field with the fields that exist, labels outside ``label_names``, a score that is no
+number, an empty split, a validation label the training split never shows), and reading a definition *resolves* it:
+its class names, split sizes and file checksums become part of it, so a trial on another node reads exactly the
+files the search was planned on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+import datasets
+
+from istar_tune.errors import ConfigError, DataError, IstarTuneError
+from istar_tune.tasks import CLASSIFICATION, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
+from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
+from istar_tune.tasks.definition import label_text
+from istar_tune.tasks.labels import distinct_labels, label_value
+from istar_tune.tasks.task import IN_DATA_FOLDER, PAPER_FORMATS
+from istar_tune.training.glue import PARSERS
+
+MAX_ROWS_SHOWN = 5
+"""Bad rows listed per split and problem (then a count of the rest)."""
+QA_FIELDS = ("question", "context", "answers")
+
+
+def load_raw(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,
+             max_eval_samples: int | None = None) -> datasets.DatasetDict:
+    """The task's train and validation splits as a ``DatasetDict`` (the first N rows of each when limited)."""
+    return read_task(task, data_dir, max_train_samples, max_eval_samples)[1]
+
+
+def resolve(task: Task, data_dir: str | Path | None = None) -> Task:
+    """``task`` with what its data says (class names, split sizes, checksums); raises one :class:`ConfigError`
+    listing every problem of its data."""
+    return read_task(task, data_dir)[0]
+
+
+def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,
+              max_eval_samples: int | None = None) -> tuple[Task, datasets.DatasetDict]:
+    """The resolved task and its splits (limited to the first N rows after every check of the whole split)."""
+    files = task_files(task, data_dir)
+    if files is None:
+        loaded, checksums = _from_hub(task), {s: "hub" for s in SPLITS}
+    else:
+        loaded, checksums = _from_files(task, files), {s: file_checksum(p) for s, p in files.items()}
+    problems = [f"{task.source}: {split} file {files[split] if files else ''}: changed since the task was resolved "
+                f"({task.checksums[split]}, now {checksums[split]}): restore the file, or plan the search again"
+                for split in SPLITS if task.checksums.get(split, checksums[split]) != checksums[split]
+                and checksums[split] != "hub"]
+    if task.format in PAPER_FORMATS:  # parsed, labels mapped, every row checked by the GLUE-layout parsers
+        splits, resolved = loaded, task
+    else:
+        resolved, splits = _normalise(task, loaded, files, problems)
+    if problems:
+        raise ConfigError(problems)
+    resolved = replace(resolved, checksums={**resolved.checksums, **{s: c for s, c in checksums.items()
+                                                                       if c != "hub"}})
+    if not task.shipped:
+        resolved = replace(resolved, train_examples=task.train_examples or len(splits["train"]),
+                           eval_examples=task.eval_examples or len(splits["validation"]))
+    for split, limit in (("train", max_train_samples), ("validation", max_eval_samples)):
+        if limit is not None and limit < len(splits[split]):
+            splits[split] = splits[split].select(range(limit))
+    return resolved, datasets.DatasetDict(splits)
+
+
+def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Path] | None:
+    """The task's split files (``None``: it is read from the hub); a clear error naming what is missing."""
+    if task.files_in == IN_DATA_FOLDER:
+        root = resolve_data_dir(data_dir)
+        if root is None:
+            if task.hub is None:
+                raise DataError(f"{task.source}: task {task.name} reads its files from the data folder: give "
+                                f"--data-dir DIR or set {GLUE_DIR_ENV}")
+            return None
+        files = {split: root / name for split, name in task.files.items()}
+        missing = [str(path) for path in files.values() if not path.is_file()]
+        if missing:
+            raise DataError(f"{task.display_name} files not found: {', '.join(missing)}; the data directory must hold "
+                            f"{task.files['train']} and {task.files['validation']} (the standard GLUE layout)")
+        return files
+    if not task.files:
+        return None
+    files = {split: Path(path) for split, path in task.files.items()}
+    missing = [f"{split} file {str(path)!r}" for split, path in files.items() if not path.is_file()]
+    if missing:
+        raise DataError(f"{task.source}: {' and '.join(missing)} of task {task.name} do(es) not exist")
+    return files
+
+
+def file_checksum(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Dataset]:
+    if task.format in PAPER_FORMATS:
+        return {split: datasets.Dataset.from_dict(PARSERS[task.format](task, files[split])) for split in SPLITS}
+    builder, options = {"csv": ("csv", {}), "tsv": ("csv", {"sep": "\t", "quoting": 3}), "json": ("json", {}),
+                        "parquet": ("parquet", {})}[task.format]
+    splits = {}
+    for split in SPLITS:
+        try:
+            splits[split] = datasets.load_dataset(builder, data_files={split: str(files[split])}, split=split,
+                                                  **options)
+        except Exception as err:  # noqa: BLE001 — the builder's own words, on one line
+            if isinstance(err, IstarTuneError):
+                raise
+            if "corresponds to no data" in str(err):  # a header and no rows: reported as an empty split
+                splits[split] = datasets.Dataset.from_dict({})
+                continue
+            reason = " ".join(str(err).split())[:300]
+            raise DataError(f"{files[split]}: not a readable {task.format} file ({type(err).__name__}: "
+                            f"{reason})") from None
+    return splits
+
+
+def _from_hub(task: Task) -> dict[str, datasets.Dataset]:
+    hub = task.hub
+    try:
+        loaded = datasets.load_dataset(hub.path, hub.name)
+    except Exception as err:  # noqa: BLE001 — any hub failure becomes one actionable line
+        raise DataError(f"cannot load {task.display_name} from the Hugging Face hub ({hub.path}"
+                        f"{'/' + hub.name if hub.name else ''}): {type(err).__name__}; pass --data-dir DIR or set "
+                        f"{GLUE_DIR_ENV} to a folder in the GLUE layout, or give the task's files") from None
+    splits = {}
+    for split, name in (("train", hub.train_split), ("validation", hub.validation_split)):
+        if name not in loaded:
+            raise DataError(f"{task.source}: hub data set {hub.path} has no split {name!r} (it has "
+                            f"{', '.join(loaded)}): set hub.{split}_split")
+        data = loaded[name]
+        for hub_name, ours in hub.columns.items():
+            data = data.rename_column(hub_name, ours)
+        splits[split] = data
+    return splits
+
+
+def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, Path] | None,
+               problems: list[str]) -> tuple[Task, dict[str, datasets.Dataset]]:
+    """Check every split against the definition and bring it to the one shape; the resolved task."""
+    where = {split: (str(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}
+    for split in SPLITS:
+        if len(loaded[split]) == 0:
+            problems.append(f"{where[split]}: the {split} split is empty: give at least one example")
+    text_fields = task.text_fields or _default_text_fields(loaded["train"].column_names, task.label_field)
+    wanted = [*text_fields, task.label_field]
+    for split in SPLITS:
+        columns = loaded[split].column_names
+        if not columns:
+            continue  # empty: said above
+        missing = [name for name in wanted if name not in columns]
+        if missing:
+            problems.append(f"{where[split]}: no field {', '.join(map(repr, missing))} (its fields: "
+                            f"{', '.join(columns)}): set text_fields and label_field to fields that exist")
+    if problems:
+        return task, loaded
+    task = replace(task, text_fields=text_fields)
+    if task.problem_type == EXTRACTIVE_QA:
+        return task, {split: _qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
+    if task.problem_type == CLASSIFICATION and not task.label_names:
+        task = replace(task, label_names=distinct_labels(loaded["train"][task.label_field]))
+        if task.metric == "f1" and len(task.label_names) != 2:
+            problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
+                            f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
+    splits = {}
+    for split in SPLITS:
+        data = loaded[split]
+        labels = _labels(task, data[task.label_field], where[split], split, problems)
+        for name in text_fields:
+            empty = [i for i, value in enumerate(data[name]) if value is None]
+            if empty:
+                problems.append(f"{where[split]}: rows {_rows(empty)}: text field {name!r} is empty")
+        splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
+    return task, splits
+
+
+def _default_text_fields(columns: list[str], label_field: str) -> tuple[str, ...]:
+    """``run_glue.py``'s rule: ``sentence1`` and ``sentence2`` when both exist, else the first two fields that are not
+    the label (one when there is only one)."""
+    others = [c for c in columns if c != label_field]
+    if "sentence1" in others and "sentence2" in others:
+        return ("sentence1", "sentence2")
+    return tuple(others[:2])
+
+
+def _labels(task: Task, values: list, where: str, split: str, problems: list[str]) -> list:
+    out, bad = [], {}
+    for index, value in enumerate(values):
+        try:
+            out.append(label_value(task, value, where))
+        except DataError:
+            bad.setdefault(label_text(value), []).append(index)
+            out.append(0)
+    if bad:  # one problem per split: its rows and its first few bad values
+        rows = sorted(i for indices in bad.values() for i in indices)
+        values = ", ".join(repr(v) for v in list(bad)[:MAX_ROWS_SHOWN])
+        values += f" and {len(bad) - MAX_ROWS_SHOWN} more" if len(bad) > MAX_ROWS_SHOWN else ""
+        plural = len(bad) > 1
+        if task.problem_type == REGRESSION:
+            problems.append(f"{where}: rows {_rows(rows)}: score{'s' if plural else ''} {values} "
+                            f"{'are not numbers' if plural else 'is not a number'} (a regression task's labels are "
+                            "numbers)")
+        else:
+            unseen = " (the training split never shows it)" if split == "validation" and not plural else ""
+            unseen = " (the training split never shows them)" if split == "validation" and plural else unseen
+            problems.append(f"{where}: rows {_rows(rows)}: label{'s' if plural else ''} {values} "
+                            f"{'are' if plural else 'is'} not one of {', '.join(task.label_names)}{unseen}")
+    return out
+
+
+def _rows(indices: list[int]) -> str:
+    shown = ", ".join(str(i + 1) for i in indices[:MAX_ROWS_SHOWN])
+    more = f" and {len(indices) - MAX_ROWS_SHOWN} more" if len(indices) > MAX_ROWS_SHOWN else ""
+    return shown + more
+
+
+def _qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str]) -> datasets.Dataset:
+    """A QA split as SQuAD's columns: ``id``, ``question``, ``context``, ``answers = {text, answer_start}``."""
+    question, context = task.text_fields
+    bad = [i for i, a in enumerate(data[task.label_field])
+           if not isinstance(a, dict) or not isinstance(a.get("text"), list)
+           or len(a.get("text", [])) != len(a.get("answer_start", []) or [])]
+    if bad:
+        problems.append(f"{where}: rows {_rows(bad)}: {task.label_field} must be {{text: [...], answer_start: "
+                        "[...]}} of the same length")
+        return data
+    ids = data["id"] if "id" in data.column_names else [str(i) for i in range(len(data))]
+    return datasets.Dataset.from_dict({"id": [str(i) for i in ids], "question": data[question],
+                                       "context": data[context], "answers": data[task.label_field]})

@@ -1,0 +1,80 @@
+"""Task definitions: every problem seen without the data at once, paths relative to the definition, and a definition
+that rebuilds the same task anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.errors import ConfigError
+from istar_tune.tasks import definition_mapping, load_task_file, task_from_mapping
+from istar_tune.tasks.definition import looks_like_definition_path
+from istar_tune.tasks.registry import SHIPPED_ALIASES
+
+
+def _files(folder, suffix=".csv"):
+    for split in ("train", "dev"):
+        (folder / f"{split}{suffix}").write_text("text,label\nhi,a\n")
+
+
+def test_a_minimal_definition_takes_its_defaults_and_its_format_from_the_extension(tmp_path):
+    _files(tmp_path, ".jsonl")
+    task = task_from_mapping({"name": "tickets", "train": "train.jsonl", "validation": "dev.jsonl"}, tmp_path)
+    assert (task.problem_type, task.metric, task.format, task.label_field) == ("classification", "accuracy",
+                                                                                  "json", "label")
+    assert task.files == {"train": str(tmp_path / "train.jsonl"), "validation": str(tmp_path / "dev.jsonl")}
+    assert task.display_name == "tickets" and task.text_fields == () and not task.resolved
+    qa = task_from_mapping({"name": "qa", "problem_type": "extractive_qa", "hub": "squad"})
+    assert (qa.metric, qa.text_fields, qa.label_field, qa.hub.path) == ("f1", ("question", "context"), "answers",
+                                                                        "squad")
+    assert task_from_mapping({"name": "r", "problem_type": "regression", "hub": {"path": "x"}}).metric == "pearson"
+
+
+def test_every_problem_at_once_each_naming_the_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: rte\ntrain: missing.csv\nvalidation: data\nmetric: pearson\ncolour: red\n"
+                    "label_names: [a, b, c]\n")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ConfigError) as err:
+        load_task_file(path, reserved=SHIPPED_ALIASES)
+    text = str(err.value)
+    for expected in ("colour: unknown key", "name: 'rte' is the name of a shipped task",
+                     "metric: 'pearson' does not fit a classification task: choose one of accuracy, f1, f1_macro, mcc",
+                     "missing.csv' does not exist", "(it is a folder)", "cannot tell the format"):
+        assert expected in text, expected
+    assert all(p.startswith(f"{path}: ") for p in err.value.problems)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"metric": "f1", "label_names": ["a", "b", "c"]}, "f1 is binary F1 (two classes); this task has 3"),
+    ({"problem_type": "regression", "label_names": ["a"]}, "only a classification task has class names"),
+    ({"hub": {"path": "x"}}, "give files or a hub data set, not both"),
+    ({"format": "xlsx"}, "format: must be one of csv, tsv, json, parquet"),
+    ({"text_fields": ["a", "b", "c"]}, "at most 2 (one text or a pair)"),
+    ({"examples": {"train": 0}}, "examples: must map train/validation to positive counts"),
+    ({"glue": {"header": True}}, "glue: belongs to format glue"),
+])
+def test_a_value_that_does_not_fit(tmp_path, extra, message):
+    _files(tmp_path)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        task_from_mapping({"name": "t", "train": "train.csv", "validation": "dev.csv", **extra}, tmp_path)
+
+
+def test_no_data_and_a_definition_that_is_no_mapping():
+    with pytest.raises(ConfigError, match="give the data: train and validation files, or hub"):
+        task_from_mapping({"name": "t"})
+    with pytest.raises(ConfigError, match="a task definition is a mapping"):
+        task_from_mapping(["name", "t"])
+
+
+def test_a_definition_rebuilds_the_same_task_without_its_file(tmp_path):
+    _files(tmp_path)
+    task = task_from_mapping({"name": "t", "train": "train.csv", "validation": "dev.csv", "text_fields": "text",
+                              "label_names": ["a"], "examples": {"train": 1, "validation": 1},
+                              "checksums": {"train": "sha256:1", "validation": "sha256:2"}}, tmp_path, source="x")
+    again = task_from_mapping(definition_mapping(task), base_dir="/elsewhere", source="x")
+    assert again == task
+
+
+def test_what_names_a_file():
+    assert looks_like_definition_path("./tickets.yaml") and looks_like_definition_path("tasks/x")
+    assert looks_like_definition_path("t.YML") and not looks_like_definition_path("sst2")

@@ -1,0 +1,30 @@
+"""What a task is: its class count, the metrics it reports and whether it is known without reading its data."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.tasks import METRICS, Task
+
+
+def _task(**values) -> Task:
+    return Task(**{"name": "t", "display_name": "T", "problem_type": "classification", "metric": "accuracy",
+                   **values})
+
+
+def test_labels_and_metrics_per_problem_type():
+    assert _task(label_names=("a", "b", "c")).num_labels == 3
+    assert _task(problem_type="regression", metric="spearman").num_labels == 1
+    assert _task(problem_type="extractive_qa", metric="exact_match").metrics == ("exact_match", "f1")
+    assert _task(metric="f1_macro").metrics == ("f1_macro",)
+    assert set(METRICS) == {"classification", "regression", "extractive_qa"}
+
+
+@pytest.mark.parametrize(("values", "resolved"), [
+    ({}, False),
+    ({"label_names": ("a", "b")}, False),  # sizes not known yet
+    ({"label_names": ("a", "b"), "train_examples": 10, "eval_examples": 5}, True),
+    ({"problem_type": "regression", "metric": "pearson", "train_examples": 10, "eval_examples": 5}, True),
+])
+def test_resolved_means_classes_and_sizes_are_known(values, resolved):
+    assert _task(**values).resolved is resolved

@@ -1,0 +1,150 @@
+"""A user's own task through every command, as a user runs them (``istar-tune`` in its own process each time, so
+every reader starts knowing only the shipped tasks): ``train`` from files, a search of a definition file on real
+tiny-bert trials, ``table``, ``status``, ``plots``, the YAML export read back by ``train --config`` from another
+folder, ``analyze``, and what MLflow keeps of the definition."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent / "istar-tune"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "GLUE_DIR")}
+    return {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+
+
+def _run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(BIN), *args], cwd=cwd, capture_output=True, text=True, env=_env(), timeout=300)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def searched(glue_tiny, write_own, tmp_path_factory):
+    """A two-trial search of a definition file (SST-2 as a CSV with words as labels, ranked by F1), run once."""
+    root = tmp_path_factory.mktemp("own")
+    write_own(glue_tiny, root / "data", "sst2", "csv", string_labels=True)
+    (root / "tasks").mkdir()
+    (root / "tasks" / "reviews.yaml").write_text(
+        "name: reviews\ndisplay_name: Reviews\ntrain: ../data/train.csv\nvalidation: ../data/dev.csv\nmetric: f1\n")
+    (root / "space.yaml").write_text("""\
+name: own-search
+models: [tiny-bert]
+tasks: [tasks/reviews.yaml]
+methods: [istar]
+hyperparameters:
+  batch_size: 16
+  epochs: 1
+  learning_rate: {grid: [1.0e-3, 3.0e-3]}
+  lam: -1.0
+settings: {max_length: 32, shrinkage_tokens: 1000, eval_batch_size: 32}
+""")
+    done = _run("search", "space.yaml", "--storage-path", "runs", cwd=root)
+    return root, done.stdout
+
+
+def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
+    root, output = searched
+    assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
+    assert "tiny-bert/reviews/istar: best f1 " in output
+
+
+def test_table_status_and_plots_read_the_task_back_from_mlflow(searched):
+    root, _ = searched
+    table = _run("table", "--experiment", "own-search", "--storage-path", "runs", cwd=root).stdout
+    row = next(line for line in table.splitlines() if "| reviews |" in line)
+    assert row.startswith("| tiny-bert | reviews | istar | f1 |") and "| 2 |" in row
+    paper = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--against-paper", cwd=root).stdout
+    reviews = next(line for line in paper.splitlines() if "| reviews |" in line)
+    assert reviews.rstrip().endswith("| — |")  # no paper value beside a task of one's own
+    assert "| tiny-bert | rte | istar |" in paper  # the paper's tasks are still listed, empty
+    status = _run("status", "own-search", "--storage-path", "runs", cwd=root).stdout
+    assert "| tiny-bert/reviews/istar | 0 | 0 | 2 | 0 | 0 | 0 | f1 |" in status
+    plots = _run("plots", "--experiment", "own-search", "--storage-path", "runs", "--output-dir", "plots",
+                 cwd=root).stdout
+    assert "wrote plots/epochs-tiny-bert-reviews.png" in plots and (root / "plots/epochs-tiny-bert-reviews.png").stat(
+    ).st_size > 1000
+
+
+def test_mlflow_keeps_the_definition_with_its_files_checksums(searched):
+    from istar_tune import tracking
+
+    root, _ = searched
+    uri = f"sqlite:///{root / 'runs' / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = client.get_experiment_by_name("own-search").experiment_id
+    parent = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "search"})[0]
+    files = parent.data.tags[f"{tracking.TAG_TASK_FILES}.reviews"]
+    assert f"train {root / 'data' / 'train.csv'} sha256:" in files
+    logged = yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "tasks/reviews.yaml",
+                                                           str(root))).read_text())
+    assert logged["label_names"] == ["negative", "positive"] and logged["examples"] == {"train": 64, "validation": 32}
+    trials = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+    assert {t.data.tags["task"] for t in trials} == {"reviews"}
+    assert all('"metric": "f1"' in t.data.tags[tracking.TAG_TASK] for t in trials)
+
+
+def test_the_yaml_export_trains_again_from_another_folder(searched):
+    root, _ = searched
+    wrote = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--format", "yaml", "--output",
+                 "best.yaml", cwd=root).stdout
+    assert "task definition(s): task-reviews.yaml" in wrote
+    config = yaml.safe_load((root / "best-tiny-bert-reviews-istar.yaml").read_text())
+    assert config["task"] == "task-reviews.yaml"
+    elsewhere = root / "elsewhere"
+    elsewhere.mkdir()
+    trained = _run("train", "--config", "../best-tiny-bert-reviews-istar.yaml", "--no-progress", cwd=elsewhere).stdout
+    assert "best epoch 1: accuracy" in trained and " f1 " in trained
+
+
+def test_train_from_files_then_analyze_without_the_files_definition(glue_tiny, own_data, tmp_path):
+    files = own_data("rte", "jsonl")
+    trained = _run("train", "--train-file", str(files["train"]), "--validation-file", str(files["validation"]),
+                   "--text-fields", "premise,hypothesis", "--task", "pairs", "--model", "tiny-bert", "--epochs", "1",
+                   "--max-length", "32", "--no-progress", "--output-dir", "out", cwd=tmp_path).stdout
+    assert "best epoch 1: accuracy" in trained
+    saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert saved["task_definition"]["name"] == "pairs" and saved["task_definition"]["text_fields"] == [
+        "premise", "hypothesis"]
+    analysed = _run("analyze", "out", "--max-eval-samples", "16", cwd=tmp_path).stdout
+    assert "wrote out/analysis" in analysed
+
+
+def test_bad_input_to_train_is_one_line_and_exit_2(own_data, tmp_path):
+    files = own_data("sst2", "csv")
+    only = _run("train", "--train-file", str(files["train"]), cwd=tmp_path, check=False)
+    assert only.returncode == 2 and only.stderr.strip() == ("istar-tune: error: --train-file and --validation-file go "
+                                                            "together: give both files")
+    field = _run("train", "--train-file", str(files["train"]), "--validation-file", str(files["validation"]),
+                 "--label-field", "sentiment", "--model", "tiny-bert", "--no-progress", cwd=tmp_path, check=False)
+    assert field.returncode == 2 and "\n" not in field.stderr.strip()
+    assert "no field 'sentiment' (its fields: text, label)" in field.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path):
+    own_data("stsb", "tsv", folder=tmp_path / "data")
+    (tmp_path / "scores.yaml").write_text("name: scores\nproblem_type: regression\nmetric: spearman\n"
+                                          "train: data/train.tsv\nvalidation: data/dev.tsv\n")
+    (tmp_path / "search.yaml").write_text("name: own-sim\nmodels: [bert]\ntasks: [scores.yaml]\nmethods: [base]\n"
+                                          "hyperparameters: {learning_rate: {grid: [1.0e-5, 3.0e-5]}}\n")
+    (tmp_path / "seeds.yaml").write_text("name: own-seeds\nstage: seeds\nbest_of: [own-sim]\nseeds: [1, 2]\n"
+                                         "models: [bert]\ntasks: [scores.yaml]\nmethods: [base]\n")
+    dry = _run("search", "search.yaml", "--dry-run", "--tokens-per-second", "bert=50000", cwd=tmp_path).stdout
+    assert "bert   scores  base    2               2       6" in dry and "GPU-hours" in dry
+    _run("search", "search.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path)
+    seeds = _run("search", "seeds.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path).stdout
+    assert "search own-seeds: 2 trials, 2 finished" in seeds and "best spearman" in seeds
+    table = _run("table", "--experiment", "own-seeds", "--kind", "seeds", "--simulated", "--storage-path", "runs",
+                 cwd=tmp_path).stdout
+    assert table.splitlines()[0] == "| model | method | scores |" and "| bert | Base |" in table

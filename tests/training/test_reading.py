@@ -1,0 +1,158 @@
+"""Reading a user's task: every format ``datasets`` reads, string and integer labels, each problem type, the hub, and
+every problem of the data reported at once; a definition resolved (classes, sizes, checksums) and held to them."""
+
+from __future__ import annotations
+
+import hashlib
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+
+from istar_tune.errors import ConfigError, DataError
+from istar_tune.models import load_tokenizer
+from istar_tune.tasks import get_task, task_from_mapping
+from istar_tune.training import reading
+from istar_tune.training.data import encode
+from istar_tune.training.reading import load_raw, read_task, resolve
+
+
+def _task(files, **extra):
+    return task_from_mapping({"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
+                              **extra}, source="own.yaml")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "json", "jsonl", "parquet"])
+@pytest.mark.parametrize("string_labels", [False, True])
+def test_every_format_with_string_or_integer_labels(own_data, glue_tiny, fmt, string_labels):
+    files = own_data("sst2", fmt, string_labels)
+    resolved, raw = read_task(_task(files))
+    expected = ("negative", "positive") if string_labels else ("0", "1")
+    assert resolved.label_names == expected and resolved.text_fields == ("text",)
+    assert (resolved.train_examples, resolved.eval_examples) == (64, 32)
+    digest = hashlib.sha256(files["train"].read_bytes()).hexdigest()
+    assert resolved.checksums["train"] == f"sha256:{digest}"
+    shipped = load_raw(get_task("sst2"), glue_tiny)  # the same rows, the same classes as the GLUE file
+    assert raw["train"]["label"] == shipped["train"]["label"]
+    assert [t.strip() for t in raw["train"]["text"]] == [t.strip() for t in shipped["train"]["sentence"]]
+
+
+def test_given_class_names_map_names_and_indices(own_data):
+    files = own_data("sst2", "csv", string_labels=True)
+    resolved, raw = read_task(_task(files, label_names=["positive", "negative"]))
+    assert resolved.label_names == ("positive", "negative")
+    words = [row["label"] for row in datasets.load_dataset("csv", data_files=str(files["train"]), split="train")]
+    assert raw["train"]["label"] == [0 if w == "positive" else 1 for w in words]
+
+
+def test_a_pair_by_the_run_glue_rule_or_by_name(own_data):
+    files = own_data("rte", "jsonl")
+    resolved, raw = read_task(_task(files))
+    assert resolved.text_fields == ("premise", "hypothesis")  # the first two fields that are not the label
+    assert resolved.label_names == ("entailment", "not_entailment")
+    swapped, _ = read_task(_task(files, text_fields=["hypothesis", "premise"]))
+    assert swapped.text_fields == ("hypothesis", "premise")
+    tokenizer = load_tokenizer("tiny-bert")
+    encoded = encode(resolved, raw, tokenizer, max_length=32)
+    assert encoded.labels.tolist() == raw["validation"]["label"] and len(encoded.train) == 64
+
+
+@pytest.mark.parametrize("metric", ["pearson", "spearman"])
+def test_regression_reads_scores(own_data, glue_tiny, metric):
+    resolved, raw = read_task(_task(own_data("stsb", "csv"), problem_type="regression", metric=metric))
+    assert resolved.label_names == () and resolved.num_labels == 1
+    shipped = load_raw(get_task("stsb"), glue_tiny)
+    np.testing.assert_allclose(raw["train"]["label"], shipped["train"]["label"])
+
+
+def test_extractive_qa_from_flattened_json_lines_and_from_squads_own_layout(own_data, glue_tiny):
+    task = _task(own_data("squad", "jsonl"), problem_type="extractive_qa")
+    resolved, raw = read_task(task)
+    shipped = load_raw(get_task("squad"), glue_tiny)
+    assert raw["validation"]["answers"] == shipped["validation"]["answers"]
+    assert raw["train"]["id"] == shipped["train"]["id"] and resolved.eval_examples == 25
+    squad_layout = task_from_mapping({"name": "qa", "problem_type": "extractive_qa", "format": "squad",
+                                      "train": str(glue_tiny / "SQuAD" / "train-v1.1.json"),
+                                      "validation": str(glue_tiny / "SQuAD" / "dev-v1.1.json")})
+    assert read_task(squad_layout)[1]["train"]["question"] == shipped["train"]["question"]
+
+
+def test_a_hub_data_set_with_its_own_split_and_column_names(monkeypatch):
+    hub = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"txt": ["a", "b", "c"], "y": [0, 1, 1]}),
+                                "test": datasets.Dataset.from_dict({"txt": ["d"], "y": [1]})})
+    asked = []
+    monkeypatch.setattr(reading.datasets, "load_dataset", lambda *args: asked.append(args) or hub)
+    task = task_from_mapping({"name": "h", "hub": {"path": "me/data", "name": "cfg", "validation_split": "test",
+                                                   "columns": {"txt": "text"}}, "label_field": "y"})
+    resolved, raw = read_task(task)
+    assert asked == [("me/data", "cfg")] and raw["validation"]["text"] == ["d"]
+    assert resolved.label_names == ("0", "1") and resolved.train_examples == 3 and resolved.checksums == {}
+    monkeypatch.setattr(reading.datasets, "load_dataset", lambda *args: hub)
+    with pytest.raises(DataError, match="has no split 'validation' .*set hub.validation_split"):
+        read_task(task_from_mapping({"name": "h2", "hub": "me/data", "label_field": "y"}))
+
+
+def test_no_data_folder_and_no_hub_names_both_options(monkeypatch):
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("hub unreachable")
+
+    monkeypatch.setattr(reading.datasets, "load_dataset", unreachable)
+    with pytest.raises(DataError, match="pass --data-dir DIR or set GLUE_DIR"):
+        load_raw(get_task("sst2"))
+
+
+def test_every_problem_of_the_data_at_once(own_data, tmp_path):
+    files = own_data("sst2", "csv", string_labels=True)
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files, label_field="sentiment", text_fields=["body"]))
+    assert len(err.value.problems) == 2  # both splits
+    assert "no field 'body', 'sentiment' (its fields: text, label)" in err.value.problems[0]
+    dev = files["validation"].read_text().splitlines()
+    files["validation"].write_text("\n".join([dev[0], "fine,neutral", *dev[1:], "great,"]) + "\n")
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files, label_names=["negative", "positive"]))
+    assert "dev.csv: rows 1, 34: labels 'neutral', 'None' are not one of negative, positive" in str(err.value)
+    files["validation"].write_text("\n".join([dev[0], "fine,neutral", *dev[1:]]) + "\n")
+    with pytest.raises(ConfigError, match="rows 1: label 'neutral' is not one of negative, positive \\(the training "
+                                          "split never shows it\\)"):
+        read_task(_task(files))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("text,label\n")
+    with pytest.raises(ConfigError, match="the validation split is empty"):
+        read_task(_task({"train": files["train"], "validation": empty}))
+
+
+def test_scores_that_are_not_numbers_and_a_binary_metric_of_three_classes(own_data, tmp_path):
+    files = own_data("stsb", "csv")
+    lines = files["train"].read_text().splitlines()
+    files["train"].write_text("\n".join([lines[0], *lines[1:3], "a,b,high", *lines[3:]]) + "\n")
+    with pytest.raises(ConfigError, match="rows 3: score 'high' is not a number"):
+        read_task(_task(files, problem_type="regression"))
+    three = own_data("sst2", "csv", folder=tmp_path / "three")
+    text = three["train"].read_text()
+    three["train"].write_text(text + "so so,2\n")
+    three["validation"].write_text(three["validation"].read_text() + "so so,2\n")
+    with pytest.raises(ConfigError, match="f1 is binary F1, but the training split has 3 classes .*use f1_macro"):
+        read_task(_task(three, metric="f1"))
+
+
+def test_a_file_changed_since_the_definition_was_resolved_is_refused(own_data):
+    files = own_data("sst2", "csv")
+    resolved = resolve(_task(files))
+    again = task_from_mapping(yaml.safe_load(yaml.safe_dump(
+        {"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
+         "checksums": resolved.checksums})))
+    assert read_task(again)[0].checksums == resolved.checksums
+    files["train"].write_text(files["train"].read_text() + "one more,1\n")
+    with pytest.raises(ConfigError, match="train file .*: changed since the task was resolved"):
+        read_task(again)
+
+
+def test_limits_take_the_first_rows_after_the_whole_split_is_checked(own_data):
+    files = own_data("sst2", "parquet")
+    resolved, raw = read_task(_task(files), max_train_samples=5, max_eval_samples=3)
+    assert (len(raw["train"]), len(raw["validation"])) == (5, 3)
+    assert (resolved.train_examples, resolved.eval_examples) == (64, 32)
