@@ -7,6 +7,9 @@ The Python API (each name is imported on first use, so ``import istar_tune`` loa
     space = load_search_space("search_spaces/smoke.yaml")
     summary = run_search(space, storage_path="istar-runs")
     print(build_table(summary.tracking_uri, space.name, kind="best"))
+
+A task of one's own: ``task_reference("my-task/task.yaml")`` (or ``load_task_file``) registers its definition, and
+its name then works wherever a task is named (``Hyperparameters(task="reviews")``).
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ _API = {
     "run_searches": "istar_tune.search.run",
     "Simulation": "istar_tune.search.simulate",
     "build_table": "istar_tune.results.tables",
-    "render": "istar_tune.results.tables",
+    "render": "istar_tune.results.formats",
     "trial_runs": "istar_tune.tracking",
     "METHODS": "istar_tune.methods",
     "TASKS": "istar_tune.tasks",
+    "Task": "istar_tune.tasks",
+    "task_reference": "istar_tune.tasks",
+    "load_task_file": "istar_tune.tasks",
 }
 
 __all__ = [*_API, "__version__"]

@@ -230,7 +230,7 @@ def _add_train_command(commands) -> None:
                                 description="Fine-tune one configuration and write metrics.json, config.yaml "
                                             "and the best checkpoint into --output-dir.")
     train.add_argument("--config", metavar="FILE.yaml", help="YAML of hyperparameters and settings (flags win)")
-    files = train.add_argument_group("your own task's files (instead of --task; see README, Your own task)")
+    files = train.add_argument_group("your own task's files (instead of --task; see docs/tasks.md)")
     files.add_argument("--train-file", metavar="FILE", help="training split: csv, tsv, json/jsonl or parquet")
     files.add_argument("--validation-file", metavar="FILE", help="validation split, in the same format")
     files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (default: sentence1 and "
@@ -252,7 +252,8 @@ def _add_search_command(commands) -> None:
                              "each group's seeds when that group has ended)")
     search.add_argument("--models", nargs="+", metavar="NAME", help="replace the space's models (comma or space "
                                                                     "separated)")
-    search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks")
+    search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks (names, or task "
+                                                                   "definition files)")
     search.add_argument("--methods", nargs="+", metavar="NAME", help="replace the space's methods")
     search.add_argument("--data-dir", help="folder in the GLUE layout (else the space's data_dir, else $GLUE_DIR, "
                                            "else the Hugging Face hub)")
@@ -310,7 +311,8 @@ def _add_table_command(commands) -> None:
     table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
                                                                 "--simulate); never mixed with real runs")
     table.add_argument("--models", nargs="+", metavar="NAME", help="rows to show (default: every model with runs)")
-    table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: the nine)")
+    table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: every task with runs; "
+                                                                  "with --against-paper, the paper's nine too)")
     table.add_argument("--methods", nargs="+", metavar="NAME", help="methods to show (default: every method with "
                                                                     "runs)")
     table.set_defaults(handler=cmd_table)
@@ -357,7 +359,8 @@ def _add_analyze_command(commands) -> None:
                                               "average cosine similarity and mean activation of a checkpoint.")
     analyze.add_argument("checkpoint", help="an istar-tune train output folder, a model folder, or a search "
                                             "trial's checkpoint folder")
-    analyze.add_argument("--task", help="the task (default: the one the checkpoint was trained on)")
+    analyze.add_argument("--task", help="the task, by name or definition file (default: the one the checkpoint was "
+                                        "trained on)")
     analyze.add_argument("--data-dir", help="folder in the GLUE layout (default: the training run's, else "
                                             "$GLUE_DIR)")
     analyze.add_argument("--max-eval-samples", type=int, help="use only the first N dev examples")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.errors import ConfigError
-from istar_tune.methods import METHODS, get_method
+from istar_tune.methods import METHODS, SHRINKAGE_TOKENS, get_method
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, load_yaml  # noqa: F401 (re-exported)
 
@@ -83,14 +83,14 @@ class RunSettings:
     """Maximum tokens per input (longer inputs are truncated; SQuAD contexts are split into windows)."""
     eval_batch_size: int = 64
     """Examples per forward pass in evaluation and in the Σ_S pass."""
-    shrinkage_tokens: int = 250_000
+    shrinkage_tokens: int = SHRINKAGE_TOKENS
     """Token budget of the Σ_S estimate, refreshed at the start of every epoch."""
     eval_zeta: float = 0.2
     """ζ of the reported eval IsoScore* (the paper's Figure 3 uses 0.2)."""
     star_sigma: str = "pass"
     """Where a method without Σ_S in its loss (Base, CosReg, IsoLayer's first stage) takes its eval IsoScore*'s Σ_S:
     pass (a pass over up to ``shrinkage_tokens`` training tokens after the epoch, as the release) or training (the
-    epoch's training pass: no extra pass, but a changing model, dropout on; measured in the README)."""
+    epoch's training pass: no extra pass, but a changing model, dropout on; measured in benchmarks/README.md)."""
     isoscore_star_every_epoch: bool = False
     """Measure the eval IsoScore* after every epoch for Base, CosReg and IsoLayer's first stage; by default only
     where it is used: each configuration's last epoch, or with ``holdout`` each epoch with a new best held-out metric

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from istar_tune.errors import ConfigError
 
+SHRINKAGE_TOKENS = 250_000
+"""The I-STAR paper's budget of training tokens for the Σ_S estimate (the one place this number is written)."""
 NO_PENALTY = "none"
 COSINE = "cosine"
 ISOSCORE = "isoscore"

@@ -1,6 +1,6 @@
 """The configuration reference: every hyperparameter, run setting and search-space key with its default and
 meaning, generated from the config dataclasses' field docstrings and :data:`~istar_tune.search.space_file.SPACE_KEYS`
-(``istar-tune reference`` prints it; the README's reference section is this text, and a test keeps them equal).
+(``istar-tune reference`` prints it; ``docs/reference.md`` is this text, and a test keeps them equal).
 The CLI's flags take their help from the same docstrings.
 """
 
@@ -28,8 +28,8 @@ def field_docs(cls: type) -> dict[str, str]:
     body = tree.body[0].body
     docs = {}
     for node, following in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) and \
-                isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
+        if (isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
             docs[node.target.id] = " ".join(following.value.value.split())
     return docs
 
@@ -66,7 +66,7 @@ def collect_config(args: argparse.Namespace, config_file: str | None) -> dict[st
 
 
 def configuration_reference() -> str:
-    """The configuration reference of the README, generated from the config dataclasses' field docstrings."""
+    """The configuration reference (docs/reference.md), generated from the config dataclasses' field docstrings."""
     def table(cls) -> list[str]:
         docs = field_docs(cls)
         lines = ["| key | flag | default | meaning |", "| --- | --- | --- | --- |"]
@@ -75,10 +75,10 @@ def configuration_reference() -> str:
             lines.append(f"| `{f.name}` | `{flag}` | `{f.default}` | {docs.get(f.name, '')} |")
         return lines
 
-    out = ["### Hyperparameters (searchable; `istar-tune train` flags, search-space `hyperparameters`)", ""]
+    out = ["## Hyperparameters (searchable; `istar-tune train` flags, search-space `hyperparameters`)", ""]
     out += table(Hyperparameters)
-    out += ["", "### Run settings (`istar-tune train` flags, search-space `settings`)", ""]
+    out += ["", "## Run settings (`istar-tune train` flags, search-space `settings`)", ""]
     out += table(RunSettings)
-    out += ["", "### Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
+    out += ["", "## Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
     out += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in SPACE_KEYS.items()]
     return "\n".join(out) + "\n"

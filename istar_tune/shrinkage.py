@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from istar_tune.errors import IsotropyError
+from istar_tune.methods import SHRINKAGE_TOKENS
 
-DEFAULT_BUDGET = 250_000
+DEFAULT_BUDGET = SHRINKAGE_TOKENS
 
 
 class StreamingCovariance:

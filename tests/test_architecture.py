@@ -174,7 +174,7 @@ def test_no_test_imports_another_test_file():
 
 UNPICKLING = {"istar_tune/search/searcher.py", "istar_tune/search/scheduler.py"}
 """The only modules that unpickle: Tune saves and restores a searcher's and a scheduler's state through them (Ray Tune
-pickles its experiment state anyway); README, Security, says the storage path must be trusted for that reason."""
+pickles its experiment state anyway); SECURITY.md says the storage path must be trusted for that reason."""
 
 
 def test_checkpoints_load_as_data_only_and_pickle_is_read_only_where_the_readme_says():
@@ -192,4 +192,19 @@ def test_checkpoints_load_as_data_only_and_pickle_is_read_only_where_the_readme_
                     unpickles.append(relative)
     assert loads and all(safe for _, safe in loads), loads
     assert set(unpickles) <= UNPICKLING
-    assert "storage path must be trusted" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "storage path must be trusted" in (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+
+
+def test_no_backslash_line_continuations():
+    """Long expressions break inside brackets, as the codebases we admire write Python."""
+    found = [f"{name}:{number}" for name, path in MODULES.items()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if line.rstrip().endswith("\\") and not line.lstrip().startswith("#")]
+    assert found == []
+
+
+def test_the_sigma_s_budget_is_written_once():
+    written = [f"{name}:{number}" for name, path in MODULES.items()
+               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+               if "250_000" in line or "250000" in line]
+    assert len(written) == 1 and written[0].startswith("istar_tune.methods:")

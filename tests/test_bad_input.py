@@ -70,7 +70,51 @@ def _no_task(tmp: Path) -> Path:
     return tmp / "empty"
 
 
+def _own(tmp: Path, definition: str, train: str = "text,label\ngood,1\nbad,0\n",
+         dev: str = "text,label\nfine,1\n") -> str:
+    """A user's task: its two CSV files and its definition (``definition`` names them train.csv and dev.csv)."""
+    folder = tmp / "own"
+    folder.mkdir(exist_ok=True)
+    (folder / "train.csv").write_text(train)
+    (folder / "dev.csv").write_text(dev)
+    return _write(folder, "task.yaml", definition)
+
+
+OWN = "name: own\ntrain: train.csv\nvalidation: dev.csv\n"
+OWN_SPACE = SPACE.replace("tasks: [rte]", "tasks: [TASK]")
+
 CASES = {
+    # a task of one's own (train and search)
+    "task: definition file missing": (lambda t: [*TRAIN, "--task", str(t / "none.yaml")], "does not exist"),
+    "task: named as a shipped task": (lambda t: [*TRAIN, "--task", _own(t, OWN.replace("own", "RTE"))],
+                                      "name of a shipped task"),
+    "task: its file missing": (lambda t: [*TRAIN, "--task", _own(t, OWN.replace("dev.csv", "gone.csv"))],
+                               "gone.csv' does not exist"),
+    "task: metric that does not fit": (lambda t: [*TRAIN, "--task", _own(t, OWN + "problem_type: regression\n"
+                                                                            "metric: accuracy\n")], "does not fit"),
+    "task: unknown field": (lambda t: [*TRAIN, "--task", _own(t, OWN + "label_field: y\n")],
+                            r"no field 'y' \(its fields: text, label\)"),
+    "task: label outside label_names": (lambda t: [*TRAIN, "--task", _own(t, OWN + "label_names: [a, b]\n",
+                                                                          train="text,label\ngood,a\nbad,c\n")],
+                                        "label 'c' is not one of a, b"),
+    "task: validation label never trained on": (lambda t: [*TRAIN, "--task", _own(t, OWN, dev="text,label\nx,7\n")],
+                                                "training split never shows it"),
+    "task: score not a number": (lambda t: [*TRAIN, "--task", _own(t, OWN + "problem_type: regression\n",
+                                                                   train="text,label\na,high\n")], "not a number"),
+    "task: empty split": (lambda t: [*TRAIN, "--task", _own(t, OWN, dev="text,label\n")], "split is empty"),
+    "task: binary f1 of three classes": (lambda t: [*TRAIN, "--task", _own(t, OWN + "metric: f1\n",
+                                                                           train="text,label\na,0\nb,1\nc,2\n")],
+                                         "use f1_macro"),
+    "task: --train-file alone": (lambda t: [*TRAIN, "--train-file", _own(t, OWN)], "go together"),
+    "task: unknown key": (lambda t: [*TRAIN, "--task", _own(t, OWN + "colour: red\n")], "colour: unknown key"),
+    "search: task definition with an unknown field": (
+        lambda t: ["search", _space(t, OWN_SPACE.replace("TASK", _own(t, OWN + "text_fields: [body]\n")))],
+        "no field 'body'"),
+    "search: hub task while the hub does not answer": (
+        lambda t: ["search", _space(t, OWN_SPACE.replace("TASK", "{name: boolq, hub: google/boolq}"))],
+        "hub does not answer"),
+    "search: a task listed twice": (lambda t: ["search", _space(t, OWN_SPACE.replace("TASK", "rte, RTE"))],
+                                    "more than once"),
     # istar-tune train
     "train: unknown task": (lambda t: [*TRAIN, "--task", "nope"], "unknown"),
     "train: model path missing": (lambda t: [*TRAIN, "--model", str(t / "no-model")], "does not exist"),

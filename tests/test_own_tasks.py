@@ -148,3 +148,18 @@ def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path
     table = _run("table", "--experiment", "own-seeds", "--kind", "seeds", "--simulated", "--storage-path", "runs",
                  cwd=tmp_path).stdout
     assert table.splitlines()[0] == "| model | method | scores |" and "| bert | Base |" in table
+
+
+@pytest.mark.parametrize(("source", "fmt", "extra", "metric"), [
+    ("stsb", "csv", "problem_type: regression\nmetric: spearman\n", "spearman"),
+    ("squad", "jsonl", "problem_type: extractive_qa\n", "f1"),
+])
+def test_regression_and_extractive_qa_of_ones_own_train(own_data, tmp_path, source, fmt, extra, metric):
+    own_data(source, fmt, folder=tmp_path / "data")
+    (tmp_path / "task.yaml").write_text(f"name: mine\ntrain: data/train.{fmt}\nvalidation: data/dev.{fmt}\n{extra}")
+    trained = _run("train", "--task", "task.yaml", "--model", "tiny-bert", "--epochs", "1", "--max-length", "64",
+                   "--max-train-samples", "32", "--no-progress", "--output-dir", "out", cwd=tmp_path).stdout
+    import json
+
+    best = json.loads((tmp_path / "out" / "metrics.json").read_text())["best"]
+    assert metric in best and f" {metric} " in trained

@@ -1,4 +1,4 @@
-"""The README is the first thing a user reads: its commands must exist and work."""
+"""The README is the first thing a user reads, and the pages it links the rest: their commands must exist and work."""
 
 from __future__ import annotations
 
@@ -16,11 +16,24 @@ from istar_tune.tracking.storage import default_tracking_uri
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = [ROOT / "README.md", *dict.fromkeys(ROOT / link for link in re.findall(r"\]\(([\w/.-]+\.md)\)", README))]
+"""The README and the pages it links to, in its order: the documentation a user reads."""
+DOCS = "\n".join(page.read_text(encoding="utf-8") for page in PAGES if page.is_file())
 
 
 def _blocks() -> list[list[str]]:
     return [[line.strip() for line in block.strip().splitlines() if line.strip()]
-            for block in re.findall(r"```bash\n(.*?)```", README, re.S)]
+            for block in re.findall(r"```bash\n(.*?)```", DOCS, re.S)]
+
+
+def test_the_readme_is_a_first_page_and_every_page_it_links_exists():
+    assert len(README.splitlines()) <= 200
+    assert all(page.is_file() for page in PAGES), [str(p) for p in PAGES if not p.is_file()]
+    written = {*(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "README.md", ROOT / "SECURITY.md"}
+    assert written <= set(PAGES), "link every page from the README's table"
+    for page in PAGES:  # relative links inside the pages resolve too
+        for link in re.findall(r"\]\(([\w/.-]+\.(?:md|png))\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / link).is_file(), (page.name, link)
 
 
 def _commands(prefix: str) -> list[list[str]]:
@@ -48,7 +61,8 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
 
 
 def test_configuration_reference_is_current():
-    section = README.split("<!-- reference:start -->", 1)[1].split("<!-- reference:end -->", 1)[0]
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = reference.split("<!-- reference:start -->", 1)[1].split("<!-- reference:end -->", 1)[0]
     assert section.strip() == configuration_reference().strip(), "run: istar-tune reference, and paste it"
 
 
@@ -95,7 +109,7 @@ def stores(log_trial, tmp_path):
 
     (tmp_path / "runs").mkdir()
     client = tracking.client(default_tracking_uri(tmp_path / "runs"))
-    for name in ("smoke", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal", "reviews-search"):
+    for name in ("smoke", "first-hour", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal", "reviews-search"):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
@@ -116,7 +130,8 @@ def _own_task_files(folder: Path) -> None:
     import subprocess
     import sys
 
-    section = README.split("## Your own task", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").split("## Your own task", 1)[1].split(
+        "\n## ", 1)[0]
     for language, block in re.findall(r"```(python|yaml)\n(.*?)```", section, re.S):
         if language == "python":
             subprocess.run([sys.executable, "-c", block], cwd=folder, check=True)
@@ -148,7 +163,8 @@ def test_the_shipped_spaces_table_states_what_each_space_plans():
     from istar_tune.methods import METHODS
     from istar_tune.search.space_file import load_search_space
 
-    rows = re.findall(r"^\| `(\w+\.yaml)` \| .*? \| ([^|]+) \|$", README, re.M)
+    concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+\.yaml)` \| .*? \| ([^|]+) \|$", concepts, re.M)
     assert len(rows) == len(list((ROOT / "search_spaces").glob("*.yaml")))  # every shipped space, once
     labels = {m.label: name for name, m in METHODS.items()}
     for file, stated in rows:

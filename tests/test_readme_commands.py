@@ -1,4 +1,4 @@
-"""Every command the README shows runs verbatim on this machine, in the README's order, in a fresh folder laid out
+"""Every command the README and its pages show runs verbatim on this machine, in their order, in a fresh folder laid out
 as a clone with ../shared beside it; a command that cannot run here is listed in NOT_HERE with the reason (a new
 README command must be one or the other, or this test fails)."""
 
@@ -15,6 +15,9 @@ import pytest
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = [ROOT / "README.md", *dict.fromkeys(ROOT / link for link in re.findall(r"\]\(([\w/.-]+\.md)\)", README))]
+DOCS = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+"""The README and the pages it links to, in its order: their commands run in that order."""
 
 NOT_HERE = {
     "make demo": "six MiniLM trials (about 6 minutes on 2 idle cores); `istar-tune demo --smoke` runs in "
@@ -37,7 +40,7 @@ def _commands() -> list[tuple[str, str]]:
     """(language, command) in the README's order: each line of a bash block, each python block whole, and each
     YAML block that names its file on its first line (``# my-task/task.yaml``) as that file, written as shown."""
     found = []
-    for language, block in re.findall(r"```(bash|python|yaml)\n(.*?)```", README, re.S):
+    for language, block in re.findall(r"```(bash|python|yaml)\n(.*?)```", DOCS, re.S):
         if language == "python":
             found.append(("python", block))
         elif language == "yaml":

@@ -14,6 +14,11 @@ from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import best_scored, score
 from istar_tune.results.formats import markdown
+from istar_tune.trial_status import TrialStatus
+
+COLUMNS = (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.FINISHED, TrialStatus.STOPPED_EARLY,
+           TrialStatus.FAILED, TrialStatus.INTERRUPTED)
+"""The status table's counts, in its column order."""
 
 
 def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str]:
@@ -30,7 +35,7 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     for run in tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"}):
         key = run.data.tags.get(tracking.TAG_GROUP, "?")
         row = groups.setdefault(key, {"planned": 0})
-        status = run.data.tags.get(tracking.TAG_STATUS, "running")
+        status = run.data.tags.get(tracking.TAG_STATUS, TrialStatus.RUNNING)
         row[status] = row.get(status, 0) + 1
         runs.setdefault(key, []).append(run)
     rows = []
@@ -38,12 +43,12 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
         counts = {s: row.get(s, 0) for s in tracking.STATUSES}
         pending = max(row["planned"] - sum(counts.values()), 0) if key in plan else 0
         metric, best = _best_so_far(runs.get(key, []))
-        rows.append({"group": key, **counts, "pending": pending, "metric": metric, "best so far": best})
-    table = pd.DataFrame(rows, columns=["group", "running", "pending", "finished", "stopped_early", "failed",
-                                        "interrupted", "metric", "best so far"])
+        rows.append({"group": key, **counts, TrialStatus.PENDING.value: pending, "metric": metric, "best so far": best})
+    table = pd.DataFrame(rows, columns=["group", *(status.value for status in COLUMNS), "metric", "best so far"])
     state = parents[0].info.status if parents else "unknown"
     started = int(table[list(tracking.STATUSES)].to_numpy().sum()) if len(table) else 0
-    done = int(table[["finished", "stopped_early", "failed"]].to_numpy().sum()) if len(table) else 0
+    ended = [TrialStatus.FINISHED.value, TrialStatus.STOPPED_EARLY.value, TrialStatus.FAILED.value]
+    done = int(table[ended].to_numpy().sum()) if len(table) else 0
     total = f"{sum(plan.values())}" if plan else f"{started} started (plan not recorded)"
     headline = f"search {experiment}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"
     table.attrs["ended"] = bool(parents) and state not in ("RUNNING", "SCHEDULED")
@@ -81,7 +86,7 @@ def _best_so_far(runs: list) -> tuple[str, float | None]:
         return "", None
 
     def value(run) -> float | None:
-        if run.data.tags.get(tracking.TAG_STATUS) == "failed":
+        if run.data.tags.get(tracking.TAG_STATUS) == TrialStatus.FAILED:
             return None
         return score(run.data.metrics, metric)
 

@@ -20,6 +20,7 @@ from istar_tune.search.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.search.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
 from istar_tune.tasks import get_task
+from istar_tune.trial_status import TrialStatus
 
 
 class MlflowTrialLogger(Callback):
@@ -78,7 +79,8 @@ class MlflowTrialLogger(Callback):
             reached = int(last.get("epoch", 0) or 0)
             for run_id, config, epochs in configurations(trial.trial_id, trial.config):
                 if trial.status == Trial.ERROR and epochs > reached:
-                    status, state, tags = "failed", "FAILED", {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
+                    error = {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
+                    status, state, tags = TrialStatus.FAILED, "FAILED", error
                 else:
                     status, state, tags = tracking.ended_status(config, reached), "FINISHED", {}
                 # A configuration the trial passed keeps what its own epochs logged; the trial's last epoch is not its.
@@ -124,7 +126,7 @@ class MlflowTrialLogger(Callback):
                 continue
             self.writer.metrics(run_id, epoch, _values_for(result, epochs))
             if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration of a shared trial ends here
-                self.writer.end(run_id, "finished", "FINISHED")
+                self.writer.end(run_id, TrialStatus.FINISHED, "FINISHED")
                 self._nodes.pop(run_id, None)
 
     def _backfill(self, trial, records: list[dict[str, Any]]) -> None:
@@ -134,9 +136,9 @@ class MlflowTrialLogger(Callback):
         for run_id, config, epochs in configurations(trial.trial_id, trial.config):
             rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
             if run_id != trial.trial_id and epochs <= passed:
-                self.writer.backfill(run_id, config, rows, "finished", self._trained_by(trial, run_id))
+                self.writer.backfill(run_id, config, rows, TrialStatus.FINISHED, self._trained_by(trial, run_id))
                 if self.writer.is_open(run_id):
-                    self.writer.end(run_id, "finished", "FINISHED")
+                    self.writer.end(run_id, TrialStatus.FINISHED, "FINISHED")
             elif rows:
                 self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
 
@@ -147,8 +149,8 @@ class MlflowTrialLogger(Callback):
         by_scheduler = self.stop is None or not self.stop.reason or trial.trial_id in STOPPED_EARLY
         for run_id, config, _ in self._open(trial):
             status = tracking.ended_status(config, last, by_scheduler)
-            extra = {"istar_tune.stopped_after_epoch": str(last)} if status == "stopped_early" else {}
-            self.writer.end(run_id, status, "KILLED" if status == "interrupted" else "FINISHED", extra)
+            extra = {"istar_tune.stopped_after_epoch": str(last)} if status == TrialStatus.STOPPED_EARLY else {}
+            self.writer.end(run_id, status, "KILLED" if status == TrialStatus.INTERRUPTED else "FINISHED", extra)
             self._nodes.pop(run_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -162,7 +164,7 @@ class MlflowTrialLogger(Callback):
             return
         error = tracking.trial_error_text(trial)
         for run_id, _, _ in self._open(trial):
-            self.writer.end(run_id, "failed", "FAILED", {tracking.TAG_ERROR: error})
+            self.writer.end(run_id, TrialStatus.FAILED, "FAILED", {tracking.TAG_ERROR: error})
             self._nodes.pop(run_id, None)
         if self.stop is not None and (cause := systemic_cause(error)):
             self.stop.fail(cause, error)
@@ -177,7 +179,7 @@ class MlflowTrialLogger(Callback):
     def interrupt(self, reason: str) -> None:
         """Mark every trial that started and did not end as KILLED (status ``interrupted``)."""
         for trial_id in self.writer.open_trials():
-            self.writer.end(trial_id, "interrupted", "KILLED", {tracking.TAG_ERROR: reason})
+            self.writer.end(trial_id, TrialStatus.INTERRUPTED, "KILLED", {tracking.TAG_ERROR: reason})
 
     def close(self, timeout: float | None = None) -> bool:
         return self.writer.close(timeout)

@@ -16,7 +16,7 @@ from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.methods import get_method
+from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.search.space import completes
 from istar_tune.tasks import get_task
 
@@ -83,7 +83,7 @@ def typed_hyperparameters(config: Mapping[str, Any]):
                      source="trial config")
 
 
-def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,
                       measured: Throughput | None = None) -> float:
     """Modelled seconds of one Σ_S pass of ``config``."""
     hp = typed_hyperparameters(config)
@@ -91,7 +91,7 @@ def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000
     return min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
 
 
-def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,
                   measured: Throughput | None = None) -> float:
     """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
     hp = typed_hyperparameters(config)
@@ -104,7 +104,7 @@ def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
     return seconds
 
 
-def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = 250_000,
+def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,
                   measured: Throughput | None = None) -> float:
     """Modelled seconds of a whole trial on one GPU: start-up plus every epoch it reports (and, for a method
     without Σ_S in its loss, a Σ_S pass per configuration it completes)."""

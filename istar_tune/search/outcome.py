@@ -17,6 +17,7 @@ from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.space import SEARCH_KEY, Group, trial_group
 from istar_tune.search.trainable import configuration_results
 from istar_tune.tasks import get_task
+from istar_tune.trial_status import TrialStatus
 
 # ---------------------------------------------------------------------------------------------- running
 
@@ -67,13 +68,13 @@ class SearchSummary:
 
     @property
     def failed(self) -> list[tuple[Group, TrialOutcome]]:
-        return [(g.group, t) for g in self.groups for t in g.trials if t.status == "failed"]
+        return [(g.group, t) for g in self.groups for t in g.trials if t.status == TrialStatus.FAILED]
 
     def report(self) -> str:
         total = sum(len(g.trials) for g in self.groups)
-        finished = sum(g.count("finished") for g in self.groups)
-        stopped = sum(g.count("stopped_early") for g in self.groups)
-        unfinished = sum(g.count("interrupted") for g in self.groups)
+        finished = sum(g.count(TrialStatus.FINISHED) for g in self.groups)
+        stopped = sum(g.count(TrialStatus.STOPPED_EARLY) for g in self.groups)
+        unfinished = sum(g.count(TrialStatus.INTERRUPTED) for g in self.groups)
         shared = {t.trained_by for g in self.groups for t in g.trials if t.trained_by}
         if shared:
             trials = len(shared) + sum(not t.trained_by for g in self.groups for t in g.trials)
@@ -84,8 +85,8 @@ class SearchSummary:
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:
             left = self.planned_trials - finished - stopped - len(self.failed)
-            label, then = ("STOPPED", "fix that, then continue with --resume") if self.systemic else \
-                ("INTERRUPTED", "continue with --resume")
+            label, then = (("STOPPED", "fix that, then continue with --resume") if self.systemic
+                           else ("INTERRUPTED", "continue with --resume"))
             lines.append(f"{label} ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; {then}")
         for outcome in self.groups:
             best = outcome.best
@@ -139,9 +140,9 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
             trained_by = trial_id if cid != trial_id else ""
             if result.error is not None and not passed:
                 error = tracking.error_summary(str(result.error), type(result.error).__name__)
-                outcome = TrialOutcome(cid, "failed", configuration, value, epochs, error, ended)
+                outcome = TrialOutcome(cid, TrialStatus.FAILED, configuration, value, epochs, error, ended)
             elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED and not passed:
-                outcome = TrialOutcome(cid, "interrupted", configuration, value, epochs, ended_at=ended)
+                outcome = TrialOutcome(cid, TrialStatus.INTERRUPTED, configuration, value, epochs, ended_at=ended)
             else:
                 by_scheduler = not stopped or trial_id in STOPPED_EARLY
                 outcome = TrialOutcome(cid, tracking.ended_status(configuration, epochs, by_scheduler), configuration,

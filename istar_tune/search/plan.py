@@ -157,8 +157,8 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
         chained = sorted({p.after.split(":")[0] for p in planned if p.after})
         source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
                   "ended") if chained else "MLflow when the search runs"
-        start = f"the best {space.start_from} configuration of each model × task" if space.start_from \
-            else "the best configuration of each group"
+        start = (f"the best {space.start_from} configuration of each model × task" if space.start_from
+                 else "the best configuration of each group")
         constants = {k: d.values[0] for k, d in space.hyperparameters.items()}
         fixed = f" with {', '.join(f'{k} = {v}' for k, v in constants.items())}," if constants else ""
         each = f" for each {space.vary[0]} of {_listed(space.vary[1], space.models)} and" if space.vary else " with"

@@ -15,6 +15,7 @@ from pathlib import Path
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, max_positions
 from istar_tune.tasks import get_task, register_task
+from istar_tune.tasks.task import IN_DATA_FOLDER
 from istar_tune.tracking.storage import is_remote, unwritable
 from istar_tune.tracking.store import check_reachable, check_writable
 
@@ -40,10 +41,11 @@ def check_storage(storage: str) -> list[str]:
 def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0,
                definitions_only: bool = False) -> list[str]:
     """Every task's data reads as the trials will read it (files exist and parse; fields, labels and splits fit its
-    definition), and each task that is not shipped is resolved (class names, sizes, checksums) and registered, so its
-    trials carry exactly that. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else every
-    trial would fail after its retries); a shipped one is then downloaded by its trials. ``definitions_only``: only
-    the tasks that are not shipped (a rehearsal or a dry run needs their sizes; it reads no other data)."""
+    definition), and each definition is resolved (class names, sizes, checksums) and registered, so its trials carry
+    exactly that. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else every trial would
+    fail after its retries); one whose classes and sizes its definition gives (the paper's) is then downloaded by its
+    trials alone. ``definitions_only``: only the definitions not resolved yet (a rehearsal or a dry run needs their
+    sizes; it reads no other data)."""
     import datasets
 
     from istar_tune.tasks.data_folder import hub_reachable
@@ -54,7 +56,7 @@ def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.
     hub_answers = None
     for name in tasks:
         task = get_task(name)
-        if definitions_only and (task.shipped or task.resolved):
+        if definitions_only and task.resolved:
             continue
         try:
             if task_files(task, data_dir) is None:
@@ -62,18 +64,16 @@ def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.
                 if not hub_answers:
                     problems.append(_no_hub(task, hub_timeout_s))
                     continue
-                if task.shipped:
+                if task.resolved:
                     continue
-            resolved = resolve(task, data_dir)
-            if not task.shipped:
-                register_task(resolved, replace=True)
+            register_task(resolve(task, data_dir), replace=True)
         except IstarTuneError as err:
             problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
     return problems
 
 
 def _no_hub(task, hub_timeout_s: float) -> str:
-    if task.shipped:
+    if task.files_in == IN_DATA_FOLDER:  # its files would come from a data folder
         return (f"no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and the Hugging Face hub does not "
                 f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give --data-dir DIR in the GLUE "
                 "layout (e.g. ../shared/data/glue)")

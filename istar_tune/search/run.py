@@ -30,6 +30,7 @@ from istar_tune.search.trainable import OBJECTIVE, trainable
 from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
+from istar_tune.trial_status import TrialStatus
 
 if TYPE_CHECKING:
     from istar_tune.search.stopping import Stop
@@ -51,8 +52,8 @@ def validate_name(name: str) -> str:
         shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
         raise ConfigError(f"search name {shown} is not usable: at most {MAX_NAME_CHARS} characters, none of them "
                           f"control characters (it names a folder and an MLflow experiment); got {len(text)}")
-    if not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/") \
-            or text.startswith("~") or ("'" in text and '"' in text):
+    if (not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/")
+            or text.startswith("~") or ("'" in text and '"' in text)):
         raise ConfigError(f"search name {name!r} is not usable: give a plain name (letters, digits, '-', '_', '.'; "
                           "no '/', '\\' or '..', not both quote characters)")
     return text
@@ -326,7 +327,7 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
     results = list(grid) if grid is not None else []
     statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
     outcomes = {n: group_outcomes(planned[n], results, statuses, n, stopped=bool(stop.reason)) for n in names}
-    ended = sum(len(g.trials) - g.count("interrupted") for n in names for g in outcomes[n])
+    ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in names for g in outcomes[n])
     if not interrupted and ended < expected_trials(names, planned, outcomes):
         interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
     flushing = time.monotonic()
@@ -338,7 +339,7 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
     mlflow = tracking.client(experiment.tracking_uri)
     for n in names:
         parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
-        failed = any(t.status == "failed" for g in outcomes[n] for t in g.trials)
+        failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
         mlflow.set_terminated(experiment.parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
     if not flushed:
         log.error("some MLflow writes did not land before the search ended")

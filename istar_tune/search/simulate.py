@@ -24,7 +24,7 @@ from typing import Any
 
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.methods import get_method
+from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.search import checkpoints
 from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
 from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
@@ -163,7 +163,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
     quiet_ray_loggers()
     settings, keep = for_search(config, settings), for_search(config, keep)
     mode = settings.get("checkpoint", "state")
-    shrinkage = int(settings.get("shrinkage_tokens") or 250_000)
+    shrinkage = int(settings.get("shrinkage_tokens") or SHRINKAGE_TOKENS)
     closing = completes(config)
     reporter = TuneReporter(trial_task(config).metric, keep, wants_checkpoint=mode != "none", completes=closing)
     start = 0

@@ -280,8 +280,8 @@ class SearchSpace:
         """Why the configurations of ``group`` that differ only in ``epochs`` do not share a trial (``None``: they
         do); exactness itself is :func:`istar_tune.config.prefix_sharing_problem`."""
         epochs = group.domains.get("epochs")
-        if self.stage == "seeds" or self.algorithm != "grid" or epochs is None or epochs.kind != "grid" \
-                or len(set(epochs.values)) < 2:
+        if (self.stage == "seeds" or self.algorithm != "grid" or epochs is None or epochs.kind != "grid"
+                or len(set(epochs.values)) < 2):
             return "one epoch count per configuration: nothing to share"
         if any(d.kind not in ("grid", "constant") for d in group.domains.values()):
             return "the grid draws a random value per configuration, so no two differ only in epochs"

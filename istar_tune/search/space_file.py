@@ -1,4 +1,4 @@
-"""Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, also the README's reference),
+"""Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, also docs/reference.md),
 every problem reported at once with the file and the key; shipped spaces found by name.
 """
 
@@ -76,7 +76,7 @@ SPACE_KEYS: dict[str, tuple[str, str]] = {
     "start_from": ("the group's method", "(stage seeds) The method whose best configuration each group starts "
                                          "from, e.g. `base`: I-STAR at Base's best learning rate, batch, epochs."),
 }
-"""Every key a search-space YAML may hold: key → (default, meaning). The validator and the README use it."""
+"""Every key a search-space YAML may hold: key → (default, meaning). The validator and docs/reference.md use it."""
 
 MAX_TRIALS_PER_GROUP = 1_000_000
 """The most trials a space plans per (model, task, method) group (the paper's I-STAR grid: 648)."""
@@ -307,8 +307,8 @@ def _settings_section(raw: dict, problem, problems: list[str], path: Path) -> di
 def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]]:
     raw_seeds = raw.get("seeds")
     seeds: tuple[int, ...] = ()
-    if not isinstance(raw_seeds, list) or not raw_seeds or \
-            not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds):
+    if (not isinstance(raw_seeds, list) or not raw_seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds)):
         problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
     elif len(set(raw_seeds)) < len(raw_seeds):
         repeated = sorted({s for s in raw_seeds if raw_seeds.count(s) > 1})

@@ -63,8 +63,8 @@ def load_task_file(path: str | Path, reserved: Collection[str] = ()) -> Task:
     """The task a definition file describes (relative paths start at the file's folder)."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ConfigError(f"task definition {str(path)!r} does not exist: give a YAML file (see README, Your own "
-                          "task) or a task name")
+        raise ConfigError(f"task definition {str(path)!r} does not exist: give a YAML file (see "
+                          "docs/tasks.md) or a task name")
     return task_from_mapping(load_yaml(path), path.resolve().parent, source=str(path), reserved=reserved)
 
 

@@ -19,8 +19,8 @@ def label_value(task: Task, raw: Any, where: str) -> int | float:
         try:
             value = float(raw)
         except (TypeError, ValueError):
-            raise DataError(f"{where}: score {raw!r} is not a number (a regression task's labels are numbers)") \
-                from None
+            raise DataError(
+                f"{where}: score {raw!r} is not a number (a regression task's labels are numbers)") from None
         if not math.isfinite(value):
             raise DataError(f"{where}: score {raw!r} is not a finite number")
         return value

@@ -51,7 +51,7 @@ def get_task(name: str) -> Task:
         return _registered[text]
     known = [*TASKS, *_registered]
     raise ConfigError(f"unknown task {name!r}: choose one of {', '.join(known)}, or give a task definition file "
-                      "(a .yaml path; see README, Your own task)")
+                      "(a .yaml path; see docs/tasks.md)")
 
 
 def task_names() -> list[str]:

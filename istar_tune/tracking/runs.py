@@ -83,8 +83,8 @@ def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
 def _refuse_mixed(found: list, simulated: bool, tracking_uri: str, experiment_name: str) -> None:
     kinds = {run.data.tags.get(TAG_SIMULATED) == "true" for run in found}
     if (not simulated) in kinds:
-        what = ("simulated runs (a rehearsal with --simulate)", "pass --simulated to tabulate them") if not simulated \
-            else ("real runs", "drop --simulated")
+        what = (("simulated runs (a rehearsal with --simulate)", "pass --simulated to tabulate them") if not simulated
+                else ("real runs", "drop --simulated"))
         raise ConfigError(f"experiment {experiment_name!r} at {tracking_uri} holds {what[0]}; they are never mixed "
                           f"into tables of {'real' if not simulated else 'simulated'} runs: {what[1]}")
 

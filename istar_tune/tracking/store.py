@@ -13,6 +13,7 @@ from typing import Any
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.tracking.storage import unwritable
+from istar_tune.trial_status import COUNTED, RECORDED, TrialStatus
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
@@ -35,19 +36,19 @@ TAG_RESTORED_FROM = "istar_tune.restored_from"
 TAG_TASK = "istar_tune.task"  # a trial run of a task that is not shipped: its facts (JSON; tasks.definition.facts)
 TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the files and checksums its trials read
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
-STATUSES = ("running", "finished", "stopped_early", "failed", "interrupted")
+STATUSES = RECORDED
 """A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""
-COUNTED_STATUSES = ("finished", "stopped_early")
+COUNTED_STATUSES = COUNTED
 """The statuses whose score counts (tables, plots, ``status``, the best trial of a group)."""
 
 
-def ended_status(config: dict[str, Any], last_epoch: int, by_scheduler: bool = True) -> str:
+def ended_status(config: dict[str, Any], last_epoch: int, by_scheduler: bool = True) -> TrialStatus:
     """How a trial that ended without an error ended: ``finished`` when it reported the last epoch its configuration
     trains (:func:`istar_tune.config.trial_epochs`); before that, ``stopped_early`` when its scheduler stopped it
     (``by_scheduler``), else ``interrupted`` (the search was stopped)."""
     if last_epoch >= trial_epochs(config):
-        return "finished"
-    return "stopped_early" if by_scheduler else "interrupted"
+        return TrialStatus.FINISHED
+    return TrialStatus.STOPPED_EARLY if by_scheduler else TrialStatus.INTERRUPTED
 
 
 MAX_TAG_CHARS = 7000

@@ -32,6 +32,7 @@ from istar_tune.tracking.store import (
     find_runs,
     log,
 )
+from istar_tune.trial_status import TrialStatus
 
 
 def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
@@ -245,7 +246,7 @@ class RunWriter:
                     self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
                     if not run.data.params:  # the driver died between creating the run and writing its params
                         self._incomplete.add(trial_id)
-                    if run.data.tags.get(TAG_STATUS, "running") == "running":
+                    if run.data.tags.get(TAG_STATUS, TrialStatus.RUNNING) == TrialStatus.RUNNING:
                         self._unended.add(trial_id)
             self._loaded = True
 
@@ -262,7 +263,7 @@ class RunWriter:
             return run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
-                TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: "running", "model": str(config.get("model")),
+                TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: TrialStatus.RUNNING, "model": str(config.get("model")),
                 "task": str(config.get("task")), "method": str(config.get("method")),
                 TAG_GROUP: group_key(config), **task_tags(config), **(created_tags or {})}
         run = mlflow_client.create_run(self.experiment_id, run_name=run_name(config) if config else trial_id,
@@ -303,7 +304,7 @@ class RunWriter:
             run_id = self._run_id(mlflow_client, event.trial_id, None)[0]
             if event.kind == "start":
                 if run_id not in created:  # a retried or resumed trial's existing run
-                    tags.setdefault(run_id, {})[TAG_STATUS] = "running"
+                    tags.setdefault(run_id, {})[TAG_STATUS] = TrialStatus.RUNNING
                     states[run_id] = "RUNNING"
             elif event.kind == "metrics":
                 epoch = event.payload["epoch"]

@@ -92,8 +92,8 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
         starts, ends = [], []
         for i, offset in enumerate(offsets):
             sequence_ids = encoded.sequence_ids(i)
-            cls_index = encoded["input_ids"][i].index(tokenizer.cls_token_id) if tokenizer.cls_token_id in \
-                encoded["input_ids"][i] else 0
+            ids = encoded["input_ids"][i]
+            cls_index = ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0
             answers = batch["answers"][sample_map[i]]
             context_id = 1 if pad_right else 0
             token_start = sequence_ids.index(context_id)

@@ -57,6 +57,7 @@ from istar_tune.training.state import (
     save_state,
     write_json_atomic,
 )
+from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class TrainResult:
     """The task's selection metric (``accuracy``, ``mcc``, ``pearson`` or ``f1``)."""
     epochs: list[dict[str, Any]]
     best_epoch: int
-    status: str = "finished"
+    status: str = TrialStatus.FINISHED
     second_stage: IsoLayerResult | None = None
     """What a method's second stage measured (IsoLayer: the sentence space before and after its layer trained)."""
     error: str = ""
@@ -106,14 +107,14 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
-    result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status="running")
+    result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
     try:
         finished = _fit(run, result, reporter, resume_from, output_dir, set(completes))
         if get_method(hparams.method).second_stage and not finished:
             _second_stage(run, result, reporter, output_dir)
-        result.status = "finished"
+        result.status = TrialStatus.FINISHED
     except BaseException as err:
-        result.status = "failed"
+        result.status = TrialStatus.FAILED
         result.error = f"{type(err).__name__}: {err}"
         raise
     finally:
@@ -178,8 +179,8 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
             log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
                      run.task.metric, run.settings.patience, epoch, selection.best[0])
         final = ends and not second_stage
-        contents = {"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final \
-            else "state"
+        contents = ({"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final
+                    else "state")
         kept = None if ends else selection.kept_unless(epoch)
         report_epoch(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final:
                      save_state(d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k,
