@@ -7,10 +7,10 @@ over PostgreSQL.
 Everything but the GPU work is real: Ray nodes on 127.0.0.1 (``ray.cluster_utils.Cluster``) scheduling each
 trial's ``resources: {cpu: 4, gpu: 1}``, Tune with a checkpoint every epoch, the MLflow logger writing to
 ``mlflow server`` over a PostgreSQL server (both started and stopped here), and the tables read back from it.
-Each trial waits for its modelled duration × the time factor (``istar_tune/search/simulate.py``). The four stages run as
-one experiment (``run_searches``: each group's seeds start when that group's grid has ended), then the seeds stage
-once more on its own (``seeds_alone``: its configurations read back from MLflow); ``--separate`` runs the stages one
-search after another instead.
+Each trial waits for its modelled duration × the time factor (``istar_tune/search/tune/simulate.py``). The four
+stages run as one experiment (``run_searches``: each group's seeds start when that group's grid has ended), then the
+seeds stage once more on its own (``seeds_alone``: its configurations read back from MLflow); ``--separate`` runs the
+stages one search after another instead.
 
 Grid configurations that differ only in ``epochs`` share one trial (``search.share_epochs``, on by default under the
 paper's recipe): it also prints the configurations (one MLflow run each), the Tune trials that trained them, the epochs
@@ -85,7 +85,7 @@ def folder_bytes(path: Path) -> int:
 def trial_configs(outcomes: list) -> list[dict]:
     """The configurations of the Tune trials behind a search's outcomes (one per configuration): a shared trial's
     configurations merged back into the trial that trained them."""
-    from istar_tune.search.space import SHARED_EPOCHS_KEY
+    from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
 
     shared: dict[str, list[dict]] = {}
     alone = []
@@ -108,7 +108,7 @@ def check_tables(tracking_uri: str, models: list[str], tasks: list[str] | None, 
                  noise: float) -> dict[str, bool]:
     """Whether every cell of the three tables equals the landscape's known optimum."""
     from istar_tune.results.tables import build_table
-    from istar_tune.search.simulate import expected_score, optimum
+    from istar_tune.search.tune.simulate import expected_score, optimum
     from istar_tune.tasks import get_task
 
     exact = {}
@@ -194,10 +194,10 @@ def main() -> None:
 
     from istar_tune import tracking
     from istar_tune.config import trial_epochs
-    from istar_tune.search.cost import trial_seconds
     from istar_tune.search.run import run_searches
-    from istar_tune.search.simulate import Simulation
-    from istar_tune.search.space_file import load_search_space
+    from istar_tune.search.spaces.cost import trial_seconds
+    from istar_tune.search.spaces.file import load_search_space
+    from istar_tune.search.tune.simulate import Simulation
     from istar_tune.testing import MlflowServer, PostgresServer
 
     simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)

@@ -30,7 +30,7 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
     from istar_tune.search.run import run_search
-    from istar_tune.search.space_file import load_search_space
+    from istar_tune.search.spaces.file import load_search_space
     from istar_tune.tracking.runs import trial_runs
 
     with tempfile.TemporaryDirectory() as tmp:

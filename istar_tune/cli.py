@@ -26,13 +26,13 @@ from istar_tune.results.plots import write_plots
 from istar_tune.results.status import watch_status
 from istar_tune.results.tables import CAPTIONS, build_table
 from istar_tune.search.cluster import loopback_only
-from istar_tune.search.cost import Throughput
 from istar_tune.search.outcome import exit_code
 from istar_tune.search.plan import dry_run_report, plan
 from istar_tune.search.preflight import check_data, run_checks
 from istar_tune.search.run import run_searches
-from istar_tune.search.simulate import Simulation
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.cost import Throughput
+from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.tune.simulate import Simulation
 from istar_tune.tasks import task_reference
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV, storage_root, tracking_uri
 
@@ -177,7 +177,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from istar_tune.results.demo import run_demo
+    from istar_tune.apps.demo import run_demo
 
     report = run_demo(data_dir=args.data_dir, storage_path=args.storage_path, smoke=args.smoke, space_file=args.space,
                       address=args.address)
@@ -192,7 +192,7 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from istar_tune.results.analyze import analyze, log_to_mlflow, report, write_outputs
+    from istar_tune.apps.analyze import analyze, log_to_mlflow, report, write_outputs
 
     output = Path(args.output_dir or Path(args.checkpoint) / "analysis")
     result = analyze(args.checkpoint, task=args.task, data_dir=args.data_dir, max_eval_samples=args.max_eval_samples,

@@ -1,5 +1,5 @@
 """The configuration reference: every hyperparameter, run setting and search-space key with its default and
-meaning, generated from the config dataclasses' field docstrings and :data:`~istar_tune.search.space_file.SPACE_KEYS`
+meaning, generated from the config dataclasses' field docstrings and :data:`~istar_tune.search.spaces.file.SPACE_KEYS`
 (``istar-tune reference`` prints it; ``docs/reference.md`` is this text, and a test keeps them equal).
 The CLI's flags take their help from the same docstrings.
 """
@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml
-from istar_tune.search.space_file import SPACE_KEYS
+from istar_tune.search.spaces.file import SPACE_KEYS
 
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}

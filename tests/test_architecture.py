@@ -133,8 +133,8 @@ def test_modules_and_functions_fit_one_sitting():
 
 
 LIGHT = ["istar_tune", "istar_tune.config", "istar_tune.tracking", "istar_tune.results.tables",
-         "istar_tune.results.status", "istar_tune.search.space_file", "istar_tune.search.plan",
-         "istar_tune.search.simulate", "istar_tune.search.run", "istar_tune.cli"]
+         "istar_tune.results.status", "istar_tune.search.spaces.file", "istar_tune.search.plan",
+         "istar_tune.search.tune.simulate", "istar_tune.search.run", "istar_tune.cli"]
 
 
 def test_light_modules_load_neither_torch_nor_ray():
@@ -172,7 +172,7 @@ def test_no_test_imports_another_test_file():
     assert offenders == []
 
 
-UNPICKLING = {"istar_tune/search/searcher.py", "istar_tune/search/scheduler.py"}
+UNPICKLING = {"istar_tune/search/tune/searcher.py", "istar_tune/search/tune/scheduler.py"}
 """The only modules that unpickle: Tune saves and restores a searcher's and a scheduler's state through them (Ray Tune
 pickles its experiment state anyway); SECURITY.md says the storage path must be trusted for that reason."""
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from istar_tune.cli import build_parser
-from istar_tune.search.space_file import resolve_space
+from istar_tune.search.spaces.file import resolve_space
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 

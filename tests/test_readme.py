@@ -11,7 +11,7 @@ import pytest
 from istar_tune import tracking
 from istar_tune.cli import build_parser, main
 from istar_tune.reference import configuration_reference
-from istar_tune.search.space_file import resolve_space
+from istar_tune.search.spaces.file import resolve_space
 from istar_tune.tracking.storage import default_tracking_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_every_istar_tune_command_in_the_readme_parses():
 
 
 def test_files_and_tools_the_readme_names_exist():
-    for path in re.findall(r"`((?:search_spaces|jobs|benchmarks|istar_tune)/[\w./-]+)`", README):
+    for path in re.findall(r"`((?:search_spaces|jobs|benchmarks|istar_tune)/[\w./-]+)`", DOCS):
         assert (ROOT / path).exists(), path
     for argv in _commands("jobs/submit.sh"):  # its arguments are `istar-tune search`'s
         args = build_parser().parse_args(["search", *argv])
@@ -161,7 +161,7 @@ def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, st
 
 def test_the_shipped_spaces_table_states_what_each_space_plans():
     from istar_tune.methods import METHODS
-    from istar_tune.search.space_file import load_search_space
+    from istar_tune.search.spaces.file import load_search_space
 
     concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(\w+\.yaml)` \| .*? \| ([^|]+) \|$", concepts, re.M)

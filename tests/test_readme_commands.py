@@ -21,7 +21,7 @@ DOCS = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 NOT_HERE = {
     "make demo": "six MiniLM trials (about 6 minutes on 2 idle cores); `istar-tune demo --smoke` runs in "
-                 "tests/results/test_demo.py",
+                 "tests/apps/test_demo.py",
     "make test": "the test suite this test is part of",
     "paper_base paper_cosreg paper_istar paper_seeds --models bert": "the paper's protocol: GPU-days",
     "paper_figure3 paper_figure7 paper_figure8 --models bert": "the paper's figures: GPU-days",

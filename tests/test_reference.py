@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
-from istar_tune.search.space_file import SPACE_KEYS
+from istar_tune.search.spaces.file import SPACE_KEYS
 
 
 def test_every_field_and_space_key_is_in_the_reference_with_its_flag():

@@ -23,7 +23,7 @@ from istar_tune.config import RunSettings, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import score
 from istar_tune.search.parent import TASKS_FOLDER
-from istar_tune.search.trainable import train_config
+from istar_tune.search.tune.trainable import train_config
 from istar_tune.tasks import get_task, is_shipped
 
 

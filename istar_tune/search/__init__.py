@@ -1,8 +1,8 @@
-"""Search: from a search-space YAML to one Ray Tune experiment, its trials recorded in MLflow.
+"""Search: from a search-space YAML to one Ray Tune experiment, its trials recorded in MLflow, in three rooms.
 
-``space``/``space_file`` read and validate spaces; ``plan`` counts each (model, task, method) group's trials and what
-its searcher hands out (``cost`` orders them); ``searcher`` and ``scheduler`` keep each group's trials compared only
-with each other; ``trainable`` is the trial; ``checkpoints`` its checkpoint economy; ``callbacks`` log to MLflow and
-print progress; ``preflight`` checks before anything starts; ``cluster`` joins Ray; ``run`` runs the experiment and
-``outcome`` summarises it; ``simulate`` rehearses a search without training.
+``spaces/`` decides what to run (the space, its YAML file, the cost model); ``tune/`` is what runs inside Ray Tune
+(the trial, its checkpoints, the per-group searcher and scheduler, the MLflow logger, the rehearsal stand-in); the
+modules here drive one experiment: ``plan`` (each group's trials), ``preflight`` (checks before anything starts),
+``guard`` (one search per results folder), ``cluster`` (joining Ray), ``stopping`` (signals and systemic failures),
+``parent`` (the search's own MLflow run), ``outcome`` (summaries) and ``run`` (the experiment itself).
 """

@@ -13,7 +13,7 @@ import math
 import os
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.space import SearchSpace
+from istar_tune.search.spaces.space import SearchSpace
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
 _USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")

@@ -20,7 +20,7 @@ from typing import Any
 
 from istar_tune.errors import ConfigError
 from istar_tune.search.plan import PlannedGroup
-from istar_tune.search.space import SearchSpace
+from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.tracking.storage import is_remote
 
 PLAN_FILE = "istar-tune-plan.json"

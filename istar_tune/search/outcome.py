@@ -14,8 +14,8 @@ from istar_tune.config import group_key
 from istar_tune.methods import get_method
 from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
-from istar_tune.search.space import SEARCH_KEY, Group, trial_group
-from istar_tune.search.trainable import configuration_results
+from istar_tune.search.spaces.space import SEARCH_KEY, Group, trial_group
+from istar_tune.search.tune.trainable import configuration_results
 from istar_tune.tasks import get_task
 from istar_tune.trial_status import TrialStatus
 
@@ -126,7 +126,7 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
     it was interrupted."""
     from ray.tune.experiment import Trial
 
-    from istar_tune.search.scheduler import STOPPED_EARLY
+    from istar_tune.search.tune.scheduler import STOPPED_EARLY
 
     by_group: dict[str, list[TrialOutcome]] = {}
     for result in results:

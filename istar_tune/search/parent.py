@@ -14,7 +14,7 @@ from istar_tune import tracking
 from istar_tune.config import RunSettings
 from istar_tune.metrics import score
 from istar_tune.search.plan import PlannedGroup
-from istar_tune.search.space import SearchSpace
+from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.tasks import definition_mapping, get_task
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from typing import Any
 from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, group_key, trial_epochs
 from istar_tune.errors import ConfigError
-from istar_tune.search.cost import Throughput, trial_seconds
-from istar_tune.search.space import (
+from istar_tune.search.spaces.cost import Throughput, trial_seconds
+from istar_tune.search.spaces.space import (
     ANY_MODEL,
     SEARCH_KEY,
     Domain,
@@ -209,7 +209,7 @@ class GroupCost:
 
 def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | None = None) -> GroupCost:
     """What a group's trials cost, with and without shared epoch prefixes (one cost model:
-    :func:`istar_tune.search.cost.trial_seconds`)."""
+    :func:`istar_tune.search.spaces.cost.trial_seconds`)."""
     trials = planned_configs(space, item)
     unshared = [configuration(t, k) for t in trials for k in completes(t)]
     tokens = space.run_settings().shrinkage_tokens
@@ -257,9 +257,9 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
-    """What :class:`~istar_tune.search.searcher.GroupSearcher` hands out: every configuration of grid and seeds groups,
-    an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
-    from istar_tune.search.searcher import GroupPlan
+    """What :class:`~istar_tune.search.tune.searcher.GroupSearcher` hands out: every configuration of grid and seeds
+    groups, an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
+    from istar_tune.search.tune.searcher import GroupPlan
 
     name = name or space.name
     plans = []

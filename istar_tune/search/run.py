@@ -4,7 +4,7 @@
 MLflow experiment and parent run, hands every group's configurations to Ray Tune through one searcher and one
 scheduler (``searcher``, ``scheduler``), and ends with a summary per search (``outcome``), whichever way the
 experiment ended. ``resume=True`` restores the experiment with ``Tuner.restore``: finished trials are not run again.
-With a :class:`~istar_tune.search.simulate.Simulation`, trials are rehearsed without training.
+With a :class:`~istar_tune.search.tune.simulate.Simulation`, trials are rehearsed without training.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from istar_tune.search import cluster, guard, parent, preflight
 from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
-from istar_tune.search.simulate import Simulation, simulated_trainable
-from istar_tune.search.space import SearchSpace, trial_group
-from istar_tune.search.trainable import OBJECTIVE, trainable
+from istar_tune.search.spaces.space import SearchSpace, trial_group
+from istar_tune.search.tune.simulate import Simulation, simulated_trainable
+from istar_tune.search.tune.trainable import OBJECTIVE, trainable
 from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
@@ -111,10 +111,10 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     folder (:mod:`~istar_tune.search.guard`); ``resume`` refuses a space that plans other trials than the search
     started with, unless ``accept_changed_space``.
 
-    ``trainable_fn(config, settings, keep)`` runs one trial (default: :func:`~istar_tune.search.trainable.trainable`,
-    which fine-tunes; ``settings`` and ``keep`` map each search's name to its run settings and to how many of its
-    newest checkpoints a trial keeps). With ``simulation``, trials are rehearsed by
-    :func:`istar_tune.search.simulate.simulated_trainable` instead.
+    ``trainable_fn(config, settings, keep)`` runs one trial (default:
+    :func:`~istar_tune.search.tune.trainable.trainable`, which fine-tunes; ``settings`` and ``keep`` map each search's
+    name to its run settings and to how many of its newest checkpoints a trial keeps). With ``simulation``, trials are
+    rehearsed by :func:`istar_tune.search.tune.simulate.simulated_trainable` instead.
     """
     say = write or _print
     began = time.monotonic()
@@ -201,7 +201,7 @@ def _check_resources(space: SearchSpace) -> float:
 
 def _open_tracking(experiment: _Experiment) -> None:
     """Each search's MLflow experiment, parent run (its plan recorded) and trial logger."""
-    from istar_tune.search.callbacks import MlflowTrialLogger
+    from istar_tune.search.tune.callbacks import MlflowTrialLogger
 
     if not is_remote(experiment.storage):
         Path(experiment.storage).mkdir(parents=True, exist_ok=True)
@@ -229,8 +229,8 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
     """A restored Tuner (``resume``), else a new one with the searches' searcher and scheduler."""
     from ray import tune
 
-    from istar_tune.search.scheduler import GroupScheduler
-    from istar_tune.search.searcher import GroupSearcher
+    from istar_tune.search.tune.scheduler import GroupScheduler
+    from istar_tune.search.tune.searcher import GroupSearcher
 
     names, spaces, first = experiment.names, experiment.spaces, experiment.spaces[0]
     keep = {n: (s.checkpoints_to_keep if experiment.settings[n].checkpoint == "state" else 1)
@@ -268,7 +268,7 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     from ray.tune.logger import JsonLoggerCallback
 
     from istar_tune.search import stopping
-    from istar_tune.search.callbacks import ProgressPrinter
+    from istar_tune.search.tune.callbacks import ProgressPrinter
 
     names, planned = experiment.names, experiment.planned
     stop = stopping.Stop()

@@ -5,7 +5,7 @@ import yaml
 from istar_tune import tracking
 from istar_tune.cli import main
 from istar_tune.config import split_config
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
 
 
 def test_the_best_configurations_become_train_config_files_that_train(log_trial, glue_tiny, tmp_path, capsys):

@@ -7,7 +7,7 @@ import os
 import ray
 
 from istar_tune.search import cluster
-from istar_tune.search.space import SearchSpace
+from istar_tune.search.spaces.space import SearchSpace
 
 
 def _space(**resources) -> SearchSpace:

@@ -7,7 +7,7 @@ import pytest
 from istar_tune.errors import ConfigError
 from istar_tune.search import guard
 from istar_tune.search.plan import plan
-from istar_tune.search.space import Domain, SearchSpace
+from istar_tune.search.spaces.space import Domain, SearchSpace
 
 
 def _space(rates=(1e-5, 2e-5)) -> SearchSpace:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from istar_tune.search.outcome import SearchSummary, exit_code, expected_trials, group_outcomes
 from istar_tune.search.plan import PlannedGroup
-from istar_tune.search.space import Group
+from istar_tune.search.spaces.space import Group
 
 
 def _result(trial_id, value, epochs, error=None, **config):

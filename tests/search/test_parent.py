@@ -5,7 +5,7 @@ import json
 from istar_tune import tracking
 from istar_tune.search import parent
 from istar_tune.search.plan import plan
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
 
 
 def test_the_search_run_carries_its_settings_a_description_and_the_best_table(log_trial, tmp_path):

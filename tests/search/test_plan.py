@@ -7,10 +7,10 @@ import pytest
 
 from istar_tune.cli import _throughput, main
 from istar_tune.errors import ConfigError
-from istar_tune.search.cost import Throughput, trial_seconds
 from istar_tune.search.plan import group_cost, plan, planned_configs
-from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, configuration
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.cost import Throughput, trial_seconds
+from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, configuration
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 

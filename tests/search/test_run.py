@@ -11,7 +11,7 @@ import pytest
 from istar_tune import tracking
 from istar_tune.cli import main
 from istar_tune.search.run import run_search
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
 from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import pytest
 
 from istar_tune import tracking
 from istar_tune.search.run import run_search, run_searches
-from istar_tune.search.simulate import Simulation
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.tune.simulate import Simulation
 from istar_tune.testing import MlflowServer
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 from istar_tune import tracking
 from istar_tune.results.tables import build_table
 from istar_tune.search.run import run_search
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
 
 pytestmark = pytest.mark.slow
 

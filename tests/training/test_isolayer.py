@@ -98,7 +98,7 @@ def test_isolayer_rejects_extractive_qa(glue_tiny):
 
 def test_isolayer_with_holdout_scores_each_stages_chosen_epoch_and_analyze_reads_that_model(glue_tiny, tmp_path,
                                                                                           monkeypatch):
-    from istar_tune.results.analyze import analyze
+    from istar_tune.apps.analyze import analyze
     from istar_tune.training import loop as train_module
     from istar_tune.training.state import BEST_CHECKPOINT, ISOLAYER_FILE
 

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from istar_tune import tracking
+from istar_tune.apps.analyze import analyze, log_to_mlflow, trial_id_of, write_outputs
 from istar_tune.cli import main
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.errors import ConfigError
-from istar_tune.results.analyze import analyze, log_to_mlflow, trial_id_of, write_outputs
 from istar_tune.training.loop import train
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
-from istar_tune.search.space import completes
+from istar_tune.search.spaces.space import completes
 from istar_tune.tasks import get_task
 
 MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}

@@ -15,10 +15,10 @@ from ray.tune import Callback
 from istar_tune import tracking
 from istar_tune.config import trial_epochs
 from istar_tune.metrics import CLOSING_ONLY
-from istar_tune.search.scheduler import STOPPED_EARLY
-from istar_tune.search.space import SEARCH_KEY
+from istar_tune.search.spaces.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
-from istar_tune.search.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
+from istar_tune.search.tune.scheduler import STOPPED_EARLY
+from istar_tune.search.tune.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
 from istar_tune.tasks import get_task
 from istar_tune.trial_status import TrialStatus
 
@@ -196,7 +196,7 @@ def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:
 class ProgressPrinter(Callback):
     """A line when a trial starts (naming its configuration), per reported epoch in small searches, and when it
     ends, each with the configuration's words (:func:`istar_tune.tracking.run_name`); picklable. Within a long
-    epoch the trial itself prints a heartbeat (:meth:`istar_tune.search.trainable.TuneReporter.heartbeat`)."""
+    epoch the trial itself prints a heartbeat (:meth:`istar_tune.search.tune.trainable.TuneReporter.heartbeat`)."""
 
     EPOCH_LINES_UP_TO = 64
     """Searches with more trials than this print only started and finished trials."""

@@ -3,9 +3,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from istar_tune.search.scheduler import GroupScheduler
+from istar_tune.search.tune.scheduler import GroupScheduler
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 
 
 def test_the_scheduler_stops_trials_only_against_their_own_group():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pyarrow.fs
 import pytest
 
-from istar_tune.search import checkpoints
+from istar_tune.search.tune import checkpoints
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 import ray
 from ray import tune
 
-from istar_tune.search import checkpoints
-from istar_tune.search.trainable import OBJECTIVE, OBJECTIVE_AT, RESTORE_NOTE, RESTORED_RECORDS, TuneReporter
+from istar_tune.search.tune import checkpoints
+from istar_tune.search.tune.trainable import OBJECTIVE, OBJECTIVE_AT, RESTORE_NOTE, RESTORED_RECORDS, TuneReporter
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_e
 
 
 def test_the_heartbeat_says_batches_rate_and_time_left_every_interval(monkeypatch):
-    import istar_tune.search.trainable as module
+    import istar_tune.search.tune.trainable as module
 
     clock = iter([100.0, 100.5, 101.0, 102.0, 102.2, 200.0])
     monkeypatch.setattr(module.time, "monotonic", lambda: next(clock))

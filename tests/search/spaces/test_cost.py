@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from istar_tune.search.cost import trial_seconds
+from istar_tune.search.spaces.cost import trial_seconds
 
 
 def test_the_cost_model_grows_with_data_epochs_and_small_batches_and_i_star_costs_more():

@@ -10,7 +10,7 @@ import math
 
 from istar_tune.config import Hyperparameters, from_dict
 from istar_tune.errors import ConfigError
-from istar_tune.search.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain
+from istar_tune.search.spaces.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain
 
 MAX_DOMAIN_VALUES = 10_000
 """The most values one grid or choice lists (the paper's largest lists 6)."""

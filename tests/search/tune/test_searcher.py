@@ -4,13 +4,13 @@ from pathlib import Path
 
 from ray.tune.search import Searcher
 
-from istar_tune.search.cost import trial_seconds
 from istar_tune.search.plan import group_plans, plan
-from istar_tune.search.searcher import GroupPlan, GroupSearcher
-from istar_tune.search.space import SHARED_EPOCHS_KEY, Domain, grid_configs
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.cost import trial_seconds
+from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, Domain, grid_configs
+from istar_tune.search.tune.searcher import GroupPlan, GroupSearcher
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 
 
 def test_grid_configs_are_the_product_of_the_grids_times_the_repeats():

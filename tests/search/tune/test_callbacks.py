@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
-from istar_tune.search.callbacks import MlflowTrialLogger, ProgressPrinter
-from istar_tune.search.space import SHARED_EPOCHS_KEY
-from istar_tune.search.trainable import RESTORED_RECORDS
+from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
+from istar_tune.search.tune.callbacks import MlflowTrialLogger, ProgressPrinter
+from istar_tune.search.tune.trainable import RESTORED_RECORDS
 
 
 def _trial(trial_id, search="s", epochs=2, error_file=None):

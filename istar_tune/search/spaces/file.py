@@ -12,7 +12,13 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
-from istar_tune.search.space import (
+from istar_tune.search.spaces.domains import (
+    check_value,
+    coerced,
+    domains_from_yaml,
+    is_number,
+)
+from istar_tune.search.spaces.space import (
     ALGORITHMS,
     ANY_MODEL,
     SCHEDULERS,
@@ -20,12 +26,6 @@ from istar_tune.search.space import (
     STAGES,
     Domain,
     SearchSpace,
-)
-from istar_tune.search.space_domains import (
-    check_value,
-    coerced,
-    domains_from_yaml,
-    is_number,
 )
 from istar_tune.tasks import task_reference
 
@@ -89,7 +89,7 @@ _RESOURCE_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("res
 
 def shipped_spaces() -> dict[str, Path]:
     """The search spaces installed with the package (``search_spaces/`` of the repository), by name."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]
     # A source checkout (or an editable install) has them beside the package; a wheel installs them inside it
     # (pyproject.toml maps search_spaces/ to istar_tune/search_spaces).
     folders = [package.parent / "search_spaces", package / "search_spaces"]

@@ -6,9 +6,9 @@ import pytest
 
 from istar_tune.cli import main
 from istar_tune.errors import ConfigError
-from istar_tune.search.space_file import load_search_space
+from istar_tune.search.spaces.file import load_search_space
 
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 SHIPPED = sorted(SPACES.glob("*.yaml"))
 
 

@@ -3,7 +3,7 @@
 A search runs as one Tune experiment so the cluster stays full: when one (model, task, method) group runs out of
 trials, the next group's trials take the free GPUs instead of the cluster draining at the end of every group.
 :class:`GroupSearcher` hands out each group's trials (a grid's configurations, or one Optuna study per group) in an
-order from the cost model (:func:`istar_tune.search.cost.trial_seconds`): the longest and the shortest remaining
+order from the cost model (:func:`istar_tune.search.spaces.cost.trial_seconds`): the longest and the shortest remaining
 trial by turns, so no long trial starts last and short trials, spread over the whole search, never arrive all at once
 (which would make the driver, not the GPUs, the limit at the end). A group can wait for another (``after``): a seeds
 group in the same experiment as the search it re-runs gets its configurations when that search's group has ended
@@ -20,8 +20,8 @@ from ray.tune.search import Searcher
 
 from istar_tune.config import HYPERPARAMETER_KEYS
 from istar_tune.metrics import best_scored
-from istar_tune.search.cost import trial_seconds
-from istar_tune.search.trainable import configuration_results
+from istar_tune.search.spaces.cost import trial_seconds
+from istar_tune.search.tune.trainable import configuration_results
 
 
 @dataclass

@@ -25,10 +25,10 @@ from typing import Any
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
-from istar_tune.search import checkpoints
-from istar_tune.search.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
-from istar_tune.search.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
-from istar_tune.search.trainable import TuneReporter, quiet_ray_loggers
+from istar_tune.search.spaces.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
+from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
+from istar_tune.search.tune import checkpoints
+from istar_tune.search.tune.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
 
 OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
@@ -156,8 +156,8 @@ def _checkpoint_bytes(mode: str, final: bool, simulation: Simulation) -> int:
 def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], simulation: Simulation,
                         keep: dict[str, int]) -> None:
     """The Tune trainable of a rehearsal: the same reports and checkpoints as
-    :func:`~istar_tune.search.trainable.trainable`, through the same :class:`~istar_tune.search.trainable.TuneReporter`
-    (``settings`` and ``keep`` by search name, as there)."""
+    :func:`~istar_tune.search.tune.trainable.trainable`, through the same
+    :class:`~istar_tune.search.tune.trainable.TuneReporter` (``settings`` and ``keep`` by search name, as there)."""
     from ray import tune
 
     quiet_ray_loggers()

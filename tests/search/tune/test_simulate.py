@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.simulate import OPTIMUM_CANDIDATES, Simulation, epoch_metrics, expected_score, optimum
+from istar_tune.search.tune.simulate import OPTIMUM_CANDIDATES, Simulation, epoch_metrics, expected_score, optimum
 
 
 def _grid(model, task, method):
@@ -55,7 +55,7 @@ def test_simulation_settings_are_validated():
 
 
 def test_the_simulator_module_does_not_import_torch():
-    code = ("import sys, istar_tune.search.simulate, istar_tune.search.run; "
+    code = ("import sys, istar_tune.search.tune.simulate, istar_tune.search.run; "
             "print('torch' in sys.modules, 'ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

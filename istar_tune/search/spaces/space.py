@@ -326,7 +326,7 @@ def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int,
 
 def share_prefixes(configs: list[dict]) -> list[dict]:
     """Configurations that differ only in ``epochs`` as one trial each: the largest count, with every count it
-    completes under :data:`~istar_tune.search.space.SHARED_EPOCHS_KEY` (a configuration alone stays as it is)."""
+    completes under :data:`~istar_tune.search.spaces.space.SHARED_EPOCHS_KEY` (a configuration alone stays as it is)."""
     merged: dict[tuple, list[dict]] = {}
     for config in configs:
         key = tuple(sorted((k, repr(v)) for k, v in config.items() if k != "epochs"))

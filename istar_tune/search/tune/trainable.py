@@ -20,8 +20,7 @@ from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
-from istar_tune.search import checkpoints
-from istar_tune.search.space import (
+from istar_tune.search.spaces.space import (
     SHARED_EPOCHS_KEY,
     TASK_DEFINITION_KEY,
     completes,
@@ -29,6 +28,7 @@ from istar_tune.search.space import (
     for_search,
     trial_task,
 )
+from istar_tune.search.tune import checkpoints
 from istar_tune.tasks import get_task
 
 OBJECTIVE = "objective"

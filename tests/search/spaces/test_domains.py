@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from istar_tune.search.space import Domain
-from istar_tune.search.space_domains import MAX_DOMAIN_VALUES, coerced, domains_from_yaml, value_kind
+from istar_tune.search.spaces.domains import MAX_DOMAIN_VALUES, coerced, domains_from_yaml, value_kind
+from istar_tune.search.spaces.space import Domain
 
 
 def _read(raw, algorithm="grid"):
