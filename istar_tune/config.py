@@ -8,6 +8,7 @@ precision, ...). Both are frozen dataclasses built from plain dicts (YAML, CLI f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import types
@@ -239,72 +240,85 @@ def from_dict(cls: type[T], values: dict[str, Any], *, source: str = "config") -
 
 
 def _range_problems(obj: Any) -> list[str]:
-    problems: list[str] = []
-
-    def positive(name: str, value, strict: bool = True):
-        if value is not None and (value <= 0 if strict else value < 0):
-            problems.append(f"{name} must be {'positive' if strict else 'non-negative'}, got {value}")
-
     if isinstance(obj, Hyperparameters):
-        try:
-            task = get_task(obj.task)
-        except ConfigError as err:
-            problems.append(str(err))
-        else:
-            method = METHODS.get(obj.method)
-            if method is not None and method.second_stage and task.problem_type == EXTRACTIVE_QA:
-                problems.append(f"method {obj.method} applies to sentence-level tasks; {task.display_name} is "
-                                "extractive QA")
-        if obj.method not in METHODS:
-            problems.append(f"method {obj.method!r} is unknown: choose one of {', '.join(METHODS)}")
-        if not obj.model:
-            problems.append("model must not be empty")
-        for name in ("learning_rate", "batch_size", "epochs", "grad_accum", "isolayer_learning_rate",
-                     "isolayer_epochs"):
-            positive(name, getattr(obj, name))
-        positive("weight_decay", obj.weight_decay, strict=False)
-        for name in ("zeta", "alpha"):
-            value = getattr(obj, name)
-            if not 0.0 <= value <= 1.0:
-                problems.append(f"{name} must lie in [0, 1], got {value}")
-        if not 0.0 <= obj.warmup_ratio < 1.0:
-            problems.append(f"warmup_ratio must lie in [0, 1), got {obj.warmup_ratio}")
-        if obj.layer == 0:
-            problems.append("layer is 1-based (1 = first transformer layer, -1 = last), got 0")
-        if not 0 <= obj.seed <= MAX_SEED:
-            problems.append(f"seed must lie in [0, {MAX_SEED}] (what NumPy and CUDA accept), got {obj.seed}")
-    elif isinstance(obj, RunSettings):
-        for name in ("max_train_samples", "max_eval_samples", "max_length", "eval_batch_size", "shrinkage_tokens"):
-            positive(name, getattr(obj, name))
-        if 0 < obj.max_length < MIN_MAX_LENGTH:
-            problems.append(f"max_length must be at least {MIN_MAX_LENGTH} tokens (the special tokens take 2 or 3 of "
-                            f"them), got {obj.max_length}")
-        positive("max_grad_norm", obj.max_grad_norm, strict=False)
-        positive("heartbeat_s", obj.heartbeat_s, strict=False)
-        if not 0.0 <= obj.eval_zeta <= 1.0:
-            problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
-        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):
-            problems.append(f"device must be auto, cpu, cuda, cuda:N or mps, got {obj.device!r}")
-        if obj.holdout_seed is not None and not 0 <= obj.holdout_seed <= MAX_SEED:
-            problems.append(f"holdout_seed must lie in [0, {MAX_SEED}], got {obj.holdout_seed}")
-        if obj.output_dir and Path(obj.output_dir).exists() and not Path(obj.output_dir).is_dir():
-            problems.append(f"output_dir {obj.output_dir!r} is a file, not a folder")
-        if obj.checkpoint not in CHECKPOINT_MODES:
-            problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
-        if obj.precision not in PRECISIONS:
-            problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
-        if obj.star_sigma not in STAR_SIGMAS:
-            problems.append(f"star_sigma must be one of {', '.join(STAR_SIGMAS)}, got {obj.star_sigma!r}")
-        if obj.recipe not in RECIPES:
-            problems.append(f"recipe must be one of {', '.join(RECIPES)}, got {obj.recipe!r}")
-        if obj.holdout is not None and not 0.0 < obj.holdout < 1.0:
-            problems.append(f"holdout must lie strictly between 0 and 1 (a share of the training data), got "
-                            f"{obj.holdout}")
-        positive("patience", obj.patience)
-        if obj.patience is not None and obj.holdout is None:
-            problems.append(f"patience {obj.patience} needs a holdout share to watch: set holdout (e.g. 0.3)")
-        if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
-            problems.append(f"shrinkage_tokens must be at least 2, got {obj.shrinkage_tokens}")
+        return _hyperparameter_problems(obj)
+    if isinstance(obj, RunSettings):
+        return _settings_problems(obj)
+    return []
+
+
+def _positive(problems: list[str], name: str, value, strict: bool = True) -> None:
+    if value is not None and (value <= 0 if strict else value < 0):
+        problems.append(f"{name} must be {'positive' if strict else 'non-negative'}, got {value}")
+
+
+def _hyperparameter_problems(obj: Hyperparameters) -> list[str]:
+    problems: list[str] = []
+    positive = functools.partial(_positive, problems)
+    try:
+        task = get_task(obj.task)
+    except ConfigError as err:
+        problems.append(str(err))
+    else:
+        method = METHODS.get(obj.method)
+        if method is not None and method.second_stage and task.problem_type == EXTRACTIVE_QA:
+            problems.append(f"method {obj.method} applies to sentence-level tasks; {task.display_name} is "
+                            "extractive QA")
+    if obj.method not in METHODS:
+        problems.append(f"method {obj.method!r} is unknown: choose one of {', '.join(METHODS)}")
+    if not obj.model:
+        problems.append("model must not be empty")
+    for name in ("learning_rate", "batch_size", "epochs", "grad_accum", "isolayer_learning_rate",
+                 "isolayer_epochs"):
+        positive(name, getattr(obj, name))
+    positive("weight_decay", obj.weight_decay, strict=False)
+    for name in ("zeta", "alpha"):
+        value = getattr(obj, name)
+        if not 0.0 <= value <= 1.0:
+            problems.append(f"{name} must lie in [0, 1], got {value}")
+    if not 0.0 <= obj.warmup_ratio < 1.0:
+        problems.append(f"warmup_ratio must lie in [0, 1), got {obj.warmup_ratio}")
+    if obj.layer == 0:
+        problems.append("layer is 1-based (1 = first transformer layer, -1 = last), got 0")
+    if not 0 <= obj.seed <= MAX_SEED:
+        problems.append(f"seed must lie in [0, {MAX_SEED}] (what NumPy and CUDA accept), got {obj.seed}")
+    return problems
+
+
+def _settings_problems(obj: RunSettings) -> list[str]:
+    problems: list[str] = []
+    positive = functools.partial(_positive, problems)
+    for name in ("max_train_samples", "max_eval_samples", "max_length", "eval_batch_size", "shrinkage_tokens"):
+        positive(name, getattr(obj, name))
+    if 0 < obj.max_length < MIN_MAX_LENGTH:
+        problems.append(f"max_length must be at least {MIN_MAX_LENGTH} tokens (the special tokens take 2 or 3 of "
+                        f"them), got {obj.max_length}")
+    positive("max_grad_norm", obj.max_grad_norm, strict=False)
+    positive("heartbeat_s", obj.heartbeat_s, strict=False)
+    if not 0.0 <= obj.eval_zeta <= 1.0:
+        problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
+    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):
+        problems.append(f"device must be auto, cpu, cuda, cuda:N or mps, got {obj.device!r}")
+    if obj.holdout_seed is not None and not 0 <= obj.holdout_seed <= MAX_SEED:
+        problems.append(f"holdout_seed must lie in [0, {MAX_SEED}], got {obj.holdout_seed}")
+    if obj.output_dir and Path(obj.output_dir).exists() and not Path(obj.output_dir).is_dir():
+        problems.append(f"output_dir {obj.output_dir!r} is a file, not a folder")
+    if obj.checkpoint not in CHECKPOINT_MODES:
+        problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
+    if obj.precision not in PRECISIONS:
+        problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
+    if obj.star_sigma not in STAR_SIGMAS:
+        problems.append(f"star_sigma must be one of {', '.join(STAR_SIGMAS)}, got {obj.star_sigma!r}")
+    if obj.recipe not in RECIPES:
+        problems.append(f"recipe must be one of {', '.join(RECIPES)}, got {obj.recipe!r}")
+    if obj.holdout is not None and not 0.0 < obj.holdout < 1.0:
+        problems.append(f"holdout must lie strictly between 0 and 1 (a share of the training data), got "
+                        f"{obj.holdout}")
+    positive("patience", obj.patience)
+    if obj.patience is not None and obj.holdout is None:
+        problems.append(f"patience {obj.patience} needs a holdout share to watch: set holdout (e.g. 0.3)")
+    if obj.shrinkage_tokens is not None and obj.shrinkage_tokens < 2:
+        problems.append(f"shrinkage_tokens must be at least 2, got {obj.shrinkage_tokens}")
     return problems
 
 

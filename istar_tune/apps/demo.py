@@ -21,7 +21,8 @@ from istar_tune.methods import label, uses_lambda
 from istar_tune.metrics import best_scored, score
 from istar_tune.results.formats import markdown
 from istar_tune.results.tables import build_table, lambda_groups
-from istar_tune.search.run import results_exist, run_search
+from istar_tune.search.guard import results_exist
+from istar_tune.search.run import run_search
 from istar_tune.search.spaces.file import load_search_space, resolve_space
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
 from istar_tune.tracking.runs import trial_runs

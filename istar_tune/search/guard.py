@@ -21,7 +21,7 @@ from typing import Any
 from istar_tune.errors import ConfigError
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
-from istar_tune.tracking.storage import is_remote
+from istar_tune.tracking.storage import is_remote, join, storage_root
 
 PLAN_FILE = "istar-tune-plan.json"
 """In the results folder: what the search planned when it started (compared on ``--resume``)."""
@@ -117,3 +117,41 @@ def keep_started(planned: dict[str, list[PlannedGroup]], stored: dict[str, Any])
         for p in groups:
             started = counts[(p.group.key, p.after)]
             p.trials, p.tune_trials = started["trials"], started.get("tune_trials")
+
+
+# ------------------------------------------------------------------------------ the results folder itself
+
+
+MAX_NAME_CHARS = 100
+
+
+def validate_name(name: str) -> str:
+    """A search name is a folder under the storage path and an MLflow experiment: no path separators, no ``..``."""
+    text = str(name).strip()
+    if len(text) > MAX_NAME_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
+        raise ConfigError(f"search name {shown} is not usable: at most {MAX_NAME_CHARS} characters, none of them "
+                          f"control characters (it names a folder and an MLflow experiment); got {len(text)}")
+    if (not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/")
+            or text.startswith("~") or ("'" in text and '"' in text)):
+        raise ConfigError(f"search name {name!r} is not usable: give a plain name (letters, digits, '-', '_', '.'; "
+                          "no '/', '\\' or '..', not both quote characters)")
+    return text
+
+
+def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
+    """Whether a search called ``name`` has Ray results under ``storage_path`` (what ``--resume`` continues)."""
+    from ray import tune
+
+    root = storage_root(storage_path)
+    if not is_remote(root) and not Path(root, name).is_dir():
+        return False
+    return bool(tune.Tuner.can_restore(join(root, name)))
+
+
+def refuse_to_overwrite(results_root: str, resume: bool) -> None:
+    if resume or is_remote(results_root):
+        return
+    if Path(results_root).exists() and any(p.name != PLAN_FILE for p in Path(results_root).iterdir()):
+        raise ConfigError(f"search results already exist in {results_root}: pass --resume (Python: resume=True) to "
+                          "continue that search, or --name (name=...) to start a new one")

@@ -42,23 +42,6 @@ def _print(text: str) -> None:
     print(text, flush=True)
 
 
-MAX_NAME_CHARS = 100
-
-
-def validate_name(name: str) -> str:
-    """A search name is a folder under the storage path and an MLflow experiment: no path separators, no ``..``."""
-    text = str(name).strip()
-    if len(text) > MAX_NAME_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in text):
-        shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
-        raise ConfigError(f"search name {shown} is not usable: at most {MAX_NAME_CHARS} characters, none of them "
-                          f"control characters (it names a folder and an MLflow experiment); got {len(text)}")
-    if (not text or "/" in text or "\\" in text or text in (".", "..") or ".." in text.split("/")
-            or text.startswith("~") or ("'" in text and '"' in text)):
-        raise ConfigError(f"search name {name!r} is not usable: give a plain name (letters, digits, '-', '_', '.'; "
-                          "no '/', '\\' or '..', not both quote characters)")
-    return text
-
-
 def run_search(space: SearchSpace, **options) -> SearchSummary:
     """Run (or resume) every group of ``space``: :func:`run_searches` of one space (``name`` names its MLflow
     experiment and results folder)."""
@@ -142,14 +125,15 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
     """Names, storage, tracking URI and trial settings of the searches, checked for what they must share."""
     if not spaces:
         raise ConfigError("no search space to run: give at least one")
-    names = [validate_name(name or spaces[0].name)] if len(spaces) == 1 else [validate_name(s.name) for s in spaces]
+    given = [name or spaces[0].name] if len(spaces) == 1 else [s.name for s in spaces]
+    names = [guard.validate_name(n) for n in given]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError(f"searches run together need different names; {', '.join(repeated)} is given twice")
     _check_shared(spaces)
     storage = storage_root(storage_path)
     return _Experiment(names=names, spaces=list(spaces), storage=storage,
-                       name=names[0] if len(spaces) == 1 else validate_name(name or "+".join(names)),
+                       name=names[0] if len(spaces) == 1 else guard.validate_name(name or "+".join(names)),
                        tracking_uri=resolve_tracking_uri(tracking_uri, storage), simulation=simulation,
                        settings={n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)})
 
@@ -172,8 +156,8 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     experiment.planned = {n: plan(space, experiment.tracking_uri, experiment.simulated, search=n,
                                   chained=dict(zip(names[:i], spaces[:i])))
                           for i, (n, space) in enumerate(zip(names, spaces))}
-    _refuse_to_overwrite(experiment.results_root, resume)
-    if resume and not results_exist(experiment.storage, experiment.name):
+    guard.refuse_to_overwrite(experiment.results_root, resume)
+    if resume and not guard.results_exist(experiment.storage, experiment.name):
         raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
                           "run it without --resume (or check --name and --storage-path)")
     return checked_s
@@ -378,16 +362,6 @@ def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
     return f"sqlite:///{Path(storage) / 'optuna.db'}"
 
 
-def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
-    """Whether a search called ``name`` has Ray results under ``storage_path`` (what ``--resume`` continues)."""
-    from ray import tune
-
-    root = storage_root(storage_path)
-    if not is_remote(root) and not Path(root, name).is_dir():
-        return False
-    return bool(tune.Tuner.can_restore(join(root, name)))
-
-
 def trial_dirname(trial) -> str:
     """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
     rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
@@ -404,11 +378,3 @@ def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
     chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))
     settings = space.run_settings(data_dir=str(chosen.resolve()) if chosen is not None else None)
     return replace(settings, progress=False, output_dir=None, save_checkpoint=False)
-
-
-def _refuse_to_overwrite(results_root: str, resume: bool) -> None:
-    if resume or is_remote(results_root):
-        return
-    if Path(results_root).exists() and any(p.name != guard.PLAN_FILE for p in Path(results_root).iterdir()):
-        raise ConfigError(f"search results already exist in {results_root}: pass --resume (Python: resume=True) to "
-                          "continue that search, or --name (name=...) to start a new one")

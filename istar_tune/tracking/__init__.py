@@ -6,6 +6,14 @@ tables, plots, ``status`` and the seeds stage. The names below are the package's
 ``tracking.TAG_ROLE``, ...); each lives in exactly one of those modules.
 """
 
+from istar_tune.tracking.naming import (
+    SETTING_PREFIX,
+    error_summary,
+    logged_params,
+    resolved_hyperparameters,
+    run_name,
+    trial_error_text,
+)
 from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, task_of, trial_runs
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
@@ -50,15 +58,7 @@ from istar_tune.tracking.store import (
     quote,
     record_plan,
 )
-from istar_tune.tracking.writer import (
-    SETTING_PREFIX,
-    RunWriter,
-    error_summary,
-    logged_params,
-    resolved_hyperparameters,
-    run_name,
-    trial_error_text,
-)
+from istar_tune.tracking.writer import RunWriter
 
 __all__ = [
     "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES",

@@ -14,6 +14,7 @@ from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, g
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, score
 from istar_tune.tasks import Task, get_task, remember_facts
+from istar_tune.tracking.naming import SETTING_PREFIX
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     TAG_CHOSEN_BY,
@@ -29,7 +30,6 @@ from istar_tune.tracking.store import (
     planned_groups,
     quote,
 )
-from istar_tune.tracking.writer import SETTING_PREFIX
 
 # ------------------------------------------------------------------------------------------ reading runs back
 

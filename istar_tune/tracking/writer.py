@@ -6,19 +6,15 @@ runs instead of creating duplicates.
 
 from __future__ import annotations
 
-import json
 import math
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict, group_key
-from istar_tune.errors import ConfigError
-from istar_tune.methods import unused_hyperparameters
-from istar_tune.tasks import facts, get_task, is_shipped
+from istar_tune.config import group_key
+from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
     TAG_GROUP,
@@ -26,7 +22,6 @@ from istar_tune.tracking.store import (
     TAG_SEARCH,
     TAG_SEARCH_RUN,
     TAG_STATUS,
-    TAG_TASK,
     TAG_TRIAL_ID,
     client,
     find_runs,
@@ -42,13 +37,6 @@ def _metrics_of(result: dict[str, Any]) -> dict[str, float]:
             "torch_imported"}
     return {k: float(v) for k, v in result.items()
             if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
-
-
-def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
-    """Every hyperparameter of a trial, defaults filled in and λ resolved for the method."""
-    hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
-                        source="trial config")
-    return {**as_dict(hparams), "lam": hparams.penalty_weight}
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -284,10 +272,9 @@ class RunWriter:
                                     params=params[call * 100:(call + 1) * 100], tags=tags if call == 0 else [])
         self._params.pop(run_id, None)
 
-    def _write(self, mlflow_client, batch: list[_Event]) -> None:
-        from mlflow.entities import Metric, RunTag
-
-        # Runs first (a run is created once: after a failed attempt its id is already known, or found again).
+    def _create_runs(self, mlflow_client, batch: list[_Event]) -> set[str]:
+        """The runs a batch starts, created first (once: after a failed attempt a run's id is already known, or
+        found again); the ids of those created now."""
         created = set()
         for event in batch:
             if event.kind in ("start", "reconcile", "backfill"):
@@ -296,6 +283,12 @@ class RunWriter:
                 if new:
                     created.add(run_id)
                     self._unended.add(event.trial_id)
+        return created
+
+    def _write(self, mlflow_client, batch: list[_Event]) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        created = self._create_runs(mlflow_client, batch)
         metrics: dict[str, list] = {}
         tags: dict[str, dict[str, str]] = {}
         states: dict[str, str] = {}
@@ -348,83 +341,7 @@ class RunWriter:
         self._logged_epoch.update(logged)
 
 
-def logged_params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, str]:
-    """A trial run's params: the hyperparameters its method reads (defaults filled in, λ resolved), and the
-    search's run settings as ``setting.<name>``."""
-    values = resolved_hyperparameters(config)
-    unused = unused_hyperparameters(values["method"])
-    params = {k: str(v) for k, v in values.items() if k not in unused}
-    params.update({f"{SETTING_PREFIX}{k}": str(v) for k, v in (settings or {}).items() if v is not None})
-    return dict(sorted(params.items()))
-
-
-def task_tags(config: dict[str, Any]) -> dict[str, str]:
-    """A trial run's word on a task that is not shipped (its name, display name, problem type, metric): what a table,
-    a plot or ``status`` read in another process needs of it."""
-    if not config.get("task") or is_shipped(str(config["task"])):
-        return {}
-    try:
-        task = get_task(str(config["task"]))
-    except ConfigError:
-        return {}
-    return {TAG_TASK: json.dumps(facts(task), sort_keys=True)}
-
-
-SETTING_PREFIX = "setting."
-"""Prefix of the run settings among a trial run's params."""
-
-
 def _params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> list:
     from mlflow.entities import Param
 
     return [Param(k, v) for k, v in logged_params(config, settings).items()]
-
-
-def run_name(config: dict[str, Any]) -> str:
-    """What a trial's configuration is, in a few words (its MLflow run name, its progress lines): the method, then
-    only the hyperparameters that apply, e.g. ``istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)``."""
-    values = resolved_hyperparameters(config)
-    unused = unused_hyperparameters(values["method"])
-    words = [values["method"]]
-    for key, short in (("lam", "λ"), ("zeta", "ζ"), ("alpha", "α")):
-        if key not in unused:
-            words.append(f"{short}={_short(values[key])}")
-    if values.get("layer") is not None:
-        words.append(f"layer={values['layer']}")
-    words += [f"lr={_short(values['learning_rate'])}", f"bs={values['batch_size']}", f"ep={values['epochs']}"]
-    if "isolayer_epochs" not in unused:
-        words += [f"layer-lr={_short(values['isolayer_learning_rate'])}", f"layer-ep={values['isolayer_epochs']}"]
-    return " ".join([*words, f"s{values['seed']}", f"({Path(str(values['model'])).name}/{values['task']})"])
-
-
-def _short(value: float) -> str:
-    """A number as people write it: 1e-4 (not 0.0001), 3e-5, 0.2, -1."""
-    if value and abs(value) < 1e-2:
-        mantissa, exponent = f"{value:.3e}".split("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-    return f"{value:g}"
-
-
-def error_summary(text: str, fallback: str) -> str:
-    """The last line of an error text that names the error (``...Error: ...``), else its last line."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    named = [line for line in lines if "Error:" in line or "Exception:" in line]
-    return (named[-1] if named else (lines[-1] if lines else fallback)).strip()
-
-
-def trial_error_text(trial) -> str:
-    """The last line that names the error in a trial's error file (the full traceback stays with Ray).
-
-    Ray writes the file on the driver first (``error_file``) and syncs it to storage later (``get_error``).
-    """
-    text = ""
-    try:
-        local = trial.error_file
-        if local and Path(local).is_file():
-            text = Path(local).read_text(errors="replace")
-        else:
-            error = trial.get_error()
-            text = str(error) if error is not None else ""
-    except Exception:  # noqa: BLE001 - an unreadable error file must not break logging
-        text = ""
-    return error_summary(text, "unknown error")

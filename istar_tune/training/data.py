@@ -89,32 +89,13 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
         encoded = windows(batch)
         sample_map = encoded.pop("overflow_to_sample_mapping")
         offsets = encoded.pop("offset_mapping")
-        starts, ends = [], []
+        spans = []
         for i, offset in enumerate(offsets):
-            sequence_ids = encoded.sequence_ids(i)
             ids = encoded["input_ids"][i]
             cls_index = ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0
-            answers = batch["answers"][sample_map[i]]
-            context_id = 1 if pad_right else 0
-            token_start = sequence_ids.index(context_id)
-            token_end = len(sequence_ids) - 1 - sequence_ids[::-1].index(context_id)
-            if not answers["answer_start"]:
-                starts.append(cls_index)
-                ends.append(cls_index)
-                continue
-            char_start = answers["answer_start"][0]
-            char_end = char_start + len(answers["text"][0])
-            if offset[token_start][0] > char_start or offset[token_end][1] < char_end:
-                starts.append(cls_index)  # the answer is outside this window
-                ends.append(cls_index)
-                continue
-            while token_start < len(offset) and offset[token_start][0] <= char_start:
-                token_start += 1
-            while offset[token_end][1] >= char_end:
-                token_end -= 1
-            starts.append(token_start - 1)
-            ends.append(token_end + 1)
-        encoded["start_positions"], encoded["end_positions"] = starts, ends
+            spans.append(answer_span(offset, encoded.sequence_ids(i), 1 if pad_right else 0,
+                                     batch["answers"][sample_map[i]], cls_index))
+        encoded["start_positions"], encoded["end_positions"] = [s for s, _ in spans], [e for _, e in spans]
         return encoded
 
     def eval_features(batch):
@@ -136,6 +117,24 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
     validation = validation.remove_columns(["offset_mapping", "example_id"])
     return EncodedData(train=train, validation=validation, raw_validation=raw["validation"], eval_offsets=offsets,
                        eval_example_ids=example_ids)
+
+
+def answer_span(offset: list, sequence_ids: list, context_id: int, answers: dict, cls_index: int) -> tuple[int, int]:
+    """The first and last token of a window that hold the answer's characters; ``(cls_index, cls_index)`` when the
+    window does not hold the whole answer (or the question has none), as SQuAD fine-tuning marks it."""
+    token_start = sequence_ids.index(context_id)
+    token_end = len(sequence_ids) - 1 - sequence_ids[::-1].index(context_id)
+    if not answers["answer_start"]:
+        return cls_index, cls_index
+    char_start = answers["answer_start"][0]
+    char_end = char_start + len(answers["text"][0])
+    if offset[token_start][0] > char_start or offset[token_end][1] < char_end:
+        return cls_index, cls_index  # the answer is outside this window
+    while token_start < len(offset) and offset[token_start][0] <= char_start:
+        token_start += 1
+    while offset[token_end][1] >= char_end:
+        token_end -= 1
+    return token_start - 1, token_end + 1
 
 
 def squad_predictions(encoded: EncodedData, start_logits: np.ndarray, end_logits: np.ndarray) -> dict[str, str]:

@@ -133,16 +133,9 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
     selection = Selection(run, run.model)
-    start, stopped = 0, False
-    if resume_from is not None and (Path(resume_from) / STATE_FILE).is_file():
-        state = load_state(Path(resume_from), run, optimizer, scheduler, scaler)
-        if state["finished"]:
-            result.epochs, result.best_epoch = state["records"], state["best"][0]
-            return True
-        start, result.epochs, stopped = state["epoch"], state["records"], state["stopped"]
-        selection.resume(state["best"], state.get("best_model"), start)
-        result.best_epoch = selection.best[0]
-        log.info("resuming after epoch %d of %d", start, epochs)
+    start, stopped, finished = _resumed(run, result, selection, resume_from, (optimizer, scheduler, scaler), epochs)
+    if finished:
+        return True
     last = start if stopped else epochs
     params = [p for _, p in named if p.requires_grad]
     # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here (I-STAR). After each
@@ -188,6 +181,23 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         if stop:
             break
     return False
+
+
+def _resumed(run: Run, result: TrainResult, selection: Selection, resume_from, optimizers: tuple,
+             epochs: int) -> tuple[int, bool, bool]:
+    """(the last epoch trained, whether fine-tuning had stopped, whether the run had finished) of a run resumed from
+    the state in ``resume_from``, its records and best epoch restored; ``(0, False, False)`` without one."""
+    if resume_from is None or not (Path(resume_from) / STATE_FILE).is_file():
+        return 0, False, False
+    state = load_state(Path(resume_from), run, *optimizers)
+    if state["finished"]:
+        result.epochs, result.best_epoch = state["records"], state["best"][0]
+        return 0, False, True
+    result.epochs = state["records"]
+    selection.resume(state["best"], state.get("best_model"), state["epoch"])
+    result.best_epoch = selection.best[0]
+    log.info("resuming after epoch %d of %d", state["epoch"], epochs)
+    return state["epoch"], state["stopped"], False
 
 
 def training_pass_covariance(run: Run, selection: Selection, epoch: int, closing: set[int],

@@ -1,0 +1,184 @@
+"""The command line's parser: each command, its flags and their help (``istar-tune COMMAND --help``); the flags of
+``train`` are generated from the configuration dataclasses (:func:`istar_tune.reference.add_config_flags`). The
+commands themselves are :mod:`istar_tune.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.reference import add_config_flags
+from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="istar-tune",
+        description="Hyperparameter search for fine-tuning transformer encoders with isotropy regularisers.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_train_command(commands)
+    _add_search_command(commands)
+    _add_table_command(commands)
+    _add_status_command(commands)
+    _add_demo_command(commands)
+    _add_plots_command(commands)
+    _add_analyze_command(commands)
+    _add_reference_command(commands)
+    return parser
+
+
+def _add_train_command(commands) -> None:
+    train = commands.add_parser("train", help="fine-tune one configuration (no Ray)",
+                                description="Fine-tune one configuration and write metrics.json, config.yaml "
+                                            "and the best checkpoint into --output-dir.")
+    train.add_argument("--config", metavar="FILE.yaml", help="YAML of hyperparameters and settings (flags win)")
+    files = train.add_argument_group("your own task's files (instead of --task; see docs/tasks.md)")
+    files.add_argument("--train-file", metavar="FILE", help="training split: csv, tsv, json/jsonl or parquet")
+    files.add_argument("--validation-file", metavar="FILE", help="validation split, in the same format")
+    files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (default: sentence1 and "
+                                                            "sentence2 if present, else the first fields that are not "
+                                                            "the label, as run_glue.py)")
+    files.add_argument("--label-field", metavar="NAME", help="the label field (default: label)")
+    add_config_flags(train, Hyperparameters, "hyperparameters")
+    add_config_flags(train, RunSettings, "run settings")
+
+
+def _add_search_command(commands) -> None:
+    search = commands.add_parser("search", help="run a search space on Ray Tune, tracked in MLflow",
+                                 description="Run every trial of a search space on a Ray cluster (or a local Ray "
+                                             "instance) and record them in MLflow.")
+    search.add_argument("space", metavar="SPACE.yaml", nargs="+",
+                        help="search space file or shipped space name, e.g. search_spaces/smoke.yaml or paper_istar; "
+                             "several run as one Ray Tune experiment (a seeds space re-running one of them starts "
+                             "each group's seeds when that group has ended)")
+    search.add_argument("--models", nargs="+", metavar="NAME", help="replace the space's models (comma or space "
+                                                                    "separated)")
+    search.add_argument("--tasks", nargs="+", metavar="NAME", help="replace the space's tasks (names, or task "
+                                                                   "definition files)")
+    search.add_argument("--methods", nargs="+", metavar="NAME", help="replace the space's methods")
+    search.add_argument("--data-dir", help="folder in the GLUE layout (else the space's data_dir, else $GLUE_DIR, "
+                                           "else the Hugging Face hub)")
+    search.add_argument("--storage-path",
+                        help="Ray results: a local folder, or a shared path/URI on multi-node clusters "
+                             f"(default: ${STORAGE_ENV}, else {DEFAULT_STORAGE})")
+    search.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///STORAGE/mlflow.db; use an "
+                                               "http:// server on clusters)")
+    search.add_argument("--name", help="search name: MLflow experiment and results folder (default: the space's); "
+                                       "with several spaces, the results folder only (default: their names joined "
+                                       "by +)")
+    search.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local instance)")
+    search.add_argument("--holdout", type=float, metavar="SHARE",
+                        help="hold this share of the training data out in every trial (settings.holdout): it chooses "
+                             "each trial's epoch, and a seeds stage with choose_by: holdout chooses configurations "
+                             "by it (the fair comparison)")
+    search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
+                                                              "are kept, their MLflow runs reused")
+    search.add_argument("--accept-changed-space", action="store_true",
+                        help="with --resume: go on although the space now plans other trials than the search started "
+                             "with (the search keeps the grid it started with)")
+    search.add_argument("--dry-run", action="store_true", help="print the configurations, trials and epochs per "
+                                                               "model × task × method and the resources; run nothing")
+    search.add_argument("--tokens-per-second", nargs="+", metavar="MODEL=RATE",
+                        help="with --dry-run: training tokens per second per model measured on one of your GPUs "
+                             "(e.g. bert=52000); the dry run then estimates the search's GPU-hours")
+    search.add_argument("--simulate", action="store_true",
+                        help="rehearse the search without training: trials wait for a modelled duration, write "
+                             "checkpoints and report synthetic metrics; runs are tagged simulated")
+    search.add_argument("--time-factor", type=float, default=1e-3,
+                        help="with --simulate: seconds waited per modelled second of a trial (default: %(default)s)")
+    search.add_argument("--checkpoint-bytes", type=int, default=65536,
+                        help="with --simulate: bytes of a full-state checkpoint (default: %(default)s)")
+    search.add_argument("--gpus", type=int, default=8,
+                        help="with --simulate on a local Ray instance: logical GPUs it declares, so a GPU search "
+                             "rehearses on a CPU-only machine (default: %(default)s)")
+
+
+def _add_table_command(commands) -> None:
+    table = commands.add_parser("table", help="export a table of a search's results from MLflow",
+                                description="Build a table from the MLflow runs of a search.")
+    _add_store_flags(table)
+    table.add_argument("--kind", default="best", metavar="KIND",
+                       help="best (per model × task × method), lambda-zeta (the paper's Table 2) or seeds (Table 1: "
+                            "mean ± std over seeds) (default: %(default)s)")
+    table.add_argument("--format", default="md", metavar="FORMAT",
+                       help="md, csv, latex, parquet, or yaml: with --kind best, each group's best configuration as "
+                            "a `train --config` file (default: %(default)s)")
+    table.add_argument("--output", metavar="FILE", help="write here instead of standard output (needed for parquet)")
+    table.add_argument("--scope", default="last", metavar="SCOPE",
+                       help="rank trials by the metric after their last epoch (last) or their best epoch "
+                            "(best-epoch) (default: %(default)s)")
+    table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
+    table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
+                                                                "--simulate); never mixed with real runs")
+    table.add_argument("--models", nargs="+", metavar="NAME", help="rows to show (default: every model with runs)")
+    table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: every task with runs; "
+                                                                  "with --against-paper, the paper's nine too)")
+    table.add_argument("--methods", nargs="+", metavar="NAME", help="methods to show (default: every method with "
+                                                                    "runs)")
+
+
+def _add_status_command(commands) -> None:
+    status = commands.add_parser("status", help="how a search stands, per group, from MLflow alone",
+                                 description="Trials running, pending, finished, stopped early, failed and "
+                                             "interrupted per model × task × method, and the best so far.")
+    _add_store_flags(status, positional=True)
+    status.add_argument("--watch", type=float, default=0, metavar="SECONDS",
+                        help="redraw every SECONDS until the search has ended (default: print once)")
+
+
+def _add_demo_command(commands) -> None:
+    demo = commands.add_parser("demo", help="Base against I-STAR on real SST-2 with MiniLM, end to end",
+                               description="Run search_spaces/demo.yaml on a local Ray instance, tracked in MLflow "
+                                           "under --storage-path, and print the results. Re-running reuses finished "
+                                           "trials.")
+    demo.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the Hugging Face hub)")
+    demo.add_argument("--storage-path", help=f"Ray results and the MLflow store (default: ${STORAGE_ENV}, else "
+                                             f"{DEFAULT_STORAGE})")
+    demo.add_argument("--smoke", action="store_true", help="the same search on 128 training and 128 dev examples "
+                                                           "(about a minute)")
+    demo.add_argument("--space", help="another search space to run instead of search_spaces/demo.yaml")
+    demo.add_argument("--address", help="a Ray cluster to run on (default: a local instance)")
+
+
+def _add_plots_command(commands) -> None:
+    plots = commands.add_parser("plots", help="plot a search's results (IsoScore* against the metric per λ, "
+                                              "metric per epoch)",
+                                description="Write PNGs of a search and log them to its MLflow parent run.")
+    _add_store_flags(plots)
+    plots.add_argument("--output-dir", default="plots", help="folder for the PNGs (default: %(default)s)")
+    plots.add_argument("--no-mlflow", action="store_true", help="do not log the PNGs to the search's parent run")
+
+
+def _add_analyze_command(commands) -> None:
+    analyze = commands.add_parser("analyze", help="isotropy of a trained model's layers on a task's dev data",
+                                  description="Layer-wise IsoScore*, TwoNN intrinsic dimension of [CLS], EV_1..EV_3, "
+                                              "average cosine similarity and mean activation of a checkpoint.")
+    analyze.add_argument("checkpoint", help="an istar-tune train output folder, a model folder, or a search "
+                                            "trial's checkpoint folder")
+    analyze.add_argument("--task", help="the task, by name or definition file (default: the one the checkpoint was "
+                                        "trained on)")
+    analyze.add_argument("--data-dir", help="folder in the GLUE layout (default: the training run's, else "
+                                            "$GLUE_DIR)")
+    analyze.add_argument("--max-eval-samples", type=int, help="use only the first N dev examples")
+    analyze.add_argument("--max-length", type=int, help="maximum tokens per input (default: the training run's)")
+    analyze.add_argument("--output-dir", help="where analysis.json and the PNGs go (default: CHECKPOINT/analysis)")
+    analyze.add_argument("--tracking-uri", help="log the results to MLflow at this URI")
+    analyze.add_argument("--run-id", help="the MLflow run to log to (default: the search trial the checkpoint "
+                                          "belongs to)")
+
+
+def _add_reference_command(commands) -> None:
+    commands.add_parser("reference", help="print the configuration reference (Markdown)")
+
+
+def _add_store_flags(parser: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:  # `status NAME` or `status --experiment NAME`
+        parser.add_argument("name", nargs="?", metavar="NAME", help="the search name (MLflow experiment)")
+    parser.add_argument("--experiment", required=not positional, metavar="NAME",
+                        help="the search name (MLflow experiment)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
+                                               "sqlite:///STORAGE/mlflow.db)")
+    parser.add_argument("--storage-path", help="the search's storage path, for the default tracking URI (default: "
+                                               f"${STORAGE_ENV}, else {DEFAULT_STORAGE})")

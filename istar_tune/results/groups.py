@@ -1,0 +1,43 @@
+"""What every table of a search's runs shares: the rows and columns shown, each group's counted runs, scores in
+percent, and the papers' published values."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from istar_tune import tracking
+from istar_tune.methods import METHODS
+from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task, is_shipped
+from istar_tune.tracking.runs import TrialRun
+
+
+def paper_results() -> dict:
+    """The paper's published values shipped with the package: Table 2 (with its printed averages) and Table 1."""
+    return json.loads(resources.files("istar_tune").joinpath("paper_results.json").read_text(encoding="utf-8"))
+
+
+def axes(runs: list[TrialRun], models, tasks, methods,
+          paper_axes: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """The rows and columns shown: those asked for, else the models, tasks and methods the runs hold (every task of
+    the paper with ``paper_axes``: ``--against-paper``)."""
+    seen_models = list(dict.fromkeys(r.model for r in runs))
+    seen_methods = [m for m in METHODS if any(r.method == m for r in runs)]
+    own_tasks = list(dict.fromkeys(r.task for r in runs if not is_shipped(r.task)))  # the runs' own definitions
+    seen_tasks = [t for t in TASKS if any(r.task == t for r in runs)] + own_tasks
+    return (list(models or seen_models),
+            [get_task(t).name for t in (tasks or ([*TASKS, *own_tasks] if paper_axes else seen_tasks))],
+            list(methods or seen_methods))
+
+
+def candidates(runs: list[TrialRun]) -> dict[tuple, list[TrialRun]]:
+    groups: dict[tuple, list[TrialRun]] = {}
+    for run in runs:
+        if run.status in tracking.COUNTED_STATUSES:
+            groups.setdefault(run.group, []).append(run)
+    return groups
+
+
+def percent(task: str, value: float) -> float:
+    """A score in percent: SQuAD's F1 and EM already are; every other metric is a fraction."""
+    return value if get_task(task).problem_type == EXTRACTIVE_QA else 100.0 * value

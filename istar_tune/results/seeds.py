@@ -1,0 +1,225 @@
+"""The paper's Table 1 (``table --kind seeds``): model × method rows, task columns, mean ± std [95 % t-interval] over
+the seed runs (SQuAD as F1 / EM), ``*`` on the best row per model and task, ``†`` where I-STAR beats Base significantly
+(one-sided Welch's t-tests, Holm-corrected over the model's tasks, p < 0.05); the caption says how the configurations
+were chosen (dev set or held-out training data) and what ``†`` does not correct for. A method whose paper reports the
+median (IsoLayer) shows median ± std and the explained variance EV_1/EV_2/EV_3 of its sentence space in the run with
+the median EV_1, after a "Finetuned LM" row of its first stage's model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label
+from istar_tune.metrics import FINETUNED_PREFIX, score
+from istar_tune.results.formats import MISSING
+from istar_tune.results.groups import axes, candidates, paper_results, percent
+from istar_tune.tasks import get_task
+from istar_tune.tracking.runs import TrialRun
+
+SIGNIFICANCE = 0.05
+SEEDS_CAPTION = ("Mean ± std [95 % t-interval of the mean] over seed runs (percent; SQuAD F1 / EM; a median where the "
+                 "method's paper reports one). * best row per model and task; † I-STAR > Base, one-sided Welch's "
+                 "t-test, Holm-adjusted p < 0.05 over the tasks of the model.")
+
+
+def _reports_median(method: str) -> bool:
+    """Whether the method's paper summarises seed runs by their median (and the EV of the median-EV_1 run)."""
+    return method in METHODS and METHODS[method].seeds_summary == "median"
+
+
+CONFIDENCE = 0.95
+"""The level of each seeds cell's interval (Student's t over the seeds)."""
+FINETUNED_LABEL = "Finetuned LM"
+"""The row of a two-stage method's first-stage model (IsoLayer's paper: the fine-tuned LM without the layer)."""
+
+
+def _seed_rows(methods: list[str]) -> list[tuple[str, str, str]]:
+    """(row label, method, metric prefix) per row: a two-stage method's first stage ("Finetuned LM", from its
+    ``finetuned_*`` measures) right before it ("+IsoLayer")."""
+    rows = []
+    for method in methods:
+        median = " (median)" if _reports_median(method) else ""
+        if has_second_stage(method):
+            rows.append((FINETUNED_LABEL + median, method, FINETUNED_PREFIX))
+            rows.append((f"+{label(method)}{median}", method, ""))
+        else:
+            rows.append((label(method) + median, method, ""))
+    return rows
+
+
+def interval(values: list[float]) -> tuple[float, float] | None:
+    """The 95 % Student's t interval of the mean of ``values`` (``None`` for fewer than two)."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return None
+    sem = stats.sem(values)
+    if sem == 0:
+        return float(np.mean(values)), float(np.mean(values))
+    low, high = stats.t.interval(CONFIDENCE, len(values) - 1, loc=np.mean(values), scale=sem)
+    return float(low), float(high)
+
+
+def significant_tasks(istar: dict[str, list[float]], base: dict[str, list[float]]) -> set[str]:
+    """The tasks where I-STAR's seeds beat Base's: one-sided Welch's t-tests (scipy), one per task both have two or
+    more seeds of, their p-values Holm-corrected over those tasks (statsmodels) at :data:`SIGNIFICANCE`."""
+    from scipy.stats import ttest_ind
+    from statsmodels.stats.multitest import multipletests
+
+    tasks = [t for t in istar if len(istar[t]) > 1 and len(base.get(t, [])) > 1]
+    if not tasks:
+        return set()
+    p_values = [ttest_ind(istar[t], base[t], equal_var=False, alternative="greater").pvalue for t in tasks]
+    p_values = [1.0 if math.isnan(p) else p for p in p_values]  # identical constant seeds: no evidence
+    reject = multipletests(p_values, alpha=SIGNIFICANCE, method="holm")[0]
+    return {t for t, r in zip(tasks, reject) if r}
+
+
+def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
+                against_paper: bool = False) -> pd.DataFrame:
+    """Mean (or the method's paper's median) ± std [95 % interval] over each group's runs (the seed runs of the
+    paper's second stage), in percent; ``attrs["caption"]`` says how their configurations were chosen."""
+    paper = paper_results()["seeds"] if against_paper else {}
+    iso_paper = paper_results()["isolayer_table3"] if against_paper else {}
+    if against_paper:  # every cell of the paper's Table 1, ours marked missing where no run exists
+        methods = methods or [m for m in METHODS if any(m in by_method for by_method in paper.values())
+                              or any(r.method == m for r in runs)]
+        shown = [*paper, *(iso_paper if any(has_second_stage(m) for m in methods) else [])]
+        models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
+    models, tasks, methods = axes(runs, models, tasks, methods, against_paper)
+    groups, rows = candidates(runs), _seed_rows(methods)
+    cells: dict[tuple, str] = {}
+    typed: list[dict] = []
+    for model in models:
+        primary_of = {task: get_task(task).metric for task in tasks}
+        marked = significant_tasks({t: _values(groups, model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
+                                   {t: _values(groups, model, t, BASELINE, m) for t, m in primary_of.items()})
+        for task in tasks:
+            means = {row: float(_center(method)(v)) for row, method, prefix in rows
+                     if (v := _values(groups, model, task, method, prefix + primary_of[task]))}
+            winner = max(means, key=means.get) if means else None
+            for row, method, prefix in rows:
+                marks = {"best": row == winner, "significant": method == PAPER_METHOD and task in marked}
+                cell, cell_typed = _seed_cell(groups, model, task, row, method, prefix, marks, (paper, iso_paper))
+                if against_paper:
+                    cell += _paper_cell(paper, iso_paper, model, task, method, prefix, means.get(row))
+                cells[(model, row, task)] = cell
+                typed += cell_typed
+    table = pd.DataFrame([{"model": model, "method": row,
+                           **{get_task(task).display_name: cells[(model, row, task)] for task in tasks}}
+                          for model in models for row, _, _ in rows])
+    table.attrs["caption"] = seeds_caption(runs)
+    table.attrs["typed"] = pd.DataFrame(typed, columns=TYPED_SEEDS).astype(
+        {"value": "Float64", "std": "Float64", "ci_low": "Float64", "ci_high": "Float64", "n": "Int64",
+         "best": "boolean", "significant": "boolean", "paper_value": "Float64", "paper_std": "Float64"})
+    return table
+
+
+def _values(groups: dict, model: str, task: str, method: str, metric: str) -> list[float]:
+    """A group's seed scores on ``metric``, in percent."""
+    return [percent(task, score(r.metrics, metric)) for r in groups.get((model, task, method), [])
+            if score(r.metrics, metric) is not None]
+
+
+def _center(method: str):
+    return np.median if _reports_median(method) else np.mean
+
+
+def _median_ev(groups: dict, model: str, task: str, method: str, prefix: str) -> str:
+    """EV_1/EV_2/EV_3 of the run with the median EV_1 (the lower middle one of an even count)."""
+    ev1 = f"{prefix}sentence_ev1"
+    measured = [r for r in groups.get((model, task, method), []) if score(r.metrics, ev1) is not None]
+    ordered = sorted(measured, key=lambda r: (score(r.metrics, ev1), r.trial_id))
+    if not ordered:
+        return ""
+    chosen = ordered[(len(ordered) - 1) // 2].metrics
+    return "; EV " + "/".join(f"{score(chosen, f'{prefix}sentence_ev{k}'):.2f}" for k in (1, 2, 3)
+                              if score(chosen, f"{prefix}sentence_ev{k}") is not None)
+
+
+def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefix: str, marks: dict[str, bool],
+               papers: tuple[dict, dict]) -> tuple[str, list[dict]]:
+    """One cell of the table (every metric of the task, its marks) and its typed rows, one per metric."""
+    parts, typed = [], []
+    for index, metric in enumerate(get_task(task).metrics):
+        observed = _values(groups, model, task, method, prefix + metric)
+        std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
+        bounds = interval(observed)
+        if observed:
+            shown = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
+            parts.append(f"{_center(method)(observed):.2f} ± {std:.2f}{shown}")
+        published = _published(*papers, model, task, method, prefix, index)
+        typed.append({"model": model, "method": row, "task": task, "metric": metric,
+                      "summary": "median" if _reports_median(method) else "mean",
+                      "value": float(_center(method)(observed)) if observed else None,
+                      "std": std if observed else None, "ci_low": bounds[0] if bounds else None,
+                      "ci_high": bounds[1] if bounds else None, "n": len(observed),
+                      "best": bool(observed) and marks["best"], "significant": bool(observed) and marks["significant"],
+                      "paper_value": published[0], "paper_std": published[1]})
+    if not parts:
+        return MISSING, typed
+    cell = " / ".join(parts) + (" *" if marks["best"] else "") + (" †" if marks["significant"] else "")
+    if _reports_median(method):
+        cell += _median_ev(groups, model, task, method, prefix)
+    return cell, typed
+
+
+TYPED_SEEDS = ["model", "method", "task", "metric", "summary", "value", "std", "ci_low", "ci_high", "n", "best",
+               "significant", "paper_value", "paper_std"]
+"""The seeds table as csv and parquet write it: a row per cell and metric, numbers in typed columns (percent)."""
+
+
+def _published(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
+               index: int) -> tuple[float | None, float | None]:
+    """(value, std) the papers publish for a seeds cell's ``index``-th metric, or (None, None)."""
+    if has_second_stage(method):
+        cell = iso_paper.get(model, {}).get(task, {}).get("finetuned" if prefix else "isolayer")
+        return (cell["median"], cell["std"]) if cell and index == 0 else (None, None)
+    cell = paper.get(model, {}).get(method, {}).get(task)
+    return tuple(cell[index]) if cell and index < len(cell) else (None, None)
+
+
+def _paper_cell(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
+                ours: float | None) -> str:
+    """`` (paper …)``: the I-STAR paper's Table 1 cell, or the IsoLayer paper's Table 3 (median ± std; EV) one."""
+    if has_second_stage(method):
+        published = iso_paper.get(model, {}).get(task, {}).get("finetuned" if prefix else "isolayer")
+        if published is None:
+            return f" (paper {MISSING})"
+        delta = f", Δ {ours - published['median']:+.2f}" if ours is not None else ""
+        ev = "/".join(f"{v:.2f}" for v in published["ev"])
+        return f" (paper {published['median']:.2f} ± {published['std']:.2f}; EV {ev}{delta})"
+    published = paper.get(model, {}).get(method, {}).get(task)  # [[mean, std] per metric]
+    if published is None:
+        return f" (paper {MISSING})"
+    shown = " / ".join(f"{mean:.2f} ± {std:.2f}" for mean, std in published)
+    delta = f", Δ {ours - published[0][0]:+.2f}" if ours is not None else ""
+    return f" (paper {shown}{delta})"
+
+
+CHOICES = {
+    "dev": "Configurations: each group's best on the dev set these scores come from (the paper's protocol). † "
+           "corrects for seed noise and for the number of tasks compared per model (Holm), not for that choice: "
+           "I-STAR's configuration is the best of more candidates on the same dev set than Base's.",
+    "holdout": "Configurations: each group's best on held-out training examples (choose_by: holdout); the dev set "
+               "reported here chose nothing, so every method had the same chance. † corrects for seed noise and for "
+               "the number of tasks compared per model (Holm).",
+}
+
+
+def seeds_caption(runs: list[TrialRun]) -> str:
+    """The seeds table's caption: what the cells are, and how the configurations behind them were chosen."""
+    chosen = sorted({r.chosen_by or "unknown" for r in runs if r.stage == "seeds"})
+    if len(chosen) == 1 and chosen[0] in CHOICES:
+        how = CHOICES[chosen[0]]
+    elif chosen:
+        how = (f"Configurations chosen by: {', '.join(chosen)} (runs without the tag were written before istar-tune "
+               "recorded it). † corrects for seed noise and for the number of tasks compared per model (Holm).")
+    else:
+        how = ("These runs are not a seeds stage: each cell pools whatever configurations the search ran. † corrects "
+               "for the number of tasks compared per model (Holm).")
+    return SEEDS_CAPTION + " " + how

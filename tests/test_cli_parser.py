@@ -1,0 +1,66 @@
+"""The command line's parser: every command has its function, every flag its help in plain words, and the help
+says what the code does."""
+
+from __future__ import annotations
+
+
+def test_every_command_the_parser_names_has_its_function():
+    import argparse
+
+    from istar_tune.cli import HANDLERS
+    from istar_tune.cli_parser import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == set(HANDLERS)
+
+
+def _flags():
+    """(command, action) of every option of every subcommand."""
+    import argparse
+
+    from istar_tune.cli_parser import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from ((command, a) for a in sub._actions if a.option_strings)
+
+
+def test_every_boolean_flags_help_says_what_the_flag_does_in_plain_text():
+    import argparse
+
+    from istar_tune.cli_parser import build_parser
+    from istar_tune.reference import collect_config
+
+    booleans = [(c, a) for c, a in _flags() if a.nargs == 0 and not isinstance(a, argparse._HelpAction)]
+    assert len(booleans) >= 10
+    for command, action in booleans:
+        flag, text = action.option_strings[0], action.help or ""
+        assert text, f"{command} {flag} has no help"
+        says_off = text.startswith(("switch this off", "do not"))
+        # A --no- flag turns something off (a setting's False, or a store_true named no_…), and its help says so;
+        # any other flag turns something on, and its help never says off.
+        assert flag.startswith("--no-") == says_off, (command, flag, text)
+        if action.const is False:
+            assert flag.startswith("--no-"), (command, flag, text)
+    for command, action in _flags():  # no reStructuredText or Sphinx roles in any help
+        assert "``" not in (action.help or "") and ":func:" not in (action.help or ""), (command, action.help)
+    # and the effect is the one the help names: --no-progress turns progress bars off, --progress is no flag
+    parsed = build_parser().parse_args(["train", "--no-progress", "--no-save-checkpoint"])
+    values = collect_config(parsed, None)
+    assert values["progress"] is False and values["save_checkpoint"] is False
+    assert "progress" not in collect_config(build_parser().parse_args(["train"]), None)
+
+
+def test_the_data_dir_help_gives_the_precedence_the_code_follows(tmp_path, monkeypatch):
+    from istar_tune.tasks.data_folder import resolve_data_dir
+
+    text = next(a.help for c, a in _flags() if c == "search" and "--data-dir" in a.option_strings)
+    assert text.index("space's data_dir") < text.index("$GLUE_DIR") < text.index("hub")
+    (tmp_path / "flag").mkdir()
+    (tmp_path / "space").mkdir()
+    (tmp_path / "env").mkdir()
+    monkeypatch.setenv("GLUE_DIR", str(tmp_path / "env"))
+    assert resolve_data_dir(None, tmp_path / "space") == tmp_path / "space"  # the space's before $GLUE_DIR
+    assert resolve_data_dir(tmp_path / "flag", tmp_path / "space") == tmp_path / "flag"
