@@ -20,6 +20,7 @@ from typing import Any
 from istar_tune.cli_parser import build_parser
 from istar_tune.config import Hyperparameters, split_config
 from istar_tune.errors import ConfigError, IstarTuneError
+from istar_tune.methods import refuse_unused
 from istar_tune.reference import collect_config, configuration_reference
 from istar_tune.results.export import export_best
 from istar_tune.results.formats import render
@@ -29,7 +30,7 @@ from istar_tune.results.tables import CAPTIONS, build_table
 from istar_tune.search.cluster import loopback_only
 from istar_tune.search.outcome import exit_code
 from istar_tune.search.plan import dry_run_report, plan
-from istar_tune.search.preflight import check_data, run_checks
+from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
 from istar_tune.search.spaces.cost import Throughput
 from istar_tune.search.spaces.file import load_search_space
@@ -51,8 +52,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from istar_tune.training.state import METRICS_FILE
 
     values = collect_config(args, args.config)
+    source = args.config or "command line"
+    try:  # a value the method would drop, reported with every other problem
+        refuse_unused(str(values.get("method", Hyperparameters.method)), values, source)
+        unused = []
+    except ConfigError as err:
+        unused = err.problems
     values["task"] = _train_task(args, values)
-    hparams, settings = split_config(values, source=args.config or "command line")
+    try:
+        hparams, settings = split_config(values, source=source)
+    except ConfigError as err:
+        raise ConfigError(err.problems + unused) from None
+    if unused:
+        raise ConfigError(unused)
     reporter = _PrintReporter()
     result = train(hparams, settings, reporter)
     best = result.best
@@ -122,8 +134,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         spaces = [replace(space, settings={**space.settings, "holdout": args.holdout}) for space in spaces]
         spaces[0].run_settings()  # the share checked before anything starts
     if args.dry_run:
-        for space in spaces:  # a task definition's sizes and classes come from its data
-            run_checks([("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
+        for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
+            run_checks([("models", lambda s=space: check_models(list(s.models))),
+                        ("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
         names = [s.name for s in spaces]
         reports = []
         for index, space in enumerate(spaces):

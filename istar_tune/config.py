@@ -73,7 +73,8 @@ class RunSettings:
     """How a run is executed; never searched."""
 
     data_dir: str | None = None
-    """Folder in the GLUE layout; ``None`` uses $GLUE_DIR, then the Hugging Face hub."""
+    """Folder in the GLUE layout (in a search space: relative to the space's file); ``None`` uses $GLUE_DIR, then the
+    Hugging Face hub."""
     output_dir: str | None = None
     """Where metrics.json, config.yaml and the best checkpoint go (``None``: keep nothing on disk)."""
     max_train_samples: int | None = None

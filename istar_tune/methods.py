@@ -6,6 +6,7 @@ names a method. Pure Python: reading it loads neither torch nor Ray.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from istar_tune.errors import ConfigError
@@ -106,6 +107,19 @@ def unused_hyperparameters(name: str) -> frozenset[str]:
     if not method.second_stage:
         unused |= {"alpha", "isolayer_learning_rate", "isolayer_epochs"}
     return frozenset(unused)
+
+
+def refuse_unused(method: str, given: Iterable[str], where: str) -> None:
+    """Refuse hyperparameters ``given`` for ``method`` that it never reads (a value that would be dropped without a
+    word), naming the methods that read each."""
+    if method not in METHODS:
+        return  # the unknown method is reported where methods are checked
+    ignored = sorted(set(given) & unused_hyperparameters(method))
+    if ignored:
+        readers = {key: [m for m in METHODS if key not in unused_hyperparameters(m)] for key in ignored}
+        raise ConfigError(f"{where}: method {method} does not read {', '.join(ignored)} ("
+                          + "; ".join(f"{k} applies to {', '.join(r)}" for k, r in readers.items())
+                          + "): drop it, or choose a method that reads it")
 
 
 def label(name: str) -> str:

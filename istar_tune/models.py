@@ -116,6 +116,38 @@ def _checked_source(name: str) -> str:
     return source
 
 
+HUB_TIMEOUT_S = 5.0
+"""How long a check waits for the Hugging Face hub to answer before calling it unreachable."""
+
+
+def check_model_name(name: str, hub_timeout_s: float = HUB_TIMEOUT_S) -> None:
+    """Refuse, in one line and within seconds, a model that is neither a short name, an existing local folder, a hub
+    id in the local Hugging Face cache, nor one the hub confirms (when it answers): no retries, nothing downloaded."""
+    from istar_tune.tasks.data_folder import hub_reachable
+
+    if name in MODELS:
+        return
+    source = _checked_source(name)  # a missing local path is refused here
+    if Path(source).expanduser().exists():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(source, "config.json"), str):
+        return
+    known = f"a short name ({', '.join(MODELS)}), an existing local folder or a Hugging Face hub id"
+    if not hub_reachable(hub_timeout_s):
+        raise ModelError(f"model {name!r} is not a short name or a local folder, and the Hugging Face hub does not "
+                         f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set) to resolve it as a hub id: "
+                         f"give {known.replace(' or a Hugging Face hub id', '')}")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(source, timeout=hub_timeout_s)
+    except Exception as err:  # noqa: BLE001 - not found, private or gated: one line
+        raise ModelError(f"model {name!r} is not on the Hugging Face hub ({type(err).__name__}): give "
+                         f"{known}") from None
+
+
 def _load_failure(name: str, source: str, err: Exception) -> str:
     detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     hint = ""

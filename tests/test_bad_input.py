@@ -115,6 +115,14 @@ CASES = {
         "hub does not answer"),
     "search: a task listed twice": (lambda t: ["search", _space(t, OWN_SPACE.replace("TASK", "rte, RTE"))],
                                     "more than once"),
+    # a name or an option that nothing would read
+    "search: unknown model in a dry run": (lambda t: ["search", _space(t), "--models", "bart", "--dry-run"],
+                                           "model 'bart' is not a short name or a local folder"),
+    "search: unknown model": (lambda t: ["search", _space(t), "--models", "bart"], "model 'bart' is not a short name"),
+    "train: lam given to base": (lambda t: [*TRAIN, "--method", "base", "--lam", "-1"],
+                                 r"method base does not read lam \(lam applies to cosreg, istar\)"),
+    "search: lam under base": (lambda t: ["search", _space(t, SPACE + "method_hyperparameters: {base: {lam: 1.0}}\n")],
+                               "method_hyperparameters.base: method base does not read lam"),
     # istar-tune train
     "train: unknown task": (lambda t: [*TRAIN, "--task", "nope"], "unknown"),
     "train: model path missing": (lambda t: [*TRAIN, "--model", str(t / "no-model")], "does not exist"),

@@ -57,6 +57,7 @@ def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
     root, output = searched
     assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
     assert "tiny-bert/reviews/istar: best f1 " in output
+    assert " on disk)" in output.splitlines()[-1]  # what its results take
 
 
 def test_table_status_and_plots_read_the_task_back_from_mlflow(searched):

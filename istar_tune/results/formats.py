@@ -12,10 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from istar_tune.errors import ConfigError
+from istar_tune.markdown import markdown
 
 FORMATS = ("md", "csv", "latex", "parquet")
-MISSING = "—"
-"""How a missing cell is shown."""
 
 
 def render(table: pd.DataFrame, fmt: str, output: str | Path | None = None, caption: str = "") -> str | None:
@@ -80,17 +79,3 @@ def latex(table: pd.DataFrame, caption: str = "") -> str:
 
 def _float(value: float) -> str:
     return f"{value:.4g}"
-
-
-def markdown(table: pd.DataFrame) -> str:
-    def cell(value) -> str:
-        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-            return MISSING
-        if isinstance(value, float):
-            return _float(value)
-        return str(value).replace("|", "\\|")
-
-    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
-    rule = "| " + " | ".join("---" for _ in table.columns) + " |"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *body])

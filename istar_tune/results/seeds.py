@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label
 from istar_tune.metrics import FINETUNED_PREFIX, score
-from istar_tune.results.formats import MISSING
 from istar_tune.results.groups import axes, candidates, paper_results, percent
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun

@@ -12,8 +12,8 @@ import pandas as pd
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
+from istar_tune.markdown import markdown
 from istar_tune.metrics import best_scored, score
-from istar_tune.results.formats import markdown
 from istar_tune.trial_status import TrialStatus
 
 COLUMNS = (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.FINISHED, TrialStatus.STOPPED_EARLY,

@@ -18,9 +18,9 @@ import pandas as pd
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
+from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_lambda, uses_zeta
 from istar_tune.metrics import best_scored, score
-from istar_tune.results.formats import MISSING
 from istar_tune.results.groups import axes, candidates, paper_results
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task

@@ -63,6 +63,8 @@ class SearchSummary:
     mlflow_latencies_ms: list[float] = field(default_factory=list)
     mlflow_errors: list[str] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
+    disk_bytes: int | None = None
+    """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
     """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
     ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
 
@@ -103,7 +105,8 @@ class SearchSummary:
             lines.append(f"  FAILED {group.key} trial {trial.trial_id}: {trial.error}")
         if self.mlflow_errors:
             lines.append(f"  MLflow writes lost: {self.mlflow_errors[-1]}")
-        lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}")
+        on_disk = f" ({disk_size(self.disk_bytes)} on disk)" if self.disk_bytes is not None else ""
+        lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}{on_disk}")
         return "\n".join(lines)
 
 
@@ -167,3 +170,19 @@ def exit_code(summary: SearchSummary) -> int:
     if summary.interrupted:
         return 1 if summary.systemic else 130
     return 1 if summary.failed else 0
+
+
+def disk_size(size: int) -> str:
+    """A number of bytes as people read it: 187 MB, 1.3 GB, 12 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} B"
+
+
+def folder_bytes(folder: str) -> int | None:
+    """The bytes of every file under a local ``folder`` (``None`` when it is not a local folder)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return None
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())

@@ -10,8 +10,11 @@ import dataclasses
 import logging
 from typing import Any
 
+import pandas as pd
+
 from istar_tune import tracking
 from istar_tune.config import RunSettings
+from istar_tune.markdown import markdown
 from istar_tune.metrics import score
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
@@ -102,18 +105,6 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
     return rows
 
 
-def _markdown(rows: list[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    return "\n".join(lines + ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows])
-
-
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    return f"{value:.4f}" if isinstance(value, float) else str(value).replace("|", "\\|")
-
-
 def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGroup], simulated: bool) -> None:
     """The best configuration of each searched group: a table artifact, Markdown, and the description's end. A
     failure is logged and never fails the search (its trials are in MLflow either way)."""
@@ -125,7 +116,7 @@ def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGro
         columns = list(dict.fromkeys(k for row in rows for k in row))
         mlflow_client.log_table(run_id, data={c: [row.get(c) for row in rows] for c in columns},
                                 artifact_file=BEST_TABLE)
-        text = _markdown(rows)
+        text = markdown(pd.DataFrame(rows))
         mlflow_client.log_text(run_id, text + "\n", "best_configurations.md")
         note = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "").split("\n\n**Best configuration")[0]
         mlflow_client.set_tag(run_id, NOTE_TAG, f"{note}\n\n**Best configuration of each group**\n\n{text}\n")

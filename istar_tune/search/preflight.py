@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
-from istar_tune.models import check_max_length, max_positions
+from istar_tune.models import check_max_length, check_model_name, max_positions
 from istar_tune.tasks import get_task, register_task
 from istar_tune.tasks.task import IN_DATA_FOLDER
 from istar_tune.tracking.storage import is_remote, unwritable
@@ -82,11 +82,15 @@ def _no_hub(task, hub_timeout_s: float) -> str:
             "instead, or run where the hub answers")
 
 
-def check_models(models: list[str], max_length: int) -> list[str]:
+def check_models(models: list[str], max_length: int | None = None) -> list[str]:
+    """Each model resolves (:func:`istar_tune.models.check_model_name`: one line within seconds, no hub retries) and,
+    with ``max_length``, takes inputs that long (its config only, no weights)."""
     problems = []
     for model in models:
         try:
-            check_max_length(max_length, max_positions(model), model)
+            check_model_name(model)
+            if max_length is not None:
+                check_max_length(max_length, max_positions(model), model)
         except IstarTuneError as err:
             problems.append(str(err))
     return problems

@@ -21,7 +21,7 @@ from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.search import cluster, guard, parent, preflight
-from istar_tune.search.outcome import SearchSummary, expected_trials, group_outcomes
+from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
 from istar_tune.search.spaces.space import SearchSpace, trial_group
@@ -331,7 +331,9 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
                           groups=outcomes[n], planned_trials=sum(p.trials for p in planned[n]),
                           interrupted=interrupted, signal_number=stop.signal_number, systemic=stop.systemic,
                           mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
-                          mlflow_errors=list(experiment.loggers[n].writer.errors), phases_s=phases) for n in names]
+                          mlflow_errors=list(experiment.loggers[n].writer.errors), phases_s=phases,
+                          disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root))
+            for n in names]
 
 
 def _check_shared(spaces: list[SearchSpace]) -> None:

@@ -53,6 +53,9 @@ def test_demo_smoke_prints_the_tables_mlflow_holds(glue, ray_env, tmp_path, caps
         assert float(row[5]) == pytest.approx(mean_iso, abs=5e-5)
     # The direction of the paper's Figure 3 holds even on 128 examples: λ = +1 is more isotropic than λ = −1.
     assert float(lambda_rows[2][5]) > float(lambda_rows[1][5])
+    reading = lines.index(next(line for line in lines if line.startswith("How to read it:")))
+    assert reading > lines.index("Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:")
+    assert "not that I-STAR hurts" in " ".join(lines[reading:reading + 6])  # the λ table says what it means
     ui = [line for line in lines if "mlflow ui --backend-store-uri" in line]
     assert ui and uri in ui[0]
 

@@ -58,3 +58,13 @@ def test_seeds_of_a_group_whose_source_scored_nothing_are_not_expected():
     assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*failed, *failed]}) == 2
     scored = group_outcomes([source], [_result("t1", 0.6, 3)], {}, "s")
     assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*scored, *scored]}) == 5
+
+
+def test_the_disk_a_search_takes_is_measured_and_said_as_people_read_it(tmp_path):
+    from istar_tune.search.outcome import disk_size, folder_bytes
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"x" * 1500)
+    (tmp_path / "g").write_bytes(b"y" * 500)
+    assert folder_bytes(str(tmp_path)) == 2000 and folder_bytes(str(tmp_path / "nowhere")) is None
+    assert [disk_size(n) for n in (12, 2000, 187_000_000, 1_340_000_000)] == ["12 B", "2 kB", "187 MB", "1.34 GB"]

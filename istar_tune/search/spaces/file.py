@@ -9,7 +9,7 @@ from typing import Any
 
 from istar_tune.config import RunSettings, from_dict, load_yaml
 from istar_tune.errors import ConfigError
-from istar_tune.methods import METHODS
+from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search.spaces.domains import (
@@ -183,13 +183,20 @@ def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
 
 def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """``models``, ``tasks`` and ``methods``: lists of known names (a task also by its definition)."""
-    models = _names(raw, "models", problem, list(PAPER_MODELS))
+    models = tuple(_relative_to(path, m) for m in _names(raw, "models", problem, list(PAPER_MODELS)))
     tasks = _tasks(raw.get("tasks"), path, problem)
     methods = _names(raw, "methods", problem)
     for method in methods:
         if method not in METHODS:
             problem("methods", f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
     return models, tasks, methods
+
+
+def _relative_to(path: Path, model: str) -> str:
+    """A model written as a relative local path (``./my-model``, ``../models/x``) starts at the space's folder."""
+    if model.startswith(("./", "../")):
+        return str((path.resolve().parent / model).resolve())
+    return model
 
 
 def _tasks(value, path: Path, problem) -> tuple[str, ...]:
@@ -253,6 +260,11 @@ def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, D
     for method, domains in per_method.items():
         if method not in METHODS:
             problem(f"method_hyperparameters.{method}", f"unknown method: choose one of {', '.join(METHODS)}")
+        if method in METHODS and isinstance(domains, dict):
+            try:
+                refuse_unused(method, domains, f"method_hyperparameters.{method}")
+            except ConfigError as err:
+                problem(f"method_hyperparameters.{method}", str(err).split(": ", 1)[1])
         method_hyperparameters[method] = domains_from_yaml(domains, f"method_hyperparameters.{method}", algorithm,
                                                            problem)
     return method_hyperparameters
@@ -301,7 +313,14 @@ def _settings_section(raw: dict, problem, problems: list[str], path: Path) -> di
         from_dict(RunSettings, settings, source="settings")
     except ConfigError as err:
         problems.extend(f"{path}: {p}" for p in err.problems)
-    return dict(settings)
+    folder = path.resolve().parent  # paths in a space start at its own folder, wherever the command runs
+    relative = {k for k, v in settings.items()
+                if k in PATH_SETTINGS and isinstance(v, str) and v and not Path(v).is_absolute() and v[0] != "~"}
+    return {k: str((folder / v).resolve()) if k in relative else v for k, v in settings.items()}
+
+
+PATH_SETTINGS = ("data_dir", "init_checkpoint")
+"""Run settings that name a folder: relative ones start at the space file's folder."""
 
 
 def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]]:

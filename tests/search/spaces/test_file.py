@@ -115,3 +115,17 @@ def test_bad_task_definitions_in_a_space_are_listed_together_and_nothing_is_writ
                      "nowhere.csv' does not exist", "tasks[3]: train: give the data", "lists rte more than once"):
         assert expected in err, expected
     assert not (tmp_path / "runs").exists()
+
+
+def test_relative_paths_in_a_space_start_at_its_own_folder(tmp_path, monkeypatch):
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "my-model").mkdir()
+    space = tmp_path / "spaces" / "space.yaml"
+    space.write_text(BASE.replace("models: [tiny-bert]", "models: [../my-model, tiny-bert]")
+                     + "settings: {data_dir: ../data, init_checkpoint: ~/ckpt}\n")
+    monkeypatch.chdir(tmp_path / "data")  # wherever the command runs
+    loaded = load_search_space(space)
+    assert loaded.settings["data_dir"] == str(tmp_path / "data")
+    assert loaded.settings["init_checkpoint"] == "~/ckpt"  # a home-relative path stays the user's
+    assert loaded.models == (str(tmp_path / "my-model"), "tiny-bert")
