@@ -13,6 +13,7 @@ from istar_tune.config import RECIPES
 from istar_tune.errors import TrainingError
 from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
+from istar_tune.random_streams import DATA_ORDER, stream_seed
 from istar_tune.training.setup import Run
 
 LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
@@ -58,7 +59,8 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
         run.model.eval()
         train_modules.train()
     accum = run.hparams.grad_accum
-    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=run.hparams.seed + epoch)
+    order_seed = stream_seed(run.hparams.seed, DATA_ORDER, epoch)  # independent across seeds and epochs
+    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=order_seed)
     totals = {"train_loss": 0.0, "task_loss": 0.0, "penalty": 0.0}
     steps = len(loader)
     bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")

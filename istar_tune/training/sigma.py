@@ -11,6 +11,7 @@ from istar_tune.losses import layer_points
 from istar_tune.models import (
     hidden_size,
 )
+from istar_tune.random_streams import SIGMA_DRAW, stream_seed
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.setup import Run
@@ -21,7 +22,7 @@ from istar_tune.training.setup import Run
 def shrinkage_order(size: int, seed: int, draw: int) -> list[int]:
     """The order in which the Σ_S pass ``draw`` reads the training set: a seeded random permutation, a fresh one
     per draw (draw 0 before training, draw k after epoch k), the same for the same seed."""
-    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(draw))
+    generator = torch.Generator().manual_seed(stream_seed(seed, SIGMA_DRAW, draw))
     return torch.randperm(size, generator=generator).tolist()
 
 
