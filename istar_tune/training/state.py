@@ -64,7 +64,8 @@ def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: i
             state["isolayer"] = isolayer
     if contents == "state":
         state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
-                     torch_rng=torch.get_rng_state(), numpy_rng=_numpy_rng_state(), python_rng=random.getstate())
+                     torch_rng=torch.get_rng_state(), numpy_rng=_numpy_rng_state(), python_rng=random.getstate(),
+                     cuda_rng=_cuda_rng_state())
         if best_model is not None:
             state["best_model"] = best_model
     torch.save(state, directory / STATE_FILE)
@@ -117,7 +118,18 @@ def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[
     torch.set_rng_state(state["torch_rng"].cpu())
     _set_numpy_rng_state(state["numpy_rng"])
     random.setstate(state["python_rng"])
+    _set_cuda_rng_state(state.get("cuda_rng") or [])  # a GPU trial goes on with its dropout stream
     return state
+
+
+def _cuda_rng_state() -> list:
+    """Every GPU's random state (dropout's stream on CUDA), empty on a machine without one."""
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+
+
+def _set_cuda_rng_state(states: list) -> None:
+    if states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([state.cpu() for state in states])
 
 
 TASK_DEFINITION = "task_definition"

@@ -72,3 +72,21 @@ def test_a_saved_state_holds_only_tensors_and_plain_data(make_recorder, make_hpa
     state = load_data(tmp_path / "kept" / STATE_FILE)  # weights_only=True: would fail on any other object
     assert state["epoch"] == 1 and set(state["numpy_rng"]) == {"name", "keys", "position", "has_gauss",
                                                                 "cached_gaussian"}
+
+
+def test_a_resumed_run_goes_on_with_the_gpus_random_state_too(make_recorder, make_hparams, make_settings, tmp_path,
+                                                              monkeypatch):
+    import torch
+
+    from istar_tune.training import state as state_module
+
+    saved = [torch.arange(16, dtype=torch.uint8)]  # a GPU's RNG state, as torch.cuda.get_rng_state_all gives it
+    restored = []
+    monkeypatch.setattr(state_module, "_cuda_rng_state", lambda: saved)
+    monkeypatch.setattr(state_module, "_set_cuda_rng_state", restored.append)
+    folder = tmp_path / "state"
+    with pytest.raises(KeyboardInterrupt):
+        train(make_hparams(epochs=2), make_settings(device="cpu"), make_recorder(stop_after=1, keep_dir=folder))
+    assert torch.equal(state_module.read_state(folder)["cuda_rng"][0], saved[0])
+    train(make_hparams(epochs=2), make_settings(device="cpu"), make_recorder(), resume_from=folder)
+    assert len(restored) == 1 and torch.equal(restored[0][0], saved[0])
