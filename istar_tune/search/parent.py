@@ -7,6 +7,7 @@ Markdown, and in the description.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from typing import Any
 
@@ -55,6 +56,38 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
         mlflow_client.log_batch(run_id, params=new[start:start + 100])
     mlflow_client.log_batch(run_id, tags=[RunTag(NOTE_TAG, _description(space, planned))])
     log_task_definitions(mlflow_client, run_id, space.tasks)
+
+
+SHARED_VIEW = "istar-tune"
+"""The key of the runs-table view each search's experiment shares (MLflow's ``mlflow.sharedViewState.<key>`` tag,
+opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""
+
+
+def runs_view(space: SearchSpace) -> dict[str, Any]:
+    """The runs table as a search is read: its tasks' metrics, the hyperparameters it searched and each trial's
+    status as columns, the first metric best first."""
+    metrics = list(dict.fromkeys(get_task(task).metric for task in space.tasks))
+    domains = [space.hyperparameters, *space.method_hyperparameters.values()]
+    searched = [k for k in dict.fromkeys(k for d in domains for k in d) if any(
+        k in d and (d[k].kind != "constant") for d in domains)]
+    if space.stage == "seeds":
+        searched = [*([space.vary[0]] if space.vary else []), "seed"]
+    columns = [*(f"metrics.`{m}`" for m in metrics), *(f"params.`{k}`" for k in searched),
+               f"tags.`{tracking.TAG_STATUS}`"]
+    return {"selectedColumns": columns, "orderByKey": f"metrics.`{metrics[0]}`", "orderByAsc": False}
+
+
+def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
+    """Save the search's runs-table view on its experiment and link it from the experiment's description (the first
+    thing its page shows); the link's path within the MLflow UI."""
+    link = f"#/experiments/{experiment_id}/runs?viewStateShareKey={SHARED_VIEW}"
+    mlflow_client.set_experiment_tag(experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}",
+                                     json.dumps(runs_view(space)))
+    mlflow_client.set_experiment_tag(experiment_id, NOTE_TAG, (
+        f"**{space.name}**: [compare its trials]({link}) (the task metric best first, the searched hyperparameters "
+        "and each trial's status as columns). Each trial is a run named by its configuration; the search's own run "
+        "holds its settings and, once it ends, the best configuration per model × task × method."))
+    return link
 
 
 TASKS_FOLDER = "tasks"

@@ -205,6 +205,7 @@ def _open_tracking(experiment: _Experiment) -> None:
         tracking.record_plan(mlflow, experiment.parents[n],
                              {group_key(base_config(p)): p.trials for p in experiment.planned[n]})
         parent.describe(mlflow, experiment.parents[n], space, experiment.planned[n], experiment.settings[n])
+        parent.share_view(mlflow, experiment_id, space)
         experiment.loggers[n] = MlflowTrialLogger(experiment.tracking_uri, n, experiment.parents[n], experiment_id,
                                                   tags, threads=8, settings=logged_settings(experiment.settings[n]))
 

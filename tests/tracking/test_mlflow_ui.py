@@ -76,14 +76,38 @@ def test_trial_folders_are_named_exactly_and_keep_their_resolved_config(smoke_on
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
-def test_the_ui_runs_table_shows_those_names_without_choosing_a_column(smoke_on_a_server, tmp_path):
+def test_from_the_experiment_list_a_click_opens_the_runs_table_with_the_metric_the_searched_values_and_the_status(
+        smoke_on_a_server, tmp_path):
+    """As a person goes: the experiment list, the search's experiment (a link there), then the link its description
+    shows first; each step follows only a link the page before rendered."""
+    import re
+
     uri, experiment, runs, _, _ = smoke_on_a_server
-    page = f"{uri}/#/experiments/{experiment.experiment_id}/runs"
     browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1900,900",
                "--virtual-time-budget=20000"]
-    dom = subprocess.run([*browser, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
-    for run in runs:  # every trial's name is on the page a user first sees, no row expanded, no column chosen
-        assert run.info.run_name in dom
+
+    def render(path: str) -> str:
+        return subprocess.run([*browser, "--dump-dom", f"{uri}/{path}"], capture_output=True, text=True,
+                              timeout=120).stdout
+
+    listing = render("#/experiments")
+    experiment_link = re.search(rf'href="[^"]*?(#/experiments/{experiment.experiment_id})"', listing)
+    assert experiment_link and ">smoke<" in listing
+    page = render(experiment_link.group(1))
+    view_link = re.search(r'href="[^"]*?(#/experiments/\d+/runs\?viewStateShareKey=[\w-]+)"', page)
+    assert view_link and "compare its trials" in page
+    table = render(view_link.group(1).replace("&amp;", "&"))
+    for column in (">accuracy<", ">learning_rate<", ">istar_tune.status<"):  # the metric, the searched value, status
+        assert column in table, column
+    for run in runs:  # every trial, no row expanded
+        assert run.info.run_name in table
+    accuracies = sorted((r.data.metrics["accuracy"] for r in runs), reverse=True)
+    shown = [float(v) for v in re.findall(r">(0\.\d+)<", table)]
+    assert [v for v in shown if any(abs(v - a) < 1e-4 for a in accuracies)][:1] == [pytest.approx(accuracies[0],
+                                                                                                    abs=1e-4)]
     shot = tmp_path / "runs.png"
-    subprocess.run([*browser, f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    subprocess.run([*browser, f"--screenshot={shot}", f"{uri}/{view_link.group(1)}"], capture_output=True,
+                   timeout=120)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    if os.environ.get("ISTAR_TUNE_SCREENSHOT"):  # the docs' picture, taken by this test
+        shutil.copy(shot, os.environ["ISTAR_TUNE_SCREENSHOT"])
