@@ -128,9 +128,10 @@ def test_seeds_stage_reruns_the_best_configuration_with_each_seed_and_a_study_va
         assert point["metric_std"] == pytest.approx(statistics.stdev(values))
 
 
-def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, tmp_path, capsys):
-    space = tmp_path / "space.yaml"
-    space.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0"))
+def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node_cluster, glue_tiny, tmp_path, capsys):
+    space = tmp_path / "space.yaml"  # the smoke space elsewhere: its data folder given as an absolute path
+    space.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0").replace(
+        "data_dir: ../../shared/data/glue-tiny", f"data_dir: {glue_tiny}"))
     # A model whose config resolves (so the preflight lets it through) but that cannot be loaded in the trial.
     broken = tmp_path / "broken-model"
     broken.mkdir()
