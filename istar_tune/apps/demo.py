@@ -22,6 +22,7 @@ from istar_tune.methods import label, uses_lambda
 from istar_tune.metrics import best_scored, score
 from istar_tune.results.tables import build_table, lambda_groups
 from istar_tune.search.guard import results_exist
+from istar_tune.search.outcome import disk_size, folder_bytes
 from istar_tune.search.run import run_search
 from istar_tune.search.spaces.file import load_search_space, resolve_space
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
@@ -48,8 +49,8 @@ class DemoReport:
             "Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:", markdown(self.by_lambda), "",
             *READING, "",
             "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000",
-            f"Ray results and checkpoints: {self.storage_path} ({_megabytes(self.storage_path)} on disk; delete it "
-            "when done)", ""])
+            f"Ray results and checkpoints: {self.storage_path} ({disk_size(folder_bytes(self.storage_path) or 0)} on "
+            "disk; delete it when done)", ""])
 
 
 READING = (
@@ -61,12 +62,6 @@ READING = (
     "verdict.",
 )
 """What the demo's λ table means, printed beneath it."""
-
-
-def _megabytes(folder: str) -> str:
-    path = Path(folder)
-    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
-    return f"{size / 1e6:.0f} MB"
 
 
 def lambda_table(tracking_uri: str, experiment: str) -> pd.DataFrame:
