@@ -1,37 +1,22 @@
 """The configuration reference: every hyperparameter, run setting and search-space key with its default and
-meaning, generated from the config dataclasses' field docstrings and :data:`~istar_tune.search.spaces.file.SPACE_KEYS`
-(``istar-tune reference`` prints it; ``docs/reference.md`` is this text, and a test keeps them equal).
+meaning, generated from the config dataclasses' field docstrings (:class:`~istar_tune.search.spaces.space.SearchSpace`'s
+for the search-space keys; ``istar-tune reference`` prints it; ``docs/reference.md`` is this text, and a test keeps
+them equal).
 The CLI's flags take their help from the same docstrings.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
-import textwrap
 from dataclasses import fields
-from functools import cache
 from typing import Any
 
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml
+from istar_tune.docstrings import field_docs
 from istar_tune.search.spaces.file import SPACE_KEYS
 
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
-
-
-@cache
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each dataclass field (the configuration reference is generated from these)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
-    docs = {}
-    for node, following in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr)
-                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
 
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
@@ -80,5 +65,5 @@ def configuration_reference() -> str:
     out += ["", "## Run settings (`istar-tune train` flags, search-space `settings`)", ""]
     out += table(RunSettings)
     out += ["", "## Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
-    out += [f"| `{key}` | {default} | {meaning} |" for key, (default, meaning) in SPACE_KEYS.items()]
+    out += [f"| `{key}` | {default} | {meaning} |" for key, (_, default, meaning) in SPACE_KEYS.items()]
     return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from istar_tune.config import Hyperparameters, RunSettings
-from istar_tune.reference import NEGATED_FLAGS, configuration_reference, field_docs
+from istar_tune.reference import NEGATED_FLAGS, configuration_reference
 from istar_tune.search.spaces.file import SPACE_KEYS
 
 
@@ -19,7 +19,18 @@ def test_every_field_and_space_key_is_in_the_reference_with_its_flag():
         assert f"| `{key}` |" in text
 
 
-def test_field_docs_read_the_docstring_under_each_field():
-    docs = field_docs(RunSettings)
-    assert set(docs) == {f.name for f in fields(RunSettings)}, "every run setting needs a docstring"
-    assert all(docs.values()) and all("\n" not in d for d in docs.values())
+def test_a_space_that_sets_nothing_gets_each_fields_default_and_every_field_is_documented(tmp_path):
+    from istar_tune.docstrings import field_docs as docs_of
+    from istar_tune.search.spaces.file import load_search_space
+    from istar_tune.search.spaces.space import SearchSpace, space_default
+
+    assert set(docs_of(SearchSpace)) == {f.name for f in fields(SearchSpace)}, "every space field needs a docstring"
+    path = tmp_path / "minimal.yaml"
+    path.write_text("tasks: [rte]\nmethods: [base]\nhyperparameters: {learning_rate: 2.0e-5}\n", encoding="utf-8")
+    space = load_search_space(path)
+    given = {"name", "models", "tasks", "methods", "hyperparameters"}
+    for name, _shown, _ in SPACE_KEYS.values():
+        if name not in given:
+            assert getattr(space, name) == space_default(name), name
+    assert SPACE_KEYS["search.storage"][0] == "optuna_storage" and SPACE_KEYS["resources.gpu"][1] == "0"
+    assert SPACE_KEYS["models"][1] == ", ".join(space.models)  # the default list, shown as the loader uses it

@@ -1,4 +1,5 @@
-"""Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, also docs/reference.md),
+"""Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, from :class:`SearchSpace`'s fields; also
+docs/reference.md),
 every problem reported at once with the file and the key; shipped spaces found by name.
 """
 
@@ -26,57 +27,15 @@ from istar_tune.search.spaces.space import (
     STAGES,
     Domain,
     SearchSpace,
+    space_default,
+    space_keys,
 )
 from istar_tune.tasks import task_reference
 
 # -------------------------------------------------------------------------------------------------- loading
 
-SPACE_KEYS: dict[str, tuple[str, str]] = {
-    "name": ("the file name", "Search name: the MLflow experiment and the Ray results folder."),
-    "models": ("bert, albert, distilbert", "Model short names, Hugging Face hub ids or local paths."),
-    "tasks": ("(required)", "Tasks: sst2, qnli, rte, mrpc, qqp, cola, stsb, sst5, squad, a task definition file "
-                            "(relative to the space's folder) or a definition inline (see Your own task)."),
-    "methods": ("(required)", "Methods: base, cosreg, istar, isolayer."),
-    "hyperparameters": ("{}", "Domains shared by every method: `key: value`, `key: {grid: [...]}`, `{choice: [...]}`, "
-                              "`{loguniform: [low, high]}`, `{uniform: [low, high]}` or `{randint: [low, high]}`."),
-    "method_hyperparameters": ("{}", "Per-method domains added to (and overriding) the shared ones: "
-                                     "`{istar: {lam: {grid: [-1, 1]}}}`."),
-    "search.algorithm": ("grid", "`grid` (every combination) or `optuna` (TPE; ranges and choices, no grids)."),
-    "search.num_samples": ("1", "grid: repeats of the grid; optuna: trials per model × task × method."),
-    "search.seed": ("none", "Seed of the searcher's sampling."),
-    "search.storage": ("optuna.db beside the results", "Optuna: RDB URL where each group's study lives (so `--resume` "
-                                                       "continues it and `optuna-dashboard URL` shows it)."),
-    "search.share_epochs": ("true", "grid: configurations that differ only in `epochs` run as one trial to the "
-                                    "largest count, completing each smaller one on the way, where that is exact "
-                                    "(a constant learning rate, no second stage; the dry run says)."),
-    "search.points_to_evaluate": ("[]", "Optuna: configurations each group tries first, e.g. "
-                                        "`[{learning_rate: 3e-5, batch_size: 16}]`."),
-    "scheduler.type": ("none", "`none`, or `asha`: stop weak trials early on the task metric per epoch."),
-    "scheduler.grace_period": ("1", "ASHA: epochs every trial runs before it can be stopped."),
-    "scheduler.reduction_factor": ("3", "ASHA: the share of trials kept at each rung is 1/reduction_factor."),
-    "resources.cpu": ("1", "CPUs per trial."),
-    "resources.gpu": ("0", "GPUs per trial, at most 1 (a trial trains on one GPU); fractions share a GPU (0.5: two "
-                           "trials per GPU)."),
-    "concurrency": ("none", "Trials at once per model × task × method (none: as many as the resources allow)."),
-    "max_failures": ("1", "Retries of a failed trial; it continues from its last epoch's checkpoint."),
-    "checkpoints_to_keep": ("2", "With `settings.checkpoint: state`: the newest checkpoints each trial keeps (other "
-                                 "modes keep one)."),
-    "settings": ("{}", "Run settings of every trial (see the run settings above)."),
-    "stage": ("search", "`search`, or `seeds`: re-run the best configuration of each group of `best_of`."),
-    "seeds": ("(stage seeds)", "Seeds of the seeds stage, e.g. [1, 2, 3, 4, 5]."),
-    "best_of": ("(stage seeds)", "Names of the finished searches (MLflow experiments) whose best configurations are "
-                                 "re-run."),
-    "vary": ("none", "(stage seeds) A study: one hyperparameter varied around each best configuration, every value "
-                     "× every seed: `{lam: [-5, -1, 1]}`, or values per model `{layer: {bert: [1, 2], distilbert: "
-                     "[1]}}`. The seeds stage's `hyperparameters` are constants set on top (e.g. `zeta: 0.2`)."),
-    "choose_by": ("dev", "(stage seeds) What chooses each group's best configuration: `dev` (the validation set, "
-                         "as the paper), or `holdout`: the held-out training examples of searches run with "
-                         "`settings.holdout` (or `search --holdout`), so the dev score reported was never used to "
-                         "choose (a fair comparison)."),
-    "start_from": ("the group's method", "(stage seeds) The method whose best configuration each group starts "
-                                         "from, e.g. `base`: I-STAR at Base's best learning rate, batch, epochs."),
-}
-"""Every key a search-space YAML may hold: key → (default, meaning). The validator and docs/reference.md use it."""
+SPACE_KEYS: dict[str, tuple[str, str, str]] = space_keys()
+"""Every key a search-space YAML may hold: key → (:class:`SearchSpace` field, default, meaning), from the fields."""
 
 MAX_TRIALS_PER_GROUP = 1_000_000
 """The most trials a space plans per (model, task, method) group (the paper's I-STAR grid: 648)."""
@@ -128,7 +87,7 @@ def load_search_space(path: str | Path) -> SearchSpace:
     for key in raw:
         if key not in _TOP_KEYS:
             problem(key, f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
-    stage = raw.get("stage", "search")
+    stage = raw.get("stage", space_default("stage"))
     if stage not in STAGES:
         problem("stage", f"must be one of {', '.join(STAGES)}, got {stage!r}")
     name = raw.get("name", path.stem.replace("_", "-"))
@@ -222,17 +181,17 @@ def _tasks(value, path: Path, problem) -> tuple[str, ...]:
 def _search_section(raw: dict, problem) -> dict[str, Any]:
     """``search``: the algorithm and its options, as :class:`SearchSpace` fields."""
     search = _mapping(raw, "search", _SEARCH_KEYS, problem)
-    algorithm = search.get("algorithm", "grid")
+    algorithm = search.get("algorithm", space_default("algorithm"))
     if algorithm not in ALGORITHMS:
         problem("search.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    num_samples = _integer(search, "num_samples", 1, 1, problem, "search.")
-    seed = search.get("seed")
+    num_samples = _integer(search, "num_samples", space_default("num_samples"), 1, problem, "search.")
+    seed = search.get("seed", space_default("seed"))
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         problem("search.seed", f"must be an integer, got {seed!r}")
-    optuna_storage = search.get("storage")
+    optuna_storage = search.get("storage", space_default("optuna_storage"))
     if optuna_storage is not None and (not isinstance(optuna_storage, str) or "://" not in optuna_storage):
         problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {optuna_storage!r}")
-    points = search.get("points_to_evaluate") or []
+    points = list(search.get("points_to_evaluate") or space_default("points_to_evaluate"))
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
         problem("search.points_to_evaluate", f"must be a list of mappings of hyperparameters, got {points!r}")
         points = []
@@ -244,7 +203,7 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
                 check_value(key, value, "search.points_to_evaluate", problem)
     if points and algorithm != "optuna":
         problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
-    share_epochs = search.get("share_epochs", True)
+    share_epochs = search.get("share_epochs", space_default("share_epochs"))
     if not isinstance(share_epochs, bool):
         problem("search.share_epochs", f"must be true or false, got {share_epochs!r}")
     return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "optuna_storage": optuna_storage,
@@ -272,36 +231,37 @@ def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, D
 
 def _scheduler_section(raw: dict, problem) -> dict[str, Any]:
     scheduler = _mapping(raw, "scheduler", _SCHEDULER_KEYS, problem)
-    scheduler_type = scheduler.get("type", "none")
+    scheduler_type = scheduler.get("type", space_default("scheduler"))
     if scheduler_type not in SCHEDULERS:
         problem("scheduler.type", f"must be one of {', '.join(SCHEDULERS)}, got {scheduler_type!r}")
-    grace_period = _integer(scheduler, "grace_period", 1, 1, problem, "scheduler.")
-    reduction_factor = scheduler.get("reduction_factor", 3)
+    grace_period = _integer(scheduler, "grace_period", space_default("grace_period"), 1, problem, "scheduler.")
+    reduction_factor = scheduler.get("reduction_factor", space_default("reduction_factor"))
     if not is_number(reduction_factor) or reduction_factor <= 1:
         problem("scheduler.reduction_factor", f"must be a number greater than 1, got {reduction_factor!r}")
-        reduction_factor = 3
+        reduction_factor = space_default("reduction_factor")
     return {"scheduler": scheduler_type, "grace_period": grace_period, "reduction_factor": float(reduction_factor)}
 
 
 def _resources_section(raw: dict, problem) -> dict[str, Any]:
     """``resources``, ``concurrency``, ``max_failures`` and ``checkpoints_to_keep``."""
     resources = _mapping(raw, "resources", _RESOURCE_KEYS, problem)
-    cpu, gpu = resources.get("cpu", 1), resources.get("gpu", 0)
+    cpu, gpu = resources.get("cpu", space_default("cpu")), resources.get("gpu", space_default("gpu"))
     if not is_number(cpu) or cpu <= 0:
         problem("resources.cpu", f"must be a positive number, got {cpu!r}")
-        cpu = 1
+        cpu = space_default("cpu")
     if not is_number(gpu) or gpu < 0:
         problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
-        gpu = 0
+        gpu = space_default("gpu")
     elif gpu > 1:
         problem("resources.gpu", f"a trial trains on one GPU; got {gpu!r}: use 1, or a fraction to share a GPU "
                                  "(several GPUs per trial are not supported)")
-    concurrency = raw.get("concurrency")
+    concurrency = raw.get("concurrency", space_default("concurrency"))
     if concurrency is not None:
         concurrency = _integer(raw, "concurrency", None, 1, problem)
     return {"cpu": float(cpu), "gpu": float(gpu), "concurrency": concurrency,
-            "max_failures": _integer(raw, "max_failures", 1, 0, problem),
-            "checkpoints_to_keep": _integer(raw, "checkpoints_to_keep", 2, 1, problem)}
+            "max_failures": _integer(raw, "max_failures", space_default("max_failures"), 0, problem),
+            "checkpoints_to_keep": _integer(raw, "checkpoints_to_keep", space_default("checkpoints_to_keep"), 1,
+                                                    problem)}
 
 
 def _settings_section(raw: dict, problem, problems: list[str], path: Path) -> dict[str, Any]:
@@ -347,7 +307,8 @@ def _study_section(raw: dict, models: tuple[str, ...], hyperparameters: dict[str
             if domain.kind != "constant":
                 problem(f"{where}.{key}", f"a seeds stage sets constants on top of the best configuration, got "
                                           f"{domain.describe()}: vary one hyperparameter with `vary: {{{key}: [...]}}`")
-    study = {"vary": None, "start_from": raw.get("start_from"), "choose_by": raw.get("choose_by", "dev")}
+    study = {"vary": space_default("vary"), "start_from": raw.get("start_from", space_default("start_from")),
+             "choose_by": raw.get("choose_by", space_default("choose_by"))}
     if study["choose_by"] not in CHOOSE_BY:
         problem("choose_by", f"must be one of {', '.join(CHOOSE_BY)}, got {study['choose_by']!r}")
     if study["start_from"] is not None and study["start_from"] not in METHODS:

@@ -1,5 +1,5 @@
 """Search spaces: models, tasks, methods, hyperparameter domains, the search algorithm, the scheduler and
-the resources of each trial (validated from YAML by ``space_file.py``).
+the resources of each trial (validated from YAML by ``file.py``).
 
 A domain is a constant (``batch_size: 32``) or a mapping with one key:
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,10 @@ from istar_tune.config import (
     prefix_sharing_problem,
     trial_epochs,
 )
+from istar_tune.docstrings import field_docs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
+from istar_tune.models import PAPER_MODELS
 from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping, task_reference
 from istar_tune.tasks.task import Task
 
@@ -175,56 +177,82 @@ class Group:
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)
 
 
+def _yaml(key: str | None = None, shown: str | None = None, **default) -> Any:
+    """A :class:`SearchSpace` field read from the YAML key ``key`` (dotted: under a section; default the field's
+    name); ``shown``: its default as the reference writes it, where the field's own default does not say it."""
+    return field(metadata={"yaml": key, "shown": shown}, **default)
+
+
 @dataclass(frozen=True)
 class SearchSpace:
-    path: str
+    """A search space as read from its YAML file. Each field's default, its YAML key and the docstring under it are
+    the one source of the loader's defaults, the validator's known keys and docs/reference.md (:func:`space_keys`)."""
+
+    path: str = field(metadata={"yaml": False})
     """The YAML file this space was read from (recorded with every trial)."""
-    name: str
+    name: str = _yaml(shown="the file name")
     """Search name: the MLflow experiment and the Ray results folder."""
-    models: tuple[str, ...]
-    tasks: tuple[str, ...]
-    methods: tuple[str, ...]
-    hyperparameters: dict[str, Domain] = field(default_factory=dict)
-    """Domains shared by every method."""
-    method_hyperparameters: dict[str, dict[str, Domain]] = field(default_factory=dict)
-    """Per-method domains, added to (and overriding) the shared ones."""
-    algorithm: str = "grid"
-    num_samples: int = 1
-    """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per group."""
-    seed: int | None = None
+    models: tuple[str, ...] = _yaml(shown=", ".join(PAPER_MODELS))
+    """Model short names, Hugging Face hub ids or local paths (relative ones start at the space's folder)."""
+    tasks: tuple[str, ...] = _yaml(shown="(required)")
+    """Tasks: a shipped task's name (the papers' nine: see docs/tasks.md), a task definition file (relative to the
+    space's folder) or a definition inline (see Your own task); each once."""
+    methods: tuple[str, ...] = _yaml(shown="(required)")
+    """Methods: base, cosreg, istar, isolayer."""
+    hyperparameters: dict[str, Domain] = _yaml(default_factory=dict)
+    """Domains shared by every method: `key: value`, `key: {grid: [...]}`, `{choice: [...]}`,
+    `{loguniform: [low, high]}`, `{uniform: [low, high]}` or `{randint: [low, high]}`."""
+    method_hyperparameters: dict[str, dict[str, Domain]] = _yaml(default_factory=dict)
+    """Per-method domains added to (and overriding) the shared ones: `{istar: {lam: {grid: [-1, 1]}}}`."""
+    algorithm: str = _yaml("search.algorithm", default="grid")
+    """`grid` (every combination) or `optuna` (TPE; ranges and choices, no grids)."""
+    num_samples: int = _yaml("search.num_samples", default=1)
+    """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per model × task × method."""
+    seed: int | None = _yaml("search.seed", default=None)
     """Seed of the searcher's sampling."""
-    optuna_storage: str | None = None
-    """Optuna: the RDB URL of the studies (None: ``sqlite:///<storage-path>/optuna.db`` for a local storage path)."""
-    points_to_evaluate: tuple[dict, ...] = ()
-    """Optuna: configurations every group tries first (warm start)."""
-    scheduler: str = "none"
-    grace_period: int = 1
-    reduction_factor: float = 3.0
-    cpu: float = 1.0
-    gpu: float = 0.0
-    concurrency: int | None = None
-    """Trials running at once per group (``None``: as many as the resources allow)."""
-    max_failures: int = 1
-    """Retries of a failed trial (it continues from its last epoch's checkpoint)."""
-    checkpoints_to_keep: int = 2
-    """With ``checkpoint: state``: the newest checkpoints each trial keeps (the other modes keep one)."""
-    settings: dict[str, Any] = field(default_factory=dict)
-    """Run settings for every trial (data options, precision, ...)."""
-    stage: str = "search"
-    """``search``, or ``seeds``: re-run the best configuration of each group of ``best_of`` with ``seeds`` (a study:
-    with one hyperparameter varied over ``vary``)."""
-    seeds: tuple[int, ...] = ()
-    best_of: tuple[str, ...] = ()
-    vary: tuple[str, dict[str, tuple]] | None = None
-    """Seeds stage: the hyperparameter a study varies around the best configuration, and its values per model
-    (:data:`ANY_MODEL`: for every model)."""
-    start_from: str | None = None
-    """Seeds stage: the method whose best configuration each group starts from (``None``: the group's own)."""
-    choose_by: str = "dev"
-    """Seeds stage: the best configuration by the dev-set score, or (``holdout``) by the held-out training examples'
-    score (the searches of ``best_of`` ran with the ``holdout`` setting): the dev set then chooses nothing."""
-    share_epochs: bool = True
-    """Grid: configurations that differ only in ``epochs`` share one trial where that is exact."""
+    optuna_storage: str | None = _yaml("search.storage", shown="optuna.db beside the results", default=None)
+    """Optuna: RDB URL where each group's study lives (so `--resume` continues it and `optuna-dashboard URL` shows
+    it)."""
+    share_epochs: bool = _yaml("search.share_epochs", default=True)
+    """grid: configurations that differ only in `epochs` run as one trial to the largest count, completing each
+    smaller one on the way, where that is exact (a constant learning rate, no second stage; the dry run says)."""
+    points_to_evaluate: tuple[dict, ...] = _yaml("search.points_to_evaluate", default=())
+    """Optuna: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
+    scheduler: str = _yaml("scheduler.type", default="none")
+    """`none`, or `asha`: stop weak trials early on the task metric per epoch."""
+    grace_period: int = _yaml("scheduler.grace_period", default=1)
+    """ASHA: epochs every trial runs before it can be stopped."""
+    reduction_factor: float = _yaml("scheduler.reduction_factor", default=3.0)
+    """ASHA: the share of trials kept at each rung is 1/reduction_factor."""
+    cpu: float = _yaml("resources.cpu", default=1.0)
+    """CPUs per trial."""
+    gpu: float = _yaml("resources.gpu", default=0.0)
+    """GPUs per trial, at most 1 (a trial trains on one GPU); fractions share a GPU (0.5: two trials per GPU)."""
+    concurrency: int | None = _yaml(default=None)
+    """Trials at once per model × task × method (none: as many as the resources allow)."""
+    max_failures: int = _yaml(default=1)
+    """Retries of a failed trial; it continues from its last epoch's checkpoint."""
+    checkpoints_to_keep: int = _yaml(default=2)
+    """With `settings.checkpoint: state`: the newest checkpoints each trial keeps (other modes keep one)."""
+    settings: dict[str, Any] = _yaml(default_factory=dict)
+    """Run settings of every trial (see the run settings above)."""
+    stage: str = _yaml(default="search")
+    """`search`, or `seeds`: re-run the best configuration of each group of `best_of`."""
+    seeds: tuple[int, ...] = _yaml(shown="(stage seeds)", default=())
+    """Seeds of the seeds stage, e.g. [1, 2, 3, 4, 5]."""
+    best_of: tuple[str, ...] = _yaml(shown="(stage seeds)", default=())
+    """Names of the finished searches (MLflow experiments) whose best configurations are re-run."""
+    vary: tuple[str, dict[str, tuple]] | None = _yaml(default=None)
+    """(stage seeds) A study: one hyperparameter varied around each best configuration, every value × every seed:
+    `{lam: [-5, -1, 1]}`, or values per model `{layer: {bert: [1, 2], distilbert: [1]}}`. The seeds stage's
+    `hyperparameters` are constants set on top (e.g. `zeta: 0.2`)."""
+    choose_by: str = _yaml(default="dev")
+    """(stage seeds) What chooses each group's best configuration: `dev` (the validation set, as the paper), or
+    `holdout`: the held-out training examples of searches run with `settings.holdout` (or `search --holdout`), so the
+    dev score reported was never used to choose (a fair comparison)."""
+    start_from: str | None = _yaml(shown="the group's method", default=None)
+    """(stage seeds) The method whose best configuration each group starts from, e.g. `base`: I-STAR at Base's best
+    learning rate, batch, epochs."""
 
     def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
         """The same space for other models, tasks or methods (e.g. from ``--models``)."""
@@ -339,3 +367,34 @@ def share_prefixes(configs: list[dict]) -> list[dict]:
             continue
         trials.append({**same[0], "epochs": counts[-1], SHARED_EPOCHS_KEY: counts})
     return trials
+
+
+def space_keys() -> dict[str, tuple[str, str, str]]:
+    """Every key a search-space YAML may hold, from :class:`SearchSpace`'s fields: YAML key → (field name, default as
+    the reference writes it, meaning)."""
+    docs = field_docs(SearchSpace)
+    keys = {}
+    for f in fields(SearchSpace):
+        if f.metadata.get("yaml") is False:
+            continue
+        shown = f.metadata.get("shown") or _shown(f.default_factory() if f.default is MISSING else f.default)
+        keys[f.metadata.get("yaml") or f.name] = (f.name, shown, docs[f.name])
+    return keys
+
+
+def space_default(name: str) -> Any:
+    """The default of :class:`SearchSpace`'s field ``name`` (what the loader uses when the YAML leaves it out)."""
+    f = SearchSpace.__dataclass_fields__[name]
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return "[]" if not value else str(list(value))
+    return str(value)
