@@ -1,5 +1,6 @@
 """Writing a table: Markdown, CSV, LaTeX or Parquet. CSV and Parquet take a table's typed form where it has one
-(``attrs["typed"]``: numbers in their own columns, not formatted cells); LaTeX escapes every cell and writes our
+(``attrs["typed"]``: numbers in their own columns, not formatted cells), Parquet with the caption in its schema
+metadata (``caption``); LaTeX escapes every cell and writes our
 symbols (±, λ, †, …) as LaTeX does.
 """
 
@@ -32,7 +33,10 @@ def render(table: pd.DataFrame, fmt: str, output: str | Path | None = None, capt
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), str(output))
+        arrow = pa.Table.from_pandas(table, preserve_index=False)
+        if caption:  # what the numbers are and how they were chosen travels with them
+            arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), b"caption": caption.encode()})
+        pq.write_table(arrow, str(output))
         return None
     if fmt == "csv":
         buffer = io.StringIO()

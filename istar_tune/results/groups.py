@@ -38,6 +38,14 @@ def candidates(runs: list[TrialRun]) -> dict[tuple, list[TrialRun]]:
     return groups
 
 
+def varied(runs: list[TrialRun]) -> dict[str, list[str]]:
+    """The hyperparameters whose values differ among ``runs``, the seed aside (each with its values, as text): what
+    makes runs more than one configuration's seeds."""
+    keys = sorted({k for r in runs for k in r.config if k != "seed"})
+    values = {k: sorted({repr(r.config.get(k)) for r in runs}) for k in keys}
+    return {k: v for k, v in values.items() if len(v) > 1}
+
+
 def percent(task: str, value: float) -> float:
     """A score in percent: SQuAD's F1 and EM already are; every other metric is a fraction."""
     return value if get_task(task).problem_type == EXTRACTIVE_QA else 100.0 * value

@@ -28,6 +28,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import label as method_label
 from istar_tune.methods import uses_lambda
 from istar_tune.metrics import score
+from istar_tune.results.groups import varied
 from istar_tune.results.tables import lambda_groups
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun
@@ -122,12 +123,11 @@ def study_points(runs: list[TrialRun], metric: str) -> tuple[str | None, list[di
         if score(run.metrics, metric) is not None:
             key = tuple(sorted((k, repr(v)) for k, v in run.config.items() if k != "seed"))
             by_config.setdefault(key, []).append(run)
-    configs = [dict(key) for key in by_config]
-    varied = sorted({k for c in configs for k in c if len({d.get(k) for d in configs}) > 1})
-    if len(varied) > 1:
+    differ = list(varied([r for group in by_config.values() for r in group]))
+    if len(differ) > 1:
         raise ConfigError(f"the seed runs of {runs[0].model} × {runs[0].task} × {runs[0].method} differ in "
-                          f"{', '.join(varied)}: a study varies one hyperparameter; plot each study's experiment")
-    key = varied[0] if varied else None
+                          f"{', '.join(differ)}: a study varies one hyperparameter; plot each study's experiment")
+    key = differ[0] if differ else None
     points = []
     for group in by_config.values():
         values = [score(r.metrics, metric) for r in group]

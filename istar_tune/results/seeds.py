@@ -13,10 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from istar_tune.errors import ConfigError
 from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label
 from istar_tune.metrics import FINETUNED_PREFIX, score
-from istar_tune.results.groups import axes, candidates, paper_results, percent
+from istar_tune.results.groups import axes, candidates, paper_results, percent, varied
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun
 
@@ -92,6 +93,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
         models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
     models, tasks, methods = axes(runs, models, tasks, methods, against_paper)
     groups, rows = candidates(runs), _seed_rows(methods)
+    _refuse_studies(groups)
     cells: dict[tuple, str] = {}
     typed: list[dict] = []
     for model in models:
@@ -115,8 +117,22 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     table.attrs["caption"] = seeds_caption(runs)
     table.attrs["typed"] = pd.DataFrame(typed, columns=TYPED_SEEDS).astype(
         {"value": "Float64", "std": "Float64", "ci_low": "Float64", "ci_high": "Float64", "n": "Int64",
-         "best": "boolean", "significant": "boolean", "paper_value": "Float64", "paper_std": "Float64"})
+         "best": "boolean", "significant": "boolean", "paper_value": "Float64", "paper_std": "Float64",
+         "training_share": "Float64"})
     return table
+
+
+def _refuse_studies(groups: dict[tuple, list[TrialRun]]) -> None:
+    """A cell is one configuration's seeds: a seeds stage whose runs differ in a hyperparameter (a study, ``vary``)
+    is refused rather than pooled."""
+    for (model, task, method), runs in groups.items():
+        differ = varied([r for r in runs if r.stage == "seeds"])
+        if differ:
+            what = "; ".join(f"{k} ({', '.join(v)})" for k, v in differ.items())
+            raise ConfigError(f"the seed runs of {model} × {task} × {method} differ in {what}: a cell of --kind seeds "
+                              "is one configuration's seeds, and this experiment is a study (vary); draw it with "
+                              "istar-tune plots (a point per value, error bars over seeds), or tabulate a seeds stage "
+                              "without vary")
 
 
 def _values(groups: dict, model: str, task: str, method: str, metric: str) -> list[float]:
@@ -159,7 +175,8 @@ def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefi
                       "std": std if observed else None, "ci_low": bounds[0] if bounds else None,
                       "ci_high": bounds[1] if bounds else None, "n": len(observed),
                       "best": bool(observed) and marks["best"], "significant": bool(observed) and marks["significant"],
-                      "paper_value": published[0], "paper_std": published[1]})
+                      "paper_value": published[0], "paper_std": published[1],
+                      **_protocol(groups.get((model, task, method), []))})
     if not parts:
         return MISSING, typed
     cell = " / ".join(parts) + (" *" if marks["best"] else "") + (" †" if marks["significant"] else "")
@@ -169,8 +186,23 @@ def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefi
 
 
 TYPED_SEEDS = ["model", "method", "task", "metric", "summary", "value", "std", "ci_low", "ci_high", "n", "best",
-               "significant", "paper_value", "paper_std"]
-"""The seeds table as csv and parquet write it: a row per cell and metric, numbers in typed columns (percent)."""
+               "significant", "paper_value", "paper_std", "chosen_by", "training_share"]
+"""The seeds table as csv and parquet write it: a row per cell and metric, numbers in typed columns (percent); how
+its seed runs were chosen (``dev`` or ``holdout``) and the share of the training data they trained on."""
+
+
+def _protocol(runs: list[TrialRun]) -> dict:
+    """How a cell's seed runs were chosen and the share of the training data they trained on (1.0: all of it)."""
+    chosen = sorted({r.chosen_by for r in runs if r.chosen_by})
+    held = sorted({_holdout(r) for r in runs})
+    return {"chosen_by": chosen[0] if len(chosen) == 1 else (", ".join(chosen) or None),
+            "training_share": 1.0 - held[0] if len(held) == 1 else None}
+
+
+def _holdout(run: TrialRun) -> float:
+    """The share of the training data a run held out (its ``setting.holdout`` param; 0 when not set)."""
+    value = run.settings.get("holdout")
+    return 0.0 if value in (None, "", "None") else float(value)
 
 
 def _published(paper: dict, iso_paper: dict, model: str, task: str, method: str, prefix: str,
@@ -222,4 +254,16 @@ def seeds_caption(runs: list[TrialRun]) -> str:
     else:
         how = ("These runs are not a seeds stage: each cell pools whatever configurations the search ran. † corrects "
                "for the number of tasks compared per model (Holm).")
-    return SEEDS_CAPTION + " " + how
+    return SEEDS_CAPTION + " " + how + _training_caption(runs)
+
+
+def _training_caption(runs: list[TrialRun]) -> str:
+    """Where the seed runs held training data out: what they trained on and when they were scored, which a Δ against
+    the papers' values (all the training data, the last epoch) mixes with the method."""
+    held = sorted({h for r in runs if r.stage == "seeds" and (h := _holdout(r)) > 0})
+    if not held:
+        return ""
+    shares = ", ".join(f"{100 * (1 - h):g} %" for h in held)
+    return (f" Training data: the seed runs train on the remaining {shares} of the training set (holdout "
+            f"{', '.join(f'{h:g}' for h in held)}) and are scored at the epoch the held-out share chose, not after "
+            "the last epoch on all of it as the paper's runs are: a Δ against the paper mixes that with the method.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -11,6 +13,7 @@ from statsmodels.stats.multitest import multipletests
 
 from istar_tune import tracking
 from istar_tune.cli import main
+from istar_tune.errors import ConfigError
 from istar_tune.results.formats import render
 from istar_tune.results.seeds import significant_tasks
 from istar_tune.results.tables import build_table
@@ -176,3 +179,53 @@ def test_a_task_of_ones_own_is_learnt_from_its_runs_and_its_f1_is_a_fraction_sho
     best = build_table(uri, "own", "best")
     assert best[["task", "metric", "score"]].values.tolist() == [["tickets", "f1", 0.82]]
 
+
+
+def test_a_study_is_refused_not_pooled_into_one_cell_and_its_plot_keeps_a_point_per_value(log_trial, tmp_path,
+                                                                                             capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "study", str(tmp_path / "artifacts"))
+    for lam, scores in [(-1.0, [0.60, 0.62]), (1.0, [0.70, 0.72])]:  # λ ∈ {−1, 1} × 2 seeds, one group
+        for seed, value in enumerate(scores):
+            log_trial(client, exp, f"l{lam}s{seed}", "bert", "rte", "istar", {"accuracy": [value]}, seed=seed,
+                      lam=lam, zeta=0.2, stage="seeds")
+    with pytest.raises(ConfigError, match=r"bert × rte × istar differ in lam \(-1.0, 1.0\).*study"):
+        build_table(uri, "study", "seeds")
+    capsys.readouterr()
+    assert main(["table", "--tracking-uri", uri, "--experiment", "study", "--kind", "seeds"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "istar-tune plots" in err
+    from istar_tune.results.plots import study_points
+
+    key, points = study_points(tracking.trial_runs(uri, "study"), "accuracy")
+    assert key == "lam" and [(p["value"], p["seeds"], round(p["metric_mean"], 2)) for p in points] == [
+        (-1.0, [0, 1], 0.61), (1.0, [0, 1], 0.71)]
+
+
+def test_a_fair_comparisons_caption_and_exports_say_what_its_seed_runs_trained_on(log_trial, tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "fair", str(tmp_path / "artifacts"))
+    for i in range(2):
+        for method, value in [("istar", 0.70 + i / 100), ("base", 0.66 + i / 100)]:
+            run_id = log_trial(client, exp, f"{method}{i}", "bert", "rte", method, {"accuracy": [value]}, seed=i,
+                               stage="seeds", **{"setting.holdout": 0.3})
+            client.set_tag(run_id, tracking.TAG_CHOSEN_BY, "holdout")
+    table = build_table(uri, "fair", "seeds", against_paper=True, tasks=["rte"], models=["bert"])
+    caption = table.attrs["caption"]
+    assert "remaining 70 % of the training set (holdout 0.3)" in caption and "Δ against the paper" in caption
+    typed = table.attrs["typed"]
+    assert set(typed.chosen_by.dropna()) == {"holdout"} and set(typed.training_share.dropna()) == {0.7}
+    out = tmp_path / "fair.parquet"
+    assert main(["table", "--tracking-uri", uri, "--experiment", "fair", "--kind", "seeds", "--format", "parquet",
+                 "--output", str(out), "--tasks", "rte"]) == 0
+    assert b"remaining 70 %" in pq.read_schema(out).metadata[b"caption"]
+    capsys.readouterr()
+    assert main(["table", "--tracking-uri", uri, "--experiment", "fair", "--kind", "seeds", "--format", "csv",
+                 "--tasks", "rte"]) == 0
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert set(csv.training_share.dropna()) == {0.7} and set(csv.chosen_by.dropna()) == {"holdout"}
+    plain = tracking.ensure_experiment(client, "plain", str(tmp_path / "artifacts"))
+    log_trial(client, plain, "p0", "bert", "rte", "base", {"accuracy": [0.6]}, seed=0, stage="seeds")
+    assert "Training data:" not in build_table(uri, "plain", "seeds").attrs["caption"]
