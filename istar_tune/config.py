@@ -53,7 +53,8 @@ class Hyperparameters:
     weight_decay: float = 0.01
     """AdamW weight decay, not applied to biases and LayerNorm weights (recipe modern; paper: 0)."""
     layer: int | None = None
-    """I-STAR on one hidden layer (1-based, negative from the last) instead of the union of all layers."""
+    """I-STAR on one hidden layer (1-based, negative from the last) instead of the union of all layers; the eval
+    IsoScore* is then of that layer too."""
     include_padding: bool = False
     """Feed padding positions into the I-STAR/CosReg point cloud, as the released code does."""
     alpha: float = 0.5
@@ -101,6 +102,10 @@ class RunSettings:
     """auto (bf16 on CUDA when supported, else fp16 with a scaler; fp32 on CPU), fp32, fp16 or bf16."""
     device: str = "auto"
     """auto (CUDA when available), cpu, cuda or cuda:N."""
+    deterministic: bool = False
+    """Torch's deterministic algorithms (and cuBLAS's deterministic workspace): a GPU run then repeats bit for bit, so
+    shared epochs, resumes and Σ_S computed once are as exact on CUDA as on CPU (where they always are); slower, and
+    an operation without a deterministic kernel fails the trial with torch's error."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 disables; recipe paper does not clip)."""
     init_checkpoint: str | None = None

@@ -183,3 +183,16 @@ def test_the_shipped_spaces_table_states_what_each_space_plans():
             assert space.tune_trials_in(group) == int(first.group(2)), (file, stated)
         for model, n in re.findall(r"\((\w+): (\d+)\)", stated):  # "(DistilBERT: 35)"
             assert space.trials_in(next(g for g in groups if g.model == model.lower())) == int(n), (file, stated)
+
+
+def test_the_deviations_table_names_every_known_deviation():
+    rows = [line for line in (ROOT / "docs" / "deviations.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| ") and not line.startswith("| what") and not line.startswith("| ---")]
+    assert all(line.count(" | ") == 3 for line in rows), "each row: what | paper / released code | istar-tune | why"
+    named = {"IsoLayer's joint loss": "alpha", "RoBERTa-large's frozen IsoLayer head": "two layers",
+             "eval IsoScore\\* with `layer` set": "that layer", "(`star_sigma`)": "star_sigma: training",
+             '"exact"': "deterministic: true", "the data order of each epoch": "random_streams.py",
+             "padding in the I-STAR point cloud": "include_padding"}
+    for what, says in named.items():
+        assert any(line.startswith(f"| {what}") or what in line.split(" | ")[0] for line in rows), what
+        assert any(says in line for line in rows if what in line.split(" | ")[0]), (what, says)

@@ -6,6 +6,7 @@ schedule (:func:`make_optimizer`).
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,16 @@ def resolve_precision(setting: str, device: torch.device, recipe: str = "modern"
     if setting == "bf16" or torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return torch.float16
+
+
+def use_deterministic_algorithms(on: bool) -> None:
+    """Torch's deterministic kernels on or off for this process (each run sets its own choice). cuBLAS needs its
+    workspace fixed before its first call for that (``CUBLAS_WORKSPACE_CONFIG``), set here unless the user did."""
+    if on:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(on)
+    torch.backends.cudnn.deterministic = on
+    torch.backends.cudnn.benchmark = False
 
 
 def seed_everything(seed: int) -> None:
@@ -97,6 +108,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
     validate(hparams, source="hyperparameters")
     validate(settings, source="settings")
     device = resolve_device(settings.device)
+    use_deterministic_algorithms(settings.deterministic)
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)

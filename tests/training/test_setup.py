@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from istar_tune.config import RunSettings
@@ -72,3 +74,32 @@ def test_adamw_takes_the_recipes_epsilon_and_an_inserted_layer_no_weight_decay(r
     assert [g["weight_decay"] for g in optimizer.param_groups] == [decay, 0.0]  # the weight; the bias never
     layer_only, _, _ = make_optimizer(run, named, 1e-3, 1, 0.1, decay=False)  # IsoLayer's inserted layer
     assert [g["weight_decay"] for g in layer_only.param_groups] == [0.0, 0.0]
+
+
+def test_deterministic_turns_torchs_deterministic_kernels_on_for_its_run_and_off_for_the_next(make_hparams,
+                                                                                              make_settings,
+                                                                                              monkeypatch):
+    import torch
+
+    from istar_tune.training.setup import prepare
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen = []
+    hparams, settings = make_hparams(), make_settings(max_train_samples=32, max_eval_samples=16, deterministic=True)
+    original = torch.nn.Module.__call__
+    monkeypatch.setattr(torch.nn.Module, "__call__",
+                        lambda self, *a, **k: (seen.append(torch.are_deterministic_algorithms_enabled()),
+                                               original(self, *a, **k))[1])
+    on = train(hparams, settings)
+    assert seen and all(seen) and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    monkeypatch.setattr(torch.nn.Module, "__call__", original)
+    off = train(hparams, make_settings(max_train_samples=32, max_eval_samples=16))
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+    def values(result):
+        return [{k: v for k, v in e.items() if not k.endswith("_time_s")} for e in result.epochs]
+
+    assert values(on) == values(off)  # CPU kernels are deterministic anyway
+    prepare(hparams, settings)
+    assert torch.are_deterministic_algorithms_enabled()
+    prepare(hparams, make_settings(max_train_samples=32))
+    assert not torch.are_deterministic_algorithms_enabled()
