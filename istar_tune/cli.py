@@ -34,6 +34,7 @@ from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
 from istar_tune.search.spaces.cost import Throughput
 from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.stopping import Terminated
 from istar_tune.search.tune.simulate import Simulation
 from istar_tune.tasks import task_reference
 from istar_tune.tracking.storage import storage_root, tracking_uri
@@ -246,18 +247,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"istar-tune: error: {err}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("istar-tune: terminated; continue with --resume", file=sys.stderr)
+    except Terminated as err:  # the text, where the command gave one, says what was kept and how to go on
+        print(f"istar-tune: {err or 'terminated; continue with --resume'}", file=sys.stderr)
         return 143
-    except KeyboardInterrupt:
-        print("istar-tune: interrupted; continue with --resume", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"istar-tune: {err or 'interrupted; continue with --resume'}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, stopping a command as Ctrl-C does (runs marked KILLED, exit code 143)."""
 
 
 def _terminated(signum, frame):

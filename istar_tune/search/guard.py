@@ -149,6 +149,12 @@ def results_exist(storage_path: str | os.PathLike, name: str) -> bool:
     return bool(tune.Tuner.can_restore(join(root, name)))
 
 
+def started(results_root: str) -> bool:
+    """Whether a search remembered its plan in ``results_root`` (it passed its checks) even if it was stopped before
+    Tune saved any state: ``--resume`` then starts its trials."""
+    return not is_remote(results_root) and (Path(results_root) / PLAN_FILE).is_file()
+
+
 def refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or is_remote(results_root):
         return

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster, guard, parent, preflight
+from istar_tune.search import cluster, guard, parent, preflight, stopping
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
@@ -31,9 +31,6 @@ from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
 from istar_tune.trial_status import TrialStatus
-
-if TYPE_CHECKING:
-    from istar_tune.search.stopping import Stop
 
 log = logging.getLogger(__name__)
 
@@ -101,23 +98,28 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     """
     say = write or _print
     began = time.monotonic()
-    experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-    checked_s = _check_and_plan(experiment, resume)
-    if experiment.simulated:
-        trainable_fn = simulated_trainable
-    cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation is not None else None)
-    checked_s += _check_resources(experiment.spaces[0])
-    say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
-        f"checked in {checked_s:.1f} s")
-    _guard(experiment, resume, accept_changed_space)
-    try:
-        _open_tracking(experiment)
-        cluster.tune_environment(experiment.total, experiment.spaces[0])
-    except BaseException:
-        experiment.lock.release()
-        raise
-    phases: dict[str, float] = {}
-    return _fit(experiment, trainable_fn, resume, say, began, phases)
+    stop = stopping.Stop()
+    with stopping.catch_signals(stop):  # a signal at any moment stops the search, saying what it kept
+        try:
+            experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
+            checked_s = _check_and_plan(experiment, resume)
+            if experiment.simulated:
+                trainable_fn = simulated_trainable
+            cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
+            checked_s += _check_resources(experiment.spaces[0])
+        except KeyboardInterrupt as err:
+            raise type(err)("interrupted before the search started; nothing was written: run it again") from None
+        say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
+            f"checked in {checked_s:.1f} s")
+        _guard(experiment, resume, accept_changed_space)
+        try:
+            with stop.deferred():  # the store's tables and the parent runs are written whole, never halfway
+                _open_tracking(experiment)
+                cluster.tune_environment(experiment.total, experiment.spaces[0])
+        except BaseException:
+            experiment.lock.release()
+            raise
+        return _fit(experiment, trainable_fn, resume, say, began, stop)
 
 
 def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | None, name: str | None,
@@ -157,7 +159,8 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
                                   chained=dict(zip(names[:i], spaces[:i])))
                           for i, (n, space) in enumerate(zip(names, spaces))}
     guard.refuse_to_overwrite(experiment.results_root, resume)
-    if resume and not guard.results_exist(experiment.storage, experiment.name):
+    if resume and not (guard.results_exist(experiment.storage, experiment.name)
+                       or guard.started(experiment.results_root)):
         raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
                           "run it without --resume (or check --name and --storage-path)")
     return checked_s
@@ -248,15 +251,15 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
 
 
 def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
-         began: float, phases: dict[str, float]) -> list[SearchSummary]:
-    """Run the Tune experiment; however it ends, close the MLflow records and summarise each search."""
+         began: float, stop: stopping.Stop) -> list[SearchSummary]:
+    """Run the Tune experiment (unless a signal came while the search was being set up); however it ends, close
+    the MLflow records and summarise each search."""
     from ray.tune.logger import JsonLoggerCallback
 
-    from istar_tune.search import stopping
     from istar_tune.search.tune.callbacks import ProgressPrinter
 
     names, planned = experiment.names, experiment.planned
-    stop = stopping.Stop()
+    phases: dict[str, float] = {}
     for logger in experiment.loggers.values():
         logger.stop = stop
     printer = ProgressPrinter(experiment.total, say)
@@ -266,9 +269,10 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     try:
-        with stopping.catch_signals(stop), stopping.errors_to_file(_errors_log(experiment)):
+        with stopping.errors_to_file(_errors_log(experiment)):
             try:
-                grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
+                if not stop.reason:
+                    grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
             except Exception:  # Tune may fail reading its own results back after the failure (a full disk)
                 if not stop.systemic:
                     raise
@@ -306,7 +310,7 @@ def _errors_log(experiment: _Experiment) -> Path:
 
 
 def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, float],
-           stop: Stop) -> list[SearchSummary]:
+           stop: stopping.Stop) -> list[SearchSummary]:
     """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
     names, planned = experiment.names, experiment.planned
     results = list(grid) if grid is not None else []

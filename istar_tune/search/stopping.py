@@ -38,33 +38,51 @@ def systemic_cause(error_text: str) -> str:
     return ""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping a command as Ctrl-C does (runs marked KILLED, exit code 143)."""
+
+
 class Stop:
     """Why the search is being stopped (empty while it is not): a signal, or a systemic failure. Setting a reason
-    asks Tune, in the driver, to end the experiment (SIGUSR1 to this process, which Tune handles as Ctrl-C)."""
+    asks Tune, in the driver, to end the experiment (SIGUSR1 to this process, which Tune handles as Ctrl-C); before
+    Tune runs it interrupts at once, except inside :meth:`deferred` (writing what must not be cut halfway)."""
 
     def __init__(self):
         self.reason = ""
         self.signal_number = 0
         self.systemic = False
+        self.deferring = False
 
     def set(self, reason: str, signal_number: int = 0) -> None:
         if not self.reason:
             self.reason, self.signal_number = reason, signal_number
-            _end_tune_run()
+            if not self.deferring:
+                _end_tune_run(signal_number)
 
     def fail(self, cause: str, seen: str) -> None:
         """Stop for a systemic failure: ``cause`` in words, ``seen`` the error line it was read from."""
         if not self.reason:
             self.reason, self.systemic = f"systemic failure: {cause} ({seen[:300]})", True
-            _end_tune_run()
+            if not self.deferring:
+                _end_tune_run()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A section a signal must not cut (creating the tracking store's tables, the searches' parent runs): a
+        signal in it is recorded, and the caller reads :attr:`reason` after it."""
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
 
 
-def _end_tune_run() -> None:
+def _end_tune_run(signal_number: int = 0) -> None:
     """Ask the running Tune experiment to end; before Tune runs (it installs its SIGUSR1 handler when it starts)
     there is nothing to save: stop at once."""
     if not hasattr(signal, "SIGUSR1") or signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, signal.SIG_IGN, None,
                                                                              _before_tune):
-        raise KeyboardInterrupt
+        raise Terminated() if signal_number == signal.SIGTERM else KeyboardInterrupt()
     os.kill(os.getpid(), signal.SIGUSR1)
 
 
@@ -84,8 +102,8 @@ def catch_signals(stop: Stop) -> Iterator[None]:
         return
 
     def handle(number, frame):
-        if stop.reason:
-            raise KeyboardInterrupt
+        if stop.reason and not stop.deferring:
+            raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
         stop.set(f"interrupted by {_NAMES.get(number, number)}", number)
 
     previous = {number: signal.signal(number, handle) for number in _NAMES}

@@ -75,9 +75,20 @@ def prepare_store(tracking_uri: str) -> None:
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            client(tracking_uri).search_experiments(max_results=1)
+            _open(tracking_uri)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _open(tracking_uri: str) -> None:
+    """Open a sqlite store (MLflow creates or upgrades its tables), one line when it cannot."""
+    try:
+        client(tracking_uri).search_experiments(max_results=1)
+    except Exception as err:  # a file that is not a database, or one whose tables were left half-created
+        seen = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ConfigError(f"tracking store {tracking_uri}: MLflow cannot open it ({type(err).__name__}: {seen}); "
+                          "it is another kind of file or a store whose creation was cut short: move it away or give "
+                          "another --tracking-uri") from err
 
 
 PLAN_TOTAL = "*"
@@ -191,7 +202,20 @@ def _sqlite_problem(path: Path) -> str:
     if path.is_dir():
         return f"{path} is a folder, not a database file; name a file such as {path / 'mlflow.db'}"
     problem = unwritable(path) or (unwritable(path.parent) if path.exists() else "")
-    return f"{problem}, so {path} cannot be written" if problem else ""
+    return f"{problem}, so {path} cannot be written" if problem else _not_sqlite(path)
+
+
+def _not_sqlite(path: Path) -> str:
+    """What is wrong with a file named as a sqlite store that is another kind of file (empty when nothing)."""
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as file:
+            if file.read(16) != SQLITE_HEADER:
+                return f"{path} is not a SQLite database (another kind of file): name a new file or an MLflow store"
+    return ""
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
 
 
 def _probe_server(tracking_uri: str) -> None:
@@ -218,6 +242,11 @@ def check_store(tracking_uri: str) -> None:
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri[len("sqlite:///"):]).is_file():
         raise ConfigError(f"no MLflow store at {tracking_uri}: run a search first, or give --tracking-uri of an "
                           "existing store")
+    if tracking_uri.startswith("sqlite:///"):
+        problem = _not_sqlite(Path(tracking_uri[len("sqlite:///"):]))
+        if problem:
+            raise ConfigError(f"tracking URI {tracking_uri}: {problem}")
+        _open(tracking_uri)
 
 
 def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None) -> str:

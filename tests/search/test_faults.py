@@ -150,3 +150,29 @@ def test_resume_refuses_a_second_driver_and_a_changed_grid(tmp_path):
                               capture_output=True, text=True, env=_env(), timeout=300)
     assert accepted.returncode == 0, accepted.stdout[-2000:] + accepted.stderr[-2000:]
     assert "6 trials, 6 finished" in accepted.stdout  # the grid the search started with
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.5])
+def test_ctrl_c_right_after_the_preflight_line_stops_the_search_and_resume_then_runs_it(delay, tmp_path):
+    command = _search(tmp_path)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                              start_new_session=True)
+    output = []
+    for line in driver.stdout:
+        output.append(line)
+        if line.startswith("preflight:"):  # the tracking store and the parent run are being written now
+            time.sleep(delay)
+            os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole group
+            break
+    rest, _ = driver.communicate(timeout=180)
+    text = "".join(output) + rest
+    assert driver.returncode == 130, text[-3000:]
+    assert "INTERRUPTED (interrupted by SIGINT (Ctrl-C)): 6 of 6 trials did not finish; continue with --resume" in text
+    assert "Traceback" not in text
+    uri = default_tracking_uri(tmp_path / "runs")
+    client = tracking.client(uri)
+    runs = tracking.find_runs(client, client.get_experiment_by_name("faults").experiment_id)
+    assert [r.info.status for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "search"] == ["KILLED"]
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(), timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "6 trials, 6 finished" in resumed.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
-from istar_tune.search.stopping import Stop, catch_signals, errors_to_file, systemic_cause
+from istar_tune.search.stopping import Stop, Terminated, catch_signals, errors_to_file, systemic_cause
 
 BIN = Path(sys.executable).parent
 
@@ -152,5 +152,23 @@ def test_a_signal_before_tune_listens_stops_at_once():
             time.sleep(0.1)
         assert stop.reason == "interrupted by SIGINT (Ctrl-C)"
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL  # put back
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_signal_inside_a_deferred_section_is_recorded_and_acted_on_after_it():
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    try:
+        stop = Stop()
+        with catch_signals(stop):
+            with stop.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGINT)  # a second signal waits too: the section is written whole
+                time.sleep(0.1)
+                finished = True
+            assert finished and stop.reason == "interrupted by SIGTERM" and stop.signal_number == signal.SIGTERM
+            with pytest.raises(Terminated):  # outside the section, before Tune: the next signal stops at once
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.1)
     finally:
         signal.signal(signal.SIGUSR1, previous)
