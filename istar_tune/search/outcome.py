@@ -83,13 +83,16 @@ class SearchSummary:
             label = f"{total} configurations in {trials} trials (epoch prefixes shared)"
         else:
             label = f"{total} trial{'s' if total != 1 else ''}"
+        if self.interrupted and self.planned_trials:  # one count throughout: of the trials planned
+            label = f"{total} of {self.planned_trials} {'configurations' if shared else 'trials'} started"
         lines = [f"search {self.name}: {label}, {finished} finished, {stopped} stopped early, "
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:
             left = self.planned_trials - finished - stopped - len(self.failed)
             label, then = (("STOPPED", "fix that, then continue with --resume") if self.systemic
                            else ("INTERRUPTED", "continue with --resume"))
-            lines.append(f"{label} ({self.interrupted}): {left} of {self.planned_trials} trials did not finish; {then}")
+            unit = "configurations" if shared else "trials"
+            lines.append(f"{label} ({self.interrupted}): {left} of {self.planned_trials} {unit} did not finish; {then}")
         for outcome in self.groups:
             best = outcome.best
             if best is None:

@@ -17,6 +17,7 @@ from istar_tune.config import group_key
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
+    TAG_ERROR,
     TAG_GROUP,
     TAG_ROLE,
     TAG_SEARCH,
@@ -293,12 +294,14 @@ class RunWriter:
         tags: dict[str, dict[str, str]] = {}
         states: dict[str, str] = {}
         logged = {}
+        restarted: set[str] = set()
         for event in batch:
             run_id = self._run_id(mlflow_client, event.trial_id, None)[0]
             if event.kind == "start":
                 if run_id not in created:  # a retried or resumed trial's existing run
                     tags.setdefault(run_id, {})[TAG_STATUS] = TrialStatus.RUNNING
                     states[run_id] = "RUNNING"
+                    restarted.add(run_id)
             elif event.kind == "metrics":
                 epoch = event.payload["epoch"]
                 if epoch <= logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
@@ -333,12 +336,25 @@ class RunWriter:
         for run_id in dict.fromkeys([*created, *metrics, *tags]):
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
                             [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
+        for run_id in restarted - {r for r, t in tags.items() if TAG_ERROR in t}:
+            _forget_error(mlflow_client, run_id)  # the earlier attempt's error does not describe this one
         for run_id, state in states.items():
             if state == "RUNNING":
                 mlflow_client.update_run(run_id, status="RUNNING")
             else:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
+
+
+def _forget_error(mlflow_client, run_id: str) -> None:
+    """Delete a run's error tag, if it has one."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow_client.delete_tag(run_id, TAG_ERROR)
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
 
 
 def _params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> list:

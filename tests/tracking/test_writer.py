@@ -113,3 +113,24 @@ def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_its_last_epoch
     assert [m.step for m in client.get_metric_history(runs["t1"].run_id, "accuracy")] == [1, 2]
     assert client.get_run(runs["t1"].run_id).info.status == "FINISHED"
     assert runs["t3"].config["learning_rate"] == 1e-3
+
+
+def test_a_run_finished_by_a_resume_drops_the_interrupted_attempts_error(mlflow_store):
+    uri, client, experiment = mlflow_store
+    first = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    first.start("t1", CONFIG)
+    first.metrics("t1", 1, {"accuracy": 0.6})
+    first.end("t1", "interrupted", "KILLED", {tracking.TAG_ERROR: "interrupted by SIGINT (Ctrl-C)"})
+    assert first.close(timeout=30)
+    run_id = tracking.trial_runs(uri, "exp")[0].run_id
+    assert client.get_run(run_id).data.tags[tracking.TAG_ERROR] == "interrupted by SIGINT (Ctrl-C)"
+    resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    resumed.start("t1", CONFIG)
+    resumed.metrics("t1", 2, {"accuracy": 0.7})
+    resumed.end("t1", "finished", "FINISHED")
+    resumed.start("t2", {**CONFIG, "learning_rate": 2e-3})  # a run that never had an error starts and ends cleanly
+    resumed.end("t2", "finished", "FINISHED")
+    assert resumed.close(timeout=30) and not resumed.errors
+    run = client.get_run(run_id)
+    assert run.data.tags[tracking.TAG_STATUS] == "finished" and tracking.TAG_ERROR not in run.data.tags
+    assert run.info.status == "FINISHED"
