@@ -65,8 +65,12 @@ class MlflowTrialLogger(Callback):
         _ = self.writer
 
     def on_step_begin(self, iteration, trials, **info):
-        """Once, at the first step of a (resumed) experiment: the trials Tune restored as ended get their runs
-        ended too, with their last epoch (a driver killed just after a trial ended may not have written them)."""
+        self._reconcile(trials)
+
+    def _reconcile(self, trials) -> None:
+        """Once, at the first step of a (resumed) experiment, or at its end when it takes none (every restored trial
+        had ended): the trials Tune restored as ended get their runs ended too, with their last epoch (a driver killed
+        just after a trial ended may not have written them)."""
         if self._reconciled:
             return
         self._reconciled = True
@@ -174,6 +178,7 @@ class MlflowTrialLogger(Callback):
             self.stop.fail("the tracking store is gone", self._writer.errors[-1])
 
     def on_experiment_end(self, trials, **info):
+        self._reconcile(trials)
         self.writer.flush()
 
     def interrupt(self, reason: str) -> None:

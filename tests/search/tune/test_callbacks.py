@@ -167,3 +167,20 @@ def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_st
 
     assert history("k-e1", "accuracy") == [(1, 0.6)] and history("k-e2", "accuracy") == [(1, 0.6), (2, 0.7)]
     assert history("k-e1", "eval_isoscore_star") == [(1, 0.3)] and history("k-e2", "eval_isoscore_star") == [(2, 0.4)]
+
+
+def test_a_resumed_experiment_whose_trials_had_all_ended_repairs_their_runs_though_tune_takes_no_step(mlflow_store):
+    uri, client, experiment = mlflow_store
+    killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    last = _trial("t1")
+    killed.on_trial_start(0, [], last)
+    killed.on_trial_result(0, [], last, {"epoch": 1, "accuracy": 0.5})
+    assert killed.writer.flush(timeout=30)  # killed -9 just after the trial's "done" line: epoch 2 and its end lost
+    last.status, last.last_result = "TERMINATED", {"epoch": 2, "accuracy": 0.75}
+    resumed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    resumed.on_experiment_end([last])  # every restored trial had ended: Tune calls no on_step_begin
+    assert resumed.close(timeout=30)
+    (run,) = tracking.find_runs(client, experiment)
+    assert run.data.tags[tracking.TAG_STATUS] == "finished" and run.info.status == "FINISHED"
+    assert sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "accuracy")) == [
+        (1, 0.5), (2, 0.75)]
