@@ -8,9 +8,12 @@ storage, retries and checkpoint policy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import signal
+from collections.abc import Iterator
 
 from istar_tune.errors import ConfigError
 from istar_tune.search.spaces.space import SearchSpace
@@ -70,7 +73,25 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     if cluster == "local" and rehearse is not None:
         gpus, space = rehearse
         local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * gpus))}
-    ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING, **local)
+    # SIGTERM to the driver's whole process group (docker stop, timeout, systemd, a batch scheduler) must reach the
+    # driver alone, which ends the search honestly; a local instance's processes would die of it first and take the
+    # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.
+    with _sigterm_blocked(cluster == "local"):
+        ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING, **local)
+
+
+@contextlib.contextmanager
+def _sigterm_blocked(block: bool) -> Iterator[None]:
+    """SIGTERM blocked in this thread while the body starts processes (they inherit it; this thread does not keep it:
+    a SIGTERM that arrives meanwhile is delivered when it ends)."""
+    if not block or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:

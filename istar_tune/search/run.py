@@ -99,13 +99,14 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     say = write or _print
     began = time.monotonic()
     stop = stopping.Stop()
-    with stopping.catch_signals(stop):  # a signal at any moment stops the search, saying what it kept
+    with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept
         try:
             experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
             checked_s = _check_and_plan(experiment, resume)
             if experiment.simulated:
                 trainable_fn = simulated_trainable
             cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
+            listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
             checked_s += _check_resources(experiment.spaces[0])
         except KeyboardInterrupt as err:
             raise type(err)("interrupted before the search started; nothing was written: run it again") from None

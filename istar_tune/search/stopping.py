@@ -17,7 +17,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SYSTEMIC = (
@@ -94,11 +94,12 @@ _NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 
 
 @contextlib.contextmanager
-def catch_signals(stop: Stop) -> Iterator[None]:
-    """While the experiment runs: the first SIGINT or SIGTERM asks :class:`Stop` to end it (the trials stop, Tune
-    saves its state); a second one interrupts at once (KeyboardInterrupt). Only in the main thread."""
+def catch_signals(stop: Stop) -> Iterator[Callable[[], None]]:
+    """While the search runs: the first SIGINT or SIGTERM asks :class:`Stop` to end it (the trials stop, Tune
+    saves its state); a second one interrupts at once (KeyboardInterrupt). Only in the main thread. Yields a function
+    that installs the handlers again, for after a library put its own in (``ray.init`` handles SIGTERM itself)."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: None
         return
 
     def handle(number, frame):
@@ -109,8 +110,13 @@ def catch_signals(stop: Stop) -> Iterator[None]:
     previous = {number: signal.signal(number, handle) for number in _NAMES}
     if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
         previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, _before_tune)
+
+    def again() -> None:
+        for number in _NAMES:
+            signal.signal(number, handle)
+
     try:
-        yield
+        yield again
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -124,7 +130,8 @@ def _traceback(record: logging.LogRecord) -> bool:
 
 class _KeepOut(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not _traceback(record)
+        # Tune's "Stop signal received ..." repeats, in its words, what the search's INTERRUPTED line says.
+        return not _traceback(record) and not record.getMessage().startswith("Stop signal received")
 
 
 class _KeepIn(logging.Filter):

@@ -91,19 +91,21 @@ def _stop_after_first_trial(command, env, send) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)])
+@pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143),
+                                                      (signal.SIGTERM, True, 143)])
 def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, real_search, tmp_path):
     space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
     storage = tmp_path / "runs"
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
 
-    def send(driver):  # Ctrl-C in a terminal signals the whole group; a job system signals the driver
+    def send(driver):  # Ctrl-C in a terminal signals the whole group, as docker stop, timeout or systemd send SIGTERM
         (os.killpg if to_group else os.kill)(driver.pid, sig)
 
     returncode, text = _stop_after_first_trial(command, env, send)
     assert returncode == code, text[-3000:]
     assert "INTERRUPTED (interrupted by SIG" in text and "continue with --resume" in text
     assert "stopped early" in text and " 0 stopped early" in text  # interrupted trials are not stopped early
+    assert "Traceback" not in text and "Stop signal received" not in text and "SIGTERM received" not in text
     client = tracking.client(f"sqlite:///{storage / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("stops").experiment_id
     runs = tracking.find_runs(client, experiment)
