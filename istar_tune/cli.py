@@ -88,7 +88,7 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> str:
             raise ConfigError("--train-file and --validation-file go together: give both files")
         definition = {"name": task if args.task else "custom", "train": args.train_file,
                       "validation": args.validation_file, "label_field": args.label_field or "label",
-                      **({"text_fields": _names([args.text_fields])} if args.text_fields else {})}
+                      **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {})}
         return task_reference(definition, Path.cwd(), source="--train-file/--validation-file").name
     base = Path.cwd() if args.task or not args.config else Path(args.config).resolve().parent
     return task_reference(task, base, source=str(args.config or "--task")).name
@@ -114,20 +114,31 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _names(values: list[str] | None) -> list[str] | None:
-    """``--models a,b c`` → [a, b, c]."""
-    if not values:
+def _names(values: list[str] | None, flag: str = "") -> list[str] | None:
+    """``--models a,b c`` → [a, b, c]; a flag given that names nothing (``--models ''``), or a name twice, is
+    refused (it would be read as "no narrowing", or run twice)."""
+    if values is None:
         return None
-    return [name for value in values for name in value.split(",") if name]
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise ConfigError(f"{flag} {' '.join(values)!r} names nothing: give one or more names, separated by commas "
+                          "or spaces, or leave the flag out")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"{flag} lists {', '.join(repeated)} more than once: name each once")
+    return names
 
 
 def _throughput(values: list[str] | None, space) -> Throughput | None:
     """``--tokens-per-second bert=52000 ...`` → the measured throughput for the dry run's GPU-hours."""
-    return Throughput.parse(_names(values), space.models, space.run_settings().max_length) if values else None
+    if not values:
+        return None
+    return Throughput.parse(_names(values, "--tokens-per-second"), space.models, space.run_settings().max_length)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    spaces = [load_search_space(path).narrow(_names(args.models), _names(args.tasks), _names(args.methods))
+    spaces = [load_search_space(path).narrow(_names(args.models, "--models"), _names(args.tasks, "--tasks"),
+                                                 _names(args.methods, "--methods"))
               for path in args.space]
     if args.name and len(spaces) == 1:
         spaces = [replace(spaces[0], name=args.name)]
@@ -169,11 +180,13 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 def cmd_table(args: argparse.Namespace) -> int:
     if args.format == "yaml" and args.kind == "best":  # the best configurations as files
-        print(export_best(_tracking_uri(args), args.experiment, args.output, args.simulated, _names(args.models),
-                          _names(args.tasks), _names(args.methods)))
+        print(export_best(_tracking_uri(args), args.experiment, args.output, args.simulated,
+                          _names(args.models, "--models"), _names(args.tasks, "--tasks"),
+                          _names(args.methods, "--methods")))
         return 0
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
-                        models=_names(args.models), tasks=_names(args.tasks), methods=_names(args.methods),
+                        models=_names(args.models, "--models"), tasks=_names(args.tasks, "--tasks"),
+                        methods=_names(args.methods, "--methods"),
                         against_paper=args.against_paper, simulated=args.simulated)
     text = render(table, args.format, args.output, caption=table.attrs.get("caption", CAPTIONS[args.kind]))
     if text is not None:

@@ -69,12 +69,16 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``; a clear error for a missing file or a file that is not a mapping."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        what = "is a folder, not a YAML file" if path.is_dir() else "does not exist"
+        raise ConfigError(f"config file {str(path)!r} {what}")
     if path.stat().st_size > MAX_YAML_BYTES:
         raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config or search space is at most "
                           f"{MAX_YAML_BYTES:,} bytes")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Yaml12Loader)  # noqa: S506 - a safe loader
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a text file (byte 0x{err.object[err.start]:02x} at offset {err.start} is not "
+                          "UTF-8): give a YAML file") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

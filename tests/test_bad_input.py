@@ -83,7 +83,96 @@ def _own(tmp: Path, definition: str, train: str = "text,label\ngood,1\nbad,0\n",
 OWN = "name: own\ntrain: train.csv\nvalidation: dev.csv\n"
 OWN_SPACE = SPACE.replace("tasks: [rte]", "tasks: [TASK]")
 
+def _binary(tmp: Path) -> str:
+    path = tmp / "binary.yaml"
+    path.write_bytes(bytes([0x94, 0x00, 0xff, 0x10]) * 64)
+    return str(path)
+
+
+def _made(path: Path, folder: bool) -> str:
+    """A folder (or a file) at ``path``, where a command expects the other."""
+    path.mkdir() if folder else path.write_text("x")
+    return str(path)
+
+
+def _http_server() -> str:
+    """A local HTTP server (not Ray) on a free port, for the life of the test process; its address."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # the server's own lines are not the command's
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"127.0.0.1:{server.server_address[1]}"
+
+
+def _truncated_state(tmp: Path) -> str:
+    folder = tmp / "trial"
+    folder.mkdir()
+    (folder / "trainer_state.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 996)  # a zip cut short
+    return str(folder)
+
+
+def _stsb_off_scale(tmp: Path) -> Path:
+    root = tmp / "data"
+    shutil.copytree(GLUE_TINY / "STS-B", root / "STS-B")
+    train = root / "STS-B" / "train.tsv"
+    header, first, *rest = train.read_text().splitlines()
+    train.write_text("\n".join([header, "\t".join([*first.split("\t")[:-1], "7.5"]), *rest]) + "\n")
+    return root
+
+
+SPACE_TWICE = SPACE.replace("models: [tiny-bert]", "models: [tiny-bert, tiny-bert]").replace(
+    "methods: [base]", "methods: [base, base]")
+
 CASES = {
+    # this round's sweep (#34): tracebacks, silent repeats and late failures, each now one line
+    "space: a binary file": (lambda t: ["search", _binary(t), "--dry-run"], "not a text file"),
+    "train: a binary --config": (lambda t: ["train", "--config", _binary(t)], "not a text file"),
+    "train: --config names a folder": (lambda t: ["train", "--config", _made(t / "cfg", True)], "is a folder"),
+    "search: the space names a folder": (lambda t: ["search", _made(t / "spaces", True), "--dry-run"],
+                                         "is a folder"),
+    "table: --output names a folder": (lambda t: ["table", "--tracking-uri", f"sqlite:///{_store(t)}",
+                                                  "--experiment", "x", "--output", _made(t / "out", True)],
+                                       "is a folder: name a file"),
+    "table: yaml --output names a folder": (lambda t: ["table", "--tracking-uri", f"sqlite:///{_store(t)}",
+                                                       "--experiment", "x", "--format", "yaml", "--output",
+                                                       _made(t / "out", True)], "is a folder: name the YAML file"),
+    "plots: --output-dir names a file": (lambda t: ["plots", "--tracking-uri", f"sqlite:///{_store(t)}",
+                                                    "--experiment", "x", "--output-dir", _made(t / "plots", False)],
+                                         "is a file"),
+    "analyze: a truncated trainer_state.pt": (lambda t: ["analyze", _truncated_state(t)],
+                                             "cannot be read .*truncated or damaged"),
+    "tracking: a sqlite file that is not a database": (
+        lambda t: ["table", "--tracking-uri", f"sqlite:///{_made(t / 'm.db', False)}", "--experiment", "x"],
+        "is not a SQLite database"),
+    "search: a tracking store that is not a database": (
+        lambda t: ["search", _space(t), "--tracking-uri", f"sqlite:///{_made(t / 'm.db', False)}", "--storage-path",
+                   str(t / "runs")], "is not a SQLite database"),
+    "tracking: sqlite:// with two slashes": (lambda t: ["table", "--tracking-uri", "sqlite://", "--experiment", "x"],
+                                             "three slashes"),
+    "search: --address of an HTTP server, not Ray": (
+        lambda t: ["search", _space(t), "--address", _http_server(), "--storage-path", str(t / "runs")],
+        "is not a Ray cluster"),
+    "space: a model and a method twice": (lambda t: ["search", _space(t, SPACE_TWICE), "--dry-run"],
+                                          "models: lists tiny-bert more than once.*methods: lists base"),
+    "search: --models twice": (lambda t: ["search", _space(t), "--models", "tiny-bert,tiny-bert", "--dry-run"],
+                               "--models lists tiny-bert more than once"),
+    "search: --tasks twice by another spelling": (lambda t: ["search", _space(t), "--tasks", "rte", "RTE",
+                                                             "--dry-run"], "--tasks: lists rte more than once"),
+    "search: --models ''": (lambda t: ["search", _space(t), "--models", "", "--dry-run"], "names nothing"),
+    "search: --tasks ','": (lambda t: ["search", _space(t), "--tasks", ",", "--dry-run"], "names nothing"),
+    "data: an STS-B score off its 0-5 scale": (
+        lambda t: [*TRAIN[:4], "stsb", *TRAIN[5:], "--data-dir", str(_stsb_off_scale(t))],
+        "'7.5' is outside the task's scale 0 to 5"),
+    "space: device cuda without a GPU share": (
+        lambda t: ["search", _space(t, SPACE.replace("max_length: 32", "max_length: 32, device: cuda")), "--dry-run"],
+        "resources.gpu is 0"),
+    "search: --time-factor 1e9": (lambda t: ["search", _space(t), "--simulate", "--time-factor", "1e9",
+                                             "--storage-path", str(t / "runs")], r"--time-factor must lie in \[0, 1\]"),
     # a task of one's own (train and search)
     "task: definition file missing": (lambda t: [*TRAIN, "--task", str(t / "none.yaml")], "does not exist"),
     "task: named as a shipped task": (lambda t: [*TRAIN, "--task", _own(t, OWN.replace("own", "RTE"))],

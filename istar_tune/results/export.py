@@ -116,6 +116,9 @@ def export_best(tracking_uri: str, experiment: str, output: str | Path | None, s
     """``table --kind best --format yaml``: the files written, as the command reports them."""
     if not output:
         raise ConfigError("--format yaml writes the best configurations to files: give --output FILE.yaml")
+    if Path(output).is_dir():
+        raise ConfigError(f"--output {str(output)!r} is a folder: name the YAML file, e.g. "
+                          f"{str(Path(output) / 'best.yaml')!r} (the per-group files go beside it)")
     chosen = best_configurations(tracking_uri, experiment, simulated, models, tasks, methods)
     own = {found["config"]["task"] for found in chosen.values() if not is_shipped(found["config"]["task"])}
     paths = write_best(chosen, output, experiment, task_definitions(tracking_uri, experiment, own) if own else None)

@@ -20,6 +20,8 @@ FORMATS = ("md", "csv", "latex", "parquet")
 
 def render(table: pd.DataFrame, fmt: str, output: str | Path | None = None, caption: str = "") -> str | None:
     """The table as text (md, csv, latex), or written to ``output`` (required for parquet, optional otherwise)."""
+    if output is not None and Path(output).is_dir():
+        raise ConfigError(f"--output {str(output)!r} is a folder: name a file, e.g. {str(Path(output) / 'table.md')!r}")
     if output is not None and not Path(output).parent.is_dir():
         raise ConfigError(f"--output {str(output)!r}: the folder {str(Path(output).parent)!r} does not exist; "
                           "create it or write elsewhere")

@@ -207,11 +207,14 @@ AXIS_LABELS = {"zeta": "ζ", "lam": "λ", "lam-value": "λ", "layer": "layer (1-
 
 def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_to_mlflow: bool = True) -> list[Path]:
     """Both plots for every model × task of the search; logged to its parent run unless told not to."""
+    output = Path(output_dir)
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output-dir {str(output)!r} is a file: name a folder for the plots (it is created if "
+                          "missing)")
     tracking.check_store(tracking_uri)
     runs = [r for r in tracking.trial_runs(tracking_uri, experiment) if r.status in tracking.COUNTED_STATUSES]
     if not runs:
         raise ConfigError(f"experiment {experiment!r} at {tracking_uri} has no finished trial to plot")
-    output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     client = tracking.client(tracking_uri)
     written = []

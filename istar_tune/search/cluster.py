@@ -111,11 +111,33 @@ def check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
         raise ConfigError(f"{source} {address!r} is not a cluster address: give host:port (e.g. 10.0.0.5:6379), "
                           "ray://host:10001, or auto")
     try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        with socket.create_connection((host, port), timeout=timeout_s) as connection:
+            answer = _http2_answer(connection) if parts.scheme in ("tcp", "ray") else None
     except OSError as err:
         raise ConfigError(f"cannot reach the Ray cluster at {address} ({source}) within {timeout_s:g} s: "
                           f"{err.strerror or err}; start the cluster, fix {source}, or unset it to run on a local "
                           "Ray instance") from None
+    if answer is not None and not (len(answer) >= 9 and answer[3] == _SETTINGS):
+        heard = f"it answered {answer[:40]!r}" if answer else "it answered nothing"
+        raise ConfigError(f"{source} {address!r} is not a Ray cluster: something listens there, but not Ray's gRPC "
+                          f"({heard}); give the head's GCS address (host:6379 by default) or ray://host:10001")
+
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""HTTP/2's connection preface and an empty SETTINGS frame: what a gRPC client (Ray's) sends first."""
+_SETTINGS = 4
+"""The frame type of HTTP/2 SETTINGS: a gRPC server (Ray's GCS or client server) answers the preface with one."""
+
+
+def _http2_answer(connection, timeout_s: float = 3.0) -> bytes:
+    """What the server at ``connection`` answers to the start of a gRPC connection (empty: nothing in time)."""
+
+    connection.settimeout(timeout_s)
+    try:
+        connection.sendall(_PREFACE)
+        return connection.recv(64)
+    except (TimeoutError, ConnectionError):
+        return b""
 
 
 def loopback_only() -> None:

@@ -16,11 +16,13 @@ A definition (user-facing keys)::
     text_fields: [subject, body]  # one field or a pair (default: the run_glue.py rule)
     label_field: label
     label_names: [billing, bug]   # default: the training split's distinct values, sorted
+    score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import replace
@@ -39,6 +41,7 @@ from istar_tune.tasks.task import (
     METRICS,
     PAPER_FORMATS,
     PROBLEM_TYPES,
+    REGRESSION,
     SPLITS,
     GlueLayout,
     HubSource,
@@ -47,7 +50,7 @@ from istar_tune.tasks.task import (
 from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
-        "label_field", "label_names", "metric", "examples", "checksums", "files_in", "glue")
+        "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue")
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -63,7 +66,8 @@ def load_task_file(path: str | Path, reserved: Collection[str] = ()) -> Task:
     """The task a definition file describes (relative paths start at the file's folder)."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ConfigError(f"task definition {str(path)!r} does not exist: give a YAML file (see "
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ConfigError(f"task definition {str(path)!r} {what}: give a YAML file (see "
                           "docs/tasks.md) or a task name")
     return task_from_mapping(load_yaml(path), path.resolve().parent, source=str(path), reserved=reserved)
 
@@ -112,6 +116,7 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         problem("label_names", f"each class once, got {list(label_names)}")
     if metric == "f1" and problem_type == CLASSIFICATION and label_names and len(label_names) != 2:
         problem("metric", f"f1 is binary F1 (two classes); this task has {len(label_names)}: use f1_macro")
+    score_range = _score_range(raw.get("score_range"), problem_type, problem)
     examples = _examples(raw.get("examples", {}), problem)
     checksums = raw.get("checksums", {}) or {}
     if not isinstance(checksums, Mapping) or set(checksums) - set(SPLITS):
@@ -122,9 +127,23 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         raise ConfigError(problems)
     return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
                 metric=metric, text_fields=text_fields, label_field=label_field, label_names=label_names,
-                format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
+                score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
                 checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped)
+
+
+def _score_range(value, problem_type: str, problem) -> tuple[float, float] | None:
+    """``score_range: [low, high]``: the scale of a regression task's scores (STS-B: [0, 5])."""
+    if value is None:
+        return None
+    if problem_type != REGRESSION:
+        problem("score_range", f"only a regression task has a score scale; this one is {problem_type}")
+        return None
+    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(
+            v, bool) and math.isfinite(v) for v in value) or value[0] >= value[1]):
+        problem("score_range", f"must be [low, high] with low < high, got {value!r}")
+        return None
+    return float(value[0]), float(value[1])
 
 
 def _name(raw: Mapping[str, Any], reserved: Collection[str], problem) -> str:
@@ -249,6 +268,8 @@ def definition_mapping(task: Task) -> dict[str, Any]:
     mapping.update({"text_fields": list(task.text_fields), "label_field": task.label_field})
     if task.label_names:
         mapping["label_names"] = list(task.label_names)
+    if task.score_range is not None:
+        mapping["score_range"] = list(task.score_range)
     if task.train_examples and task.eval_examples:
         mapping["examples"] = {"train": task.train_examples, "validation": task.eval_examples}
     if task.checksums:

@@ -23,6 +23,9 @@ def label_value(task: Task, raw: Any, where: str) -> int | float:
                 f"{where}: score {raw!r} is not a number (a regression task's labels are numbers)") from None
         if not math.isfinite(value):
             raise DataError(f"{where}: score {raw!r} is not a finite number")
+        if task.score_range is not None and not task.score_range[0] <= value <= task.score_range[1]:
+            low, high = task.score_range
+            raise DataError(f"{where}: score {raw!r} is outside the task's scale {low:g} to {high:g} (score_range)")
         return value
     text = label_text(raw)
     if text in task.label_names:

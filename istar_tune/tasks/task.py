@@ -76,6 +76,8 @@ class Task:
     """The field holding the label (a class, a score, or QA's answers)."""
     label_names: tuple[str, ...] = ()
     """Class names in label-id order (empty for regression and QA; read from the training split when not given)."""
+    score_range: tuple[float, float] | None = None
+    """Regression: the scale of the scores (STS-B: 0 to 5); a score outside it is refused as bad data."""
     format: str = ""
     """One of :data:`FORMATS` (empty: a hub-only task)."""
     files: dict[str, str] = field(default_factory=dict)

@@ -159,6 +159,9 @@ SCHEMES = ("sqlite:///", "http://", "https://", "postgresql://", "mysql://", "da
 def check_reachable(tracking_uri: str) -> None:
     """Fail with one clear line for an unknown scheme or a tracking server that does not answer in 5 s (MLflow
     itself retries an unreachable server for minutes)."""
+    if tracking_uri.startswith("sqlite:") and not tracking_uri.startswith("sqlite:///"):
+        raise ConfigError(f"tracking URI {tracking_uri!r}: a sqlite store is named by three slashes and its file's "
+                          "path: sqlite:///mlflow.db (relative) or sqlite:////abs/path/mlflow.db")
     if not tracking_uri.startswith(SCHEMES):
         raise ConfigError(f"tracking URI {tracking_uri!r}: unknown scheme; use one of "
                           f"{', '.join(s.rstrip(':/') for s in SCHEMES)} (e.g. sqlite:///path/mlflow.db or "

@@ -94,6 +94,10 @@ def load_data(path: Path) -> Any:
     except pickle.UnpicklingError as err:
         raise TrainingError(f"{path} holds objects other than tensors and plain data, refused unread (istar-tune "
                             f"loads checkpoints with weights_only=True): {str(err).splitlines()[0][:200]}") from None
+    except (RuntimeError, EOFError, OSError) as err:  # missing, truncated or damaged
+        seen = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0][:160]
+        raise TrainingError(f"{path} cannot be read ({seen}): the file is missing, truncated or damaged (written "
+                            "while a disk filled, or copied in part); use another checkpoint or train again") from None
 
 
 def read_state(directory: Path) -> dict[str, Any]:

@@ -70,7 +70,8 @@ def resolve_space(name_or_path: str | Path) -> Path:
     shipped = shipped_spaces()
     if not path.parent.parts and key in shipped:
         return shipped[key]
-    raise ConfigError(f"search space {str(name_or_path)!r} does not exist: give a YAML file or the name of a shipped "
+    what = "is a folder" if path.is_dir() else "does not exist"
+    raise ConfigError(f"search space {str(name_or_path)!r} {what}: give a YAML file or the name of a shipped "
                       f"space ({', '.join(sorted(shipped)) or 'none installed'})")
 
 
@@ -122,6 +123,10 @@ def load_search_space(path: str | Path) -> SearchSpace:
     if largest > MAX_TRIALS_PER_GROUP:
         raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
                           f"{MAX_TRIALS_PER_GROUP:,}: narrow the grid or search it with search.algorithm: optuna")
+    if str(space.settings.get("device", "auto")).startswith("cuda") and space.gpu == 0:
+        raise ConfigError(f"{path}: settings.device is {space.settings['device']!r} but resources.gpu is 0: a trial "
+                          "without a GPU share sees no CUDA device; give resources: {gpu: 1} (or a fraction), or "
+                          "device: auto")
     if space.scheduler == "asha" and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
         if space.grace_period > horizon:
@@ -145,6 +150,11 @@ def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[str, .
     models = tuple(_relative_to(path, m) for m in _names(raw, "models", problem, list(PAPER_MODELS)))
     tasks = _tasks(raw.get("tasks"), path, problem)
     methods = _names(raw, "methods", problem)
+    for key, names in (("models", models), ("methods", methods)):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            problem(key, f"lists {', '.join(repeated)} more than once: each once (every configuration would train "
+                         "twice)")
     for method in methods:
         if method not in METHODS:
             problem("methods", f"unknown method {method!r}: choose one of {', '.join(METHODS)}")

@@ -266,6 +266,8 @@ class SearchSpace:
         if methods:
             problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
                          for m in methods if m not in METHODS]
+        repeated = sorted({n for n in names if names.count(n) > 1})  # [rte, RTE] name one task
+        problems += [f"--tasks: lists {', '.join(repeated)} more than once: name each task once"] if repeated else []
         if problems:
             raise ConfigError(problems)
         return replace(self, models=tuple(models or self.models), tasks=tuple(names or self.tasks),
@@ -389,12 +391,7 @@ def space_default(name: str) -> Any:
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, tuple):
-        return "[]" if not value else str(list(value))
-    return str(value)
+    """A default as YAML writes it: true, none, 3 (not 3.0), [] ..."""
+    if isinstance(value, (bool, type(None))):
+        return {True: "true", False: "false", None: "none"}[value]
+    return f"{value:g}" if isinstance(value, float) else str(list(value) if isinstance(value, tuple) else value)
