@@ -159,5 +159,48 @@ def refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or is_remote(results_root):
         return
     if Path(results_root).exists() and any(p.name != PLAN_FILE for p in Path(results_root).iterdir()):
+        if not started(results_root) and not _restorable(results_root):
+            raise ConfigError(_LOST.format(root=results_root))
         raise ConfigError(f"search results already exist in {results_root}: pass --resume (Python: resume=True) to "
                           "continue that search, or --name (name=...) to start a new one")
+
+
+_LOST = ("the results folder {root} holds trial folders but no search state to continue (it was deleted or emptied "
+         "while the search ran): move it away and run the search again, or give --name for a new one; the trials "
+         "that finished are in MLflow")
+"""What a results folder that lost its state (but not all its trial folders) allows."""
+
+
+def refuse_lost(results_root: str) -> None:
+    """``--resume`` of a folder that lost its state: say what happened and the way on (not "no results")."""
+    if not is_remote(results_root) and Path(results_root).is_dir() and any(Path(results_root).iterdir()):
+        raise ConfigError(_LOST.format(root=results_root))
+
+
+def repair_systemic_errors(results_root: str) -> bool:
+    """Before ``--resume``: whether trials ended in an error of the machine (a full disk, a vanished folder: they were
+    interrupted, and Tune resumes them only as errored trials, with any others that errored); the empty error files
+    a full disk left (which Tune cannot read back) are removed."""
+    from istar_tune.search.stopping import systemic_cause
+
+    if is_remote(results_root):
+        return False
+    systemic = False
+    for trial in Path(results_root).iterdir():
+        if not trial.is_dir():
+            continue
+        text = trial / "error.txt"
+        if text.is_file():  # an error whose text could not even be written was the disk's
+            said = text.read_text(errors="replace")
+            systemic = systemic or not said or bool(systemic_cause(said))
+        for name in ("error.pkl", "error.txt"):
+            path = trial / name
+            if path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+    return systemic
+
+
+def _restorable(results_root: str) -> bool:
+    from ray import tune
+
+    return bool(tune.Tuner.can_restore(results_root))

@@ -132,6 +132,7 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
     it was interrupted."""
     from ray.tune.experiment import Trial
 
+    from istar_tune.search.stopping import systemic_cause
     from istar_tune.search.tune.scheduler import STOPPED_EARLY
 
     by_group: dict[str, list[TrialOutcome]] = {}
@@ -146,7 +147,9 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
             trained_by = trial_id if cid != trial_id else ""
             if result.error is not None and not passed:
                 error = tracking.error_summary(str(result.error), type(result.error).__name__)
-                outcome = TrialOutcome(cid, TrialStatus.FAILED, configuration, value, epochs, error, ended)
+                # A machine's failure (a full disk, a vanished folder) says nothing of the configuration.
+                status = TrialStatus.INTERRUPTED if systemic_cause(str(result.error)) else TrialStatus.FAILED
+                outcome = TrialOutcome(cid, status, configuration, value, epochs, error, ended)
             elif statuses.get(trial_id, Trial.TERMINATED) != Trial.TERMINATED and not passed:
                 outcome = TrialOutcome(cid, TrialStatus.INTERRUPTED, configuration, value, epochs, ended_at=ended)
             else:

@@ -9,6 +9,7 @@ With a :class:`~istar_tune.search.tune.simulate.Simulation`, trials are rehearse
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -162,6 +163,7 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     guard.refuse_to_overwrite(experiment.results_root, resume)
     if resume and not (guard.results_exist(experiment.storage, experiment.name)
                        or guard.started(experiment.results_root)):
+        guard.refuse_lost(experiment.results_root)
         raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
                           "run it without --resume (or check --name and --storage-path)")
     return checked_s
@@ -230,7 +232,7 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
                              keep=keep, **extra), {"cpu": first.cpu, "gpu": first.gpu})
     if resume and tune.Tuner.can_restore(experiment.results_root):
         tuner = tune.Tuner.restore(experiment.results_root, trainable=run_trial, resume_unfinished=True,
-                                   resume_errored=False)
+                                   resume_errored=guard.repair_systemic_errors(experiment.results_root))
         cluster.replace_callbacks(tuner, callbacks)
         return tuner
     plans = [p for n, space in zip(names, spaces) for p in group_plans(space, experiment.planned[n], n)]
@@ -269,8 +271,10 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     printer.write(f"== {headline}" if len(names) > 1 else f"== {experiment.name}: {_size(planned[experiment.name])}")
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
-    try:
-        with stopping.errors_to_file(_errors_log(experiment)):
+    with contextlib.ExitStack() as ending:
+        ending.callback(experiment.lock.release)
+        ending.enter_context(stopping.errors_to_file(_errors_log(experiment)))  # tracebacks to a file, to the end
+        try:
             try:
                 if not stop.reason:
                     grid = _tuner(experiment, trainable_fn, callbacks, resume).fit()
@@ -278,19 +282,16 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
                 if not stop.systemic:
                     raise
                 log.debug("Tune ended with an error after a systemic failure", exc_info=True)
-        interrupted = stop.reason
-    except KeyboardInterrupt:
-        interrupted = stop.reason or "interrupted by a signal"
-        raise
-    except BaseException as err:
-        interrupted = f"{type(err).__name__}: {err}"
-        raise
-    finally:
-        phases["fit"] = time.monotonic() - began - phases["setup"]
-        try:
-            summaries = _close(experiment, grid, interrupted, phases, stop)
+            interrupted = stop.reason
+        except KeyboardInterrupt:
+            interrupted = stop.reason or "interrupted by a signal"
+            raise
+        except BaseException as err:
+            interrupted = f"{type(err).__name__}: {err}"
+            raise
         finally:
-            experiment.lock.release()
+            phases["fit"] = time.monotonic() - began - phases["setup"]
+            summaries = _close(experiment, grid, interrupted, phases, stop)
     return summaries
 
 
@@ -326,18 +327,27 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
             logger.interrupt(interrupted)
     flushed = all([logger.close(timeout=None if not interrupted else 120) for logger in experiment.loggers.values()])
     phases["flush"] = time.monotonic() - flushing
-    mlflow = tracking.client(experiment.tracking_uri)
-    for n in names:
-        parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
-        failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
-        mlflow.set_terminated(experiment.parents[n], "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
+    lost = []
+    try:
+        mlflow = tracking.client(experiment.tracking_uri)
+        for n in names:
+            parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
+            failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
+            mlflow.set_terminated(experiment.parents[n],
+                                  "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
+    except Exception as err:  # a full or read-only store after a systemic failure: say so, never a traceback
+        if not stop.systemic:
+            raise
+        log.debug("ending the search's MLflow run failed", exc_info=True)
+        lost.append(f"the search's run could not be ended ({type(err).__name__}: the store cannot be written); "
+                    "--resume ends it once it can")
     if not flushed:
         log.error("some MLflow writes did not land before the search ended")
     return [SearchSummary(name=n, storage_path=str(experiment.results_root), tracking_uri=experiment.tracking_uri,
                           groups=outcomes[n], planned_trials=sum(p.trials for p in planned[n]),
                           interrupted=interrupted, signal_number=stop.signal_number, systemic=stop.systemic,
                           mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
-                          mlflow_errors=list(experiment.loggers[n].writer.errors), phases_s=phases,
+                          mlflow_errors=[*experiment.loggers[n].writer.errors, *lost], phases_s=phases,
                           disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root))
             for n in names]
 

@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SYSTEMIC = (
-    (re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|Errno 122"),
+    (re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|Errno 122|database or disk is full"),
      "no space left on the storage device"),
     (re.compile(r"Read-only file system|Errno 30|EROFS"), "the storage device is read-only"),
     (re.compile(r"storage path .* (is gone|does not exist)|No such file or directory: '[^']*(experiment_state|"
                 r"checkpoint_\d+|result\.json)"), "the storage folder is gone"),
+    (re.compile(r"Unable to set up cluster storage|does not exist on storage anymore"),
+     "the results folder is gone (deleted while the search ran) or not shared with the trial's node"),
 )
 """Error texts whose cause is the machine or a service, not the configuration a trial tried."""
 
@@ -62,7 +64,8 @@ class Stop:
     def fail(self, cause: str, seen: str) -> None:
         """Stop for a systemic failure: ``cause`` in words, ``seen`` the error line it was read from."""
         if not self.reason:
-            self.reason, self.systemic = f"systemic failure: {cause} ({seen[:300]})", True
+            first = (seen.strip().splitlines() or [""])[0][:300]  # the summary's STOPPED line stays one line
+            self.reason, self.systemic = f"systemic failure: {cause} ({first})", True
             if not self.deferring:
                 _end_tune_run()
 
@@ -123,15 +126,20 @@ def catch_signals(stop: Stop) -> Iterator[Callable[[], None]]:
 
 
 def _traceback(record: logging.LogRecord) -> bool:
-    """A Ray record that carries a traceback (a failed trial, a failed sync): many lines, for the log file."""
-    return record.name.startswith("ray") and record.levelno >= logging.WARNING and (
+    """A Ray or MLflow record that carries a traceback (a failed trial, a failed sync, a failed write to the store):
+    many lines, for the log file."""
+    return record.name.startswith(("ray", "mlflow")) and record.levelno >= logging.WARNING and (
         bool(record.exc_info) or "\n" in record.getMessage())
+
+
+REPEATED_BY_THE_SUMMARY = ("Stop signal received", "Trials did not complete")
 
 
 class _KeepOut(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        # Tune's "Stop signal received ..." repeats, in its words, what the search's INTERRUPTED line says.
-        return not _traceback(record) and not record.getMessage().startswith("Stop signal received")
+        # Tune's "Stop signal received ..." and "Trials did not complete: [...]" repeat, in its words, what the
+        # search's summary says.
+        return not _traceback(record) and not record.getMessage().startswith(REPEATED_BY_THE_SUMMARY)
 
 
 class _KeepIn(logging.Filter):
@@ -147,16 +155,18 @@ def errors_to_file(path: Path) -> Iterator[None]:
     handler.handleError = lambda record: None  # a full or vanished disk loses the log, not the search's ending
     handler.addFilter(_KeepIn())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    ray_logger = logging.getLogger("ray")
-    terminal = [h for name in ("", "ray", "ray.tune", "ray.train") for h in logging.getLogger(name).handlers]
+    loggers = [logging.getLogger(name) for name in ("ray", "mlflow")]
+    terminal = [h for name in ("", "ray", "ray.tune", "ray.train", "mlflow") for h in logging.getLogger(name).handlers]
     keep_out = _KeepOut()
     for existing in terminal:
         existing.addFilter(keep_out)
-    ray_logger.addHandler(handler)
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        ray_logger.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
         with contextlib.suppress(OSError):
             handler.close()
         for existing in terminal:

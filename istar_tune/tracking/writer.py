@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import queue
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -195,7 +196,10 @@ class RunWriter:
                 self._retrying(lambda b=batch: self._write(mlflow_client, b))
             except Exception as err:  # noqa: BLE001 - reported by the search; the thread must keep serving
                 self.errors.append(f"{type(err).__name__}: {err}")
-                log.error("MLflow writes lost after %.0f s of retries: %s", self.retry_for_s, err)
+                given_up = ("at once (no retry mends it)" if LASTING.search(str(err))
+                            else f"after {self.retry_for_s:.0f} s of retries")
+                (log.error if len(self.errors) == 1 else log.debug)(  # the summary counts them; one line here
+                    "MLflow writes lost %s: %s", given_up, (str(err).splitlines() or [""])[0][:200])
             now = time.monotonic()
             if len(self.latencies_ms) < 500_000:
                 self.latencies_ms.extend((now - e.queued) * 1000.0 for e in batch)
@@ -213,7 +217,7 @@ class RunWriter:
                     log.warning("MLflow store reachable again; pending writes done")
                 return
             except Exception as err:  # noqa: BLE001 - transient server or network errors are retried
-                if time.monotonic() - began > self.retry_for_s:
+                if time.monotonic() - began > self.retry_for_s or LASTING.search(str(err)):
                     raise
                 if not warned:
                     log.warning("MLflow write failed (%s: %s); retrying in the background", type(err).__name__,
@@ -344,6 +348,12 @@ class RunWriter:
             else:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
+
+
+LASTING = re.compile(r"database or disk is full|No space left on device|Errno 28|Read-only file system|"
+                     r"attempt to write a readonly database|Disk quota exceeded")
+"""Store errors no retry mends (a full or read-only disk): written off at once, so the search stops within seconds
+instead of retrying for :attr:`RunWriter.retry_for_s`."""
 
 
 def _forget_error(mlflow_client, run_id: str) -> None:

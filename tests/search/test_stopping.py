@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,31 +119,55 @@ def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_g
 
 
 @pytest.mark.slow
-def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_line(real_search, tmp_path):
+@pytest.mark.parametrize("full", ["results", "results and tracking store"])
+def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_line(full, real_search, tmp_path):
     mount = tmp_path / "small"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(mount)],
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6M", "tmpfs", str(mount)],
                       capture_output=True).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
+    store = (mount if full == "results and tracking store" else tmp_path) / "mlflow.db"
     try:
         space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
         command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(mount / "runs"),
-                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+                   "--tracking-uri", f"sqlite:///{store}"]
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
         took = time.monotonic() - began
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        stopped = [line for line in done.stdout.splitlines() if line.startswith("STOPPED (systemic failure")]
+        assert len(stopped) == 1 and "no space left on the storage device" in stopped[0]
+        assert took < 120  # Ray's start, the first trial's failure, then at once the end (not 15-20 minutes)
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 3, done.stderr[-2000:]
+        assert " FAILED" not in done.stdout  # a full disk says nothing of a configuration
+        assert all(line.startswith(("search ", "STOPPED", "  ", "[", "== ", "preflight", "MLflow")) or not line
+                   for line in done.stdout.splitlines()), done.stdout  # no library noise
+        subprocess.run(["mount", "-o", "remount,size=400M", str(mount)], check=True)  # space freed: go on
+        resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=env, timeout=300)
+        assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+        assert "4 trials, 4 finished" in resumed.stdout
+        client = tracking.client(f"sqlite:///{store}")
+        runs = tracking.find_runs(client, client.get_experiment_by_name("stops").experiment_id)
+        assert runs and all(r.info.status == "FINISHED" for r in runs)  # every run ended, the search's too
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    stopped = [line for line in done.stdout.splitlines() if line.startswith("STOPPED (systemic failure")]
-    assert len(stopped) == 1 and "no space left on the storage device" in stopped[0]
-    assert took < 120  # Ray's start, the first trial's failure, then at once the end (not 15-20 minutes)
-    assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 5, done.stderr[-2000:]
-    failed_lines = [line for line in done.stdout.splitlines() if " FAILED: " in line]
-    assert failed_lines and all("No space left on device" in line for line in failed_lines)
-    client = tracking.client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+@pytest.mark.slow
+def test_a_results_folder_deleted_mid_search_stops_it_and_says_the_way_on(real_search, tmp_path):
+    space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
+    storage = tmp_path / "runs"
+    command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
+    returncode, text = _stop_after_first_trial(command, env, lambda driver: shutil.rmtree(storage / "stops"))
+    assert returncode == 1, text[-3000:]
+    assert "STOPPED (systemic failure: the results folder is gone" in text and " FAILED" not in text
+    client = tracking.client(f"sqlite:///{storage / 'mlflow.db'}")
     runs = tracking.find_runs(client, client.get_experiment_by_name("stops").experiment_id)
     assert all(r.info.status != "RUNNING" for r in runs)
+    assert {r.data.tags.get(tracking.TAG_STATUS) for r in runs} <= {"finished", "interrupted", None}
+    for again in ([], ["--resume"]):  # not stuck: both say what happened and the way on
+        done = subprocess.run([*command, *again], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 2 and "holds trial folders but no search state" in done.stderr, done.stderr
 
 
 def test_a_signal_before_tune_listens_stops_at_once():

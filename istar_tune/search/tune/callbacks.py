@@ -107,7 +107,12 @@ class MlflowTrialLogger(Callback):
             return
         path = getattr(trial, "path", None)
         if path and "://" not in path:  # its resolved configuration beside its results (local storage)
-            write_trial_config(path, trial.config, self.settings)
+            try:
+                write_trial_config(path, trial.config, self.settings)
+            except OSError as err:  # a full or vanished results folder: the search stops, saying why
+                if self.stop is None or not (cause := systemic_cause(str(err))):
+                    raise
+                self.stop.fail(cause, f"{type(err).__name__}: {err}")
         reached = int((trial.last_result or {}).get("epoch", 0) or 0)
         for run_id, config, epochs in configurations(trial.trial_id, trial.config):
             if epochs > reached or run_id == trial.trial_id:
@@ -167,15 +172,18 @@ class MlflowTrialLogger(Callback):
         if not self._mine(trial):
             return
         error = tracking.trial_error_text(trial)
+        cause = systemic_cause(error)  # the machine failed, not the configuration: the trial was interrupted
+        status, state = (TrialStatus.INTERRUPTED, "KILLED") if cause else (TrialStatus.FAILED, "FAILED")
         for run_id, _, _ in self._open(trial):
-            self.writer.end(run_id, TrialStatus.FAILED, "FAILED", {tracking.TAG_ERROR: error})
+            self.writer.end(run_id, status, state, {tracking.TAG_ERROR: error})
             self._nodes.pop(run_id, None)
-        if self.stop is not None and (cause := systemic_cause(error)):
+        if self.stop is not None and cause:
             self.stop.fail(cause, error)
 
     def on_step_end(self, iteration, trials, **info):
         if self.stop is not None and self._writer is not None and self._writer.errors:
-            self.stop.fail("the tracking store is gone", self._writer.errors[-1])
+            seen = self._writer.errors[-1]
+            self.stop.fail(systemic_cause(seen) or "the tracking store is gone", seen)
 
     def on_experiment_end(self, trials, **info):
         self._reconcile(trials)
@@ -233,8 +241,9 @@ class ProgressPrinter(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} FAILED: {tracking.trial_error_text(trial)} — "
-                   f"{tracking.run_name(trial.config)}")
+        error = tracking.trial_error_text(trial)
+        said = f"INTERRUPTED ({cause})" if (cause := systemic_cause(error)) else f"FAILED: {error}"
+        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} {said} — {tracking.run_name(trial.config)}")
 
 
 def _print(text: str) -> None:

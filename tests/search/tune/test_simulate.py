@@ -48,8 +48,10 @@ def test_metrics_are_deterministic_and_seeds_vary_them_within_the_noise():
 
 
 def test_simulation_settings_are_validated():
-    with pytest.raises(ConfigError, match="time_factor"):
+    with pytest.raises(ConfigError, match="time-factor"):
         Simulation(time_factor=-1)
+    with pytest.raises(ConfigError, match=r"time-factor must lie in \[0, 1\]"):
+        Simulation(time_factor=1e9)  # a trial would wait longer than its real run: refused before anything starts
     with pytest.raises(ConfigError, match="noise"):
         Simulation(noise=0.01)
 
