@@ -236,6 +236,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------- parser
 
 
+QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+"""The environment of a search's trials without ``--debug``: their lines plain, each once, no progress bars."""
+
 HANDLERS = {"train": cmd_train, "search": cmd_search, "table": cmd_table, "status": cmd_status, "demo": cmd_demo,
             "plots": cmd_plots, "analyze": cmd_analyze, "reference": cmd_reference}
 """Each command's function (the parser, :mod:`istar_tune.cli_parser`, names the command)."""
@@ -250,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.debug:  # MLflow's INFO lines (creating its tables, ...) only with --debug; read when it is imported
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        # Trials' output reaches the terminal through Ray: no colour codes, no "[repeated Nx]" notices, no download
+        # bars (a local instance's trials inherit this environment; jobs/ sets it on a cluster's nodes).
+        for key, value in QUIET_TRIALS.items():
+            os.environ.setdefault(key, value)
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)

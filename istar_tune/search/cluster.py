@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import signal
+import threading
 from collections.abc import Iterator
 
 from istar_tune.errors import ConfigError
@@ -83,14 +84,18 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
 @contextlib.contextmanager
 def _sigterm_blocked(block: bool) -> Iterator[None]:
     """SIGTERM blocked in this thread while the body starts processes (they inherit it; this thread does not keep it:
-    a SIGTERM that arrives meanwhile is delivered when it ends)."""
+    a SIGTERM that arrives meanwhile is delivered when it ends, to the handler the process had before the body, which
+    is put back first: ``ray.init`` installs one that aborts the process)."""
     if not block or not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    handler = signal.getsignal(signal.SIGTERM)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         yield
     finally:
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 

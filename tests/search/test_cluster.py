@@ -46,3 +46,31 @@ def test_the_run_config_keeps_every_checkpoint_and_retries_as_the_space_says(tmp
     config = cluster.run_config(_space(max_failures=3), "s", str(tmp_path), [])
     assert config.failure_config.max_failures == 3 and config.checkpoint_config.num_to_keep is None
     assert config.name == "s" and config.storage_path == str(tmp_path)
+
+
+def test_processes_started_while_sigterm_is_blocked_inherit_it_and_the_drivers_handler_is_put_back():
+    import signal
+    import subprocess
+    import time
+
+    from istar_tune.search.cluster import _sigterm_blocked
+
+    def ours(number, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        with _sigterm_blocked(True):
+            child = subprocess.Popen(["sleep", "30"])
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as ray.init puts its own handler in
+        blocked = next(line for line in open(f"/proc/{child.pid}/status") if line.startswith("SigBlk:"))
+        assert int(blocked.split()[1], 16) & (1 << (signal.SIGTERM - 1))  # a group SIGTERM does not reach it
+        child.terminate()
+        time.sleep(0.3)
+        assert child.poll() is None  # SIGTERM is pending there, not acted on
+        child.kill()
+        child.wait()
+        assert signal.getsignal(signal.SIGTERM) is ours  # the driver's handler, back before SIGTERM is unblocked
+        assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
