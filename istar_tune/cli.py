@@ -236,8 +236,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------- parser
 
 
-QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-"""The environment of a search's trials without ``--debug``: their lines plain, each once, no progress bars."""
+QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                "RAY_LOGGER_LEVEL": "warning"}
+"""The environment of a search's trials without ``--debug``: their lines plain, each once, no progress bars, and no
+Ray notices below warnings (such as Tune's "Restored on ... from checkpoint" when a trial resumes)."""
 
 HANDLERS = {"train": cmd_train, "search": cmd_search, "table": cmd_table, "status": cmd_status, "demo": cmd_demo,
             "plots": cmd_plots, "analyze": cmd_analyze, "reference": cmd_reference}
@@ -268,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"istar-tune: error: {err}", file=sys.stderr)
         return 2
     except Terminated as err:  # the text, where the command gave one, says what was kept and how to go on
-        print(f"istar-tune: {err or 'terminated; continue with --resume'}", file=sys.stderr)
+        print(f"istar-tune: {str(err) or 'terminated; continue with --resume'}", file=sys.stderr)
         return 143
     except KeyboardInterrupt as err:
-        print(f"istar-tune: {err or 'interrupted; continue with --resume'}", file=sys.stderr)
+        print(f"istar-tune: {str(err) or 'interrupted; continue with --resume'}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -159,7 +159,7 @@ def refuse_to_overwrite(results_root: str, resume: bool) -> None:
     if resume or is_remote(results_root):
         return
     if Path(results_root).exists() and any(p.name != PLAN_FILE for p in Path(results_root).iterdir()):
-        if not started(results_root) and not _restorable(results_root):
+        if _lost(results_root):
             raise ConfigError(_LOST.format(root=results_root))
         raise ConfigError(f"search results already exist in {results_root}: pass --resume (Python: resume=True) to "
                           "continue that search, or --name (name=...) to start a new one")
@@ -173,8 +173,16 @@ _LOST = ("the results folder {root} holds trial folders but no search state to c
 
 def refuse_lost(results_root: str) -> None:
     """``--resume`` of a folder that lost its state: say what happened and the way on (not "no results")."""
-    if not is_remote(results_root) and Path(results_root).is_dir() and any(Path(results_root).iterdir()):
+    if _lost(results_root):
         raise ConfigError(_LOST.format(root=results_root))
+
+
+def _lost(results_root: str) -> bool:
+    """Trial folders without the state Tune and istar-tune keep beside them (deleted while the search ran)."""
+    if is_remote(results_root) or not Path(results_root).is_dir():
+        return False
+    trials = any(p.is_dir() and p.name.startswith("trainable_") for p in Path(results_root).iterdir())
+    return trials and not started(results_root) and not _restorable(results_root)
 
 
 def repair_systemic_errors(results_root: str) -> bool:

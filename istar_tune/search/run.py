@@ -113,14 +113,14 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
             raise type(err)("interrupted before the search started; nothing was written: run it again") from None
         say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
             f"checked in {checked_s:.1f} s")
-        _guard(experiment, resume, accept_changed_space)
-        try:
-            with stop.deferred():  # the store's tables and the parent runs are written whole, never halfway
+        with stop.deferred():  # the plan, the store's tables and the parent runs are written whole, never halfway
+            _guard(experiment, resume, accept_changed_space)
+            try:
                 _open_tracking(experiment)
                 cluster.tune_environment(experiment.total, experiment.spaces[0])
-        except BaseException:
-            experiment.lock.release()
-            raise
+            except BaseException:
+                experiment.lock.release()
+                raise
         return _fit(experiment, trainable_fn, resume, say, began, stop)
 
 
