@@ -160,6 +160,8 @@ def ray_head_and_mlflow_server(glue_tiny, tmp_path):
         [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(ray_port),
          "--temp-dir", temp_dir,
          "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard_port), "--include-dashboard", "true",
+         # its job agent on free ports: another Ray instance on the machine (a test beside this one) holds the defaults
+         "--dashboard-agent-listen-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
          "--num-cpus", "2", "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=120)
     try:
         assert started.returncode == 0, started.stderr[-2000:]

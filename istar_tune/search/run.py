@@ -101,19 +101,22 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     began = time.monotonic()
     stop = stopping.Stop()
     with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept
-        try:
-            experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-            checked_s = _check_and_plan(experiment, resume)
-            if experiment.simulated:
-                trainable_fn = simulated_trainable
-            cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
-            listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
-            checked_s += _check_resources(experiment.spaces[0])
-        except KeyboardInterrupt as err:
-            raise type(err)("interrupted before the search started; nothing was written: run it again") from None
-        say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
-            f"checked in {checked_s:.1f} s")
-        with stop.deferred():  # the plan, the store's tables and the parent runs are written whole, never halfway
+        with contextlib.ExitStack() as writing:
+            try:
+                experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
+                checked_s = _check_and_plan(experiment, resume)
+                if experiment.simulated:
+                    trainable_fn = simulated_trainable
+                cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
+                listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
+                checked_s += _check_resources(experiment.spaces[0])
+                # From here the plan, the store's tables and the parent runs are written whole, never halfway: a
+                # signal waits for them, then stops the search with its summary.
+                writing.enter_context(stop.deferred())
+            except KeyboardInterrupt as err:
+                raise type(err)("interrupted before the search started; nothing was written: run it again") from None
+            say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
+                f"checked in {checked_s:.1f} s")
             _guard(experiment, resume, accept_changed_space)
             try:
                 _open_tracking(experiment)
