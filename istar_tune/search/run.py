@@ -110,9 +110,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
                 cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
                 listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
                 checked_s += _check_resources(experiment.spaces[0])
-                # From here the plan, the store's tables and the parent runs are written whole, never halfway: a
-                # signal waits for them, then stops the search with its summary.
-                writing.enter_context(stop.deferred())
+                writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
             except KeyboardInterrupt as err:
                 raise type(err)("interrupted before the search started; nothing was written: run it again") from None
             say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
