@@ -87,25 +87,49 @@ def load_tokenizer(name: str):
         raise ModelError(_load_failure(name, source, err)) from None
 
 
-def load_model(name: str, task: Task):
-    """The encoder with the head the task needs (sequence classification/regression, or extractive QA)."""
-    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification
+def model_config(name: str, task: Task):
+    """The model's config with the head the task needs (number of labels, problem type); no weights are read."""
+    from transformers import AutoConfig
 
     spec = model_spec(name)
     source = _checked_source(name)
-    head = AutoModelForQuestionAnswering if task.problem_type == EXTRACTIVE_QA else AutoModelForSequenceClassification
     kwargs = {}
     if task.problem_type != EXTRACTIVE_QA:
         kwargs["num_labels"] = task.num_labels
         kwargs["problem_type"] = ("regression" if task.problem_type == REGRESSION
                                   else "single_label_classification")
     try:
-        config = AutoConfig.from_pretrained(source, **kwargs, **spec.config_overrides)
-        if spec.random_init:
-            return head.from_config(config)
-        return head.from_pretrained(source, config=config)
+        return AutoConfig.from_pretrained(source, **kwargs, **spec.config_overrides)
     except Exception as err:  # noqa: BLE001
         raise ModelError(_load_failure(name, source, err)) from None
+
+
+def _head(task: Task):
+    from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification
+
+    return AutoModelForQuestionAnswering if task.problem_type == EXTRACTIVE_QA else AutoModelForSequenceClassification
+
+
+def load_model(name: str, task: Task):
+    """The encoder with the head the task needs (sequence classification/regression, or extractive QA)."""
+    config = model_config(name, task)
+    source = _checked_source(name)
+    try:
+        if model_spec(name).random_init:
+            return _head(task).from_config(config)
+        return _head(task).from_pretrained(source, config=config)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(_load_failure(name, source, err)) from None
+
+
+def meta_model(name: str, task: Task):
+    """The model as :func:`load_model` builds it, on PyTorch's ``meta`` device: every parameter's shape and dtype,
+    no memory and no weights read (what a memory estimate counts)."""
+    import torch
+
+    config = model_config(name, task)
+    with torch.device("meta"):
+        return _head(task).from_config(config)
 
 
 def _checked_source(name: str) -> str:

@@ -79,6 +79,17 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.
     with _sigterm_blocked(cluster == "local"):
         ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING, **local)
+    if cluster == "local":
+        _ends_without_waiting(ray._private.worker._global_node)
+
+
+def _ends_without_waiting(node) -> None:
+    """A local instance's processes have SIGTERM blocked, so Ray's graceful end (SIGTERM, then a second's wait per
+    process before it kills) would only wait: ``ray.shutdown`` and the exit hook kill them at once instead."""
+    if node is None or not hasattr(node, "kill_all_processes"):
+        return
+    kill = node.kill_all_processes
+    node.kill_all_processes = lambda *args, **kwargs: kill(*args, **{**kwargs, "allow_graceful": False})
 
 
 @contextlib.contextmanager
