@@ -28,11 +28,12 @@ from istar_tune.results.plots import write_plots
 from istar_tune.results.status import watch_status
 from istar_tune.results.tables import CAPTIONS, build_table
 from istar_tune.search.cluster import loopback_only
+from istar_tune.search.dry_run import dry_run_report, memory_column
 from istar_tune.search.outcome import exit_code
-from istar_tune.search.plan import dry_run_report, plan
+from istar_tune.search.plan import plan
 from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
-from istar_tune.search.spaces.cost import Throughput
+from istar_tune.search.spaces.cost import Throughput, packing_of
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.search.stopping import Terminated
 from istar_tune.search.tune.simulate import Simulation
@@ -129,11 +130,18 @@ def _names(values: list[str] | None, flag: str = "") -> list[str] | None:
     return names
 
 
-def _throughput(values: list[str] | None, space) -> Throughput | None:
-    """``--tokens-per-second bert=52000 ...`` → the measured throughput for the dry run's GPU-hours."""
-    if not values:
+def _throughput(args: argparse.Namespace, space) -> Throughput | None:
+    """``--tokens-per-second bert=52000 ...`` or ``--throughput FILE ...`` (calibrate's) → the measured throughput
+    at the space's packing, for the dry run's GPU-hours and the rehearsal's pace."""
+    if args.tokens_per_second and args.throughput:
+        raise ConfigError("--tokens-per-second and --throughput both give the throughput: give one")
+    max_length = space.run_settings().max_length
+    if args.throughput:
+        return Throughput.read(args.throughput, space.models, max_length, packing_of(space.gpu))
+    if not args.tokens_per_second:
         return None
-    return Throughput.parse(_names(values, "--tokens-per-second"), space.models, space.run_settings().max_length)
+    rates = Throughput.parse(_names(args.tokens_per_second, "--tokens-per-second"), space.models, max_length)
+    return rates.at(packing_of(space.gpu))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -145,32 +153,56 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.holdout is not None:
         spaces = [replace(space, settings={**space.settings, "holdout": args.holdout}) for space in spaces]
         spaces[0].run_settings()  # the share checked before anything starts
+    if args.gpu_memory_gb is not None and not args.gpu_memory_gb > 0:
+        raise ConfigError(f"--gpu-memory-gb must be a positive number of GiB (e.g. 80 for an H100), got "
+                          f"{args.gpu_memory_gb:g}")
     if args.dry_run:
-        for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
-            run_checks([("models", lambda s=space: check_models(list(s.models))),
-                        ("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
-        names = [s.name for s in spaces]
-        reports = []
-        for index, space in enumerate(spaces):
-            tracking_uri = None
-            if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
-                candidate = _tracking_uri(args)
-                store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
-                tracking_uri = candidate if store is None or store.is_file() else None
-            measured = _throughput(args.tokens_per_second, space)
-            reports.append(dry_run_report(space, plan(space, tracking_uri, dry_run=True,
-                                                      chained=dict(zip(names[:index], spaces[:index]))), measured))
-        print("\n\n".join(reports))
+        print("\n\n".join(_dry_run(args, spaces)))
         return 0
     simulation = None
     if args.simulate:
-        simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes, gpus=args.gpus)
+        simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes, gpus=args.gpus,
+                                throughput=_throughput(args, spaces[0]))
+    elif args.throughput or args.tokens_per_second:
+        raise ConfigError("--throughput and --tokens-per-second go with --dry-run or --simulate: a real search "
+                          "measures its own time")
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
                              name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
-                             simulation=simulation, accept_changed_space=args.accept_changed_space)
+                             simulation=simulation, accept_changed_space=args.accept_changed_space,
+                             gpu_memory_gb=args.gpu_memory_gb)
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)
+
+
+def _dry_run(args: argparse.Namespace, spaces: list) -> list[str]:
+    """Each space's dry-run report (:func:`istar_tune.search.dry_run.dry_run_report`), with one trial's memory per
+    group where the models' configs can be read, and the packing check against ``--gpu-memory-gb``."""
+    from istar_tune.models import config_is_local
+    from istar_tune.search.preflight import check_packing, trial_needs
+    from istar_tune.tasks.data_folder import hub_reachable
+
+    for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
+        run_checks([("models", lambda s=space: check_models(list(s.models))),
+                    ("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
+    models = {m for space in spaces for m in space.models}
+    readable = all(config_is_local(m) for m in models) or hub_reachable(2.0)
+    names, reports = [s.name for s in spaces], []
+    for index, space in enumerate(spaces):
+        tracking_uri = None
+        if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
+            candidate = _tracking_uri(args)
+            store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
+            tracking_uri = candidate if store is None or store.is_file() else None
+        planned = plan(space, tracking_uri, dry_run=True, chained=dict(zip(names[:index], spaces[:index])))
+        memory = memory_column(planned, space.run_settings(), readable)
+        if args.gpu_memory_gb and readable and space.gpu:
+            fits = check_packing(trial_needs(planned, space.run_settings()), space.gpu, args.gpu_memory_gb,
+                                 f"--gpu-memory-gb {args.gpu_memory_gb:g}")
+            memory[1].append(f"packing: {fits[0]}" if fits else f"packing: {packing_of(space.gpu)} trials a GPU "
+                             f"(resources.gpu {space.gpu:g}) fit in {args.gpu_memory_gb:g} GiB")
+        reports.append(dry_run_report(space, planned, _throughput(args, space), memory))
+    return reports
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
@@ -233,6 +265,31 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import torch
+
+    from istar_tune.apps.calibrate import Job, calibrate, parse_packings
+
+    for flag, value, least in (("--batch-size", args.batch_size, 1), ("--max-length", args.max_length, 8),
+                               ("--steps", args.steps, 1), ("--warmup", args.warmup, 1)):
+        if value < least:
+            raise ConfigError(f"{flag} must be at least {least}, got {value}")
+    packings = parse_packings(args.packing)
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    modes = {"off": ("eager",), "only": ("compiled",)}.get(args.compile, ("eager", "compiled") if cuda else ("eager",))
+    from istar_tune.methods import get_method
+    from istar_tune.models import check_model_name
+
+    get_method(args.method)
+    check_model_name(args.model)
+    task = str(Path(args.task).resolve()) if Path(args.task).is_file() else args.task
+    data_dir = args.data_dir or os.environ.get("GLUE_DIR")
+    job = Job(model=args.model, task=task, method=args.method, batch_size=args.batch_size, max_length=args.max_length,
+              steps=args.steps, warmup=args.warmup, data_dir=data_dir, device=args.device)
+    calibrate(job, packings, modes, args.output)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------- parser
 
 
@@ -242,7 +299,7 @@ QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_
 Ray notices below warnings (such as Tune's "Restored on ... from checkpoint" when a trial resumes)."""
 
 HANDLERS = {"train": cmd_train, "search": cmd_search, "table": cmd_table, "status": cmd_status, "demo": cmd_demo,
-            "plots": cmd_plots, "analyze": cmd_analyze, "reference": cmd_reference}
+            "plots": cmd_plots, "analyze": cmd_analyze, "calibrate": cmd_calibrate, "reference": cmd_reference}
 """Each command's function (the parser, :mod:`istar_tune.cli_parser`, names the command)."""
 
 

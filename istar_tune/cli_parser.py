@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_command(commands)
     _add_plots_command(commands)
     _add_analyze_command(commands)
+    _add_calibrate_command(commands)
     _add_reference_command(commands)
     return parser
 
@@ -81,8 +82,14 @@ def _add_search_command(commands) -> None:
     search.add_argument("--dry-run", action="store_true", help="print the configurations, trials and epochs per "
                                                                "model × task × method and the resources; run nothing")
     search.add_argument("--tokens-per-second", nargs="+", metavar="MODEL=RATE",
-                        help="with --dry-run: training tokens per second per model measured on one of your GPUs "
-                             "(e.g. bert=52000); the dry run then estimates the search's GPU-hours")
+                        help="with --dry-run or --simulate: training tokens per second per model measured on one of "
+                             "your GPUs (e.g. bert=52000); the dry run then estimates the search's GPU-hours")
+    search.add_argument("--throughput", nargs="+", metavar="FILE",
+                        help="with --dry-run or --simulate: files written by `istar-tune calibrate`, one per model; "
+                             "the dry run then estimates GPU-hours at the space's packing and the recommended one")
+    search.add_argument("--gpu-memory-gb", type=float, metavar="GIB",
+                        help="memory of the cluster's GPUs: the preflight refuses a packing (resources.gpu below 1) "
+                             "whose trials would not fit (default: what the GPU type Ray reports says)")
     search.add_argument("--simulate", action="store_true",
                         help="rehearse the search without training: trials wait for a modelled duration, write "
                              "checkpoints and report synthetic metrics; runs are tagged simulated")
@@ -140,6 +147,28 @@ def _add_demo_command(commands) -> None:
                                                            "(about a minute)")
     demo.add_argument("--space", help="another search space to run instead of search_spaces/demo.yaml")
     demo.add_argument("--address", help="a Ray cluster to run on (default: a local instance)")
+
+
+def _add_calibrate_command(commands) -> None:
+    calibrate = commands.add_parser(
+        "calibrate", help="measure which packing (trials a GPU) this machine holds best",
+        description="Train the real training step with 1, 2, 4, 8 co-located processes on this machine (eager, and "
+                    "compiled where torch.compile works) and print tokens per second per trial and in total, peak "
+                    "memory and the packing to choose; write a throughput file for search --dry-run --throughput.")
+    calibrate.add_argument("--model", required=True, help="model short name, hub id or local folder")
+    calibrate.add_argument("--task", required=True, help="task name or definition file")
+    calibrate.add_argument("--method", default="istar", help="method whose loss trains (default: %(default)s)")
+    calibrate.add_argument("--batch-size", type=int, default=32, help="per trial (default: %(default)s)")
+    calibrate.add_argument("--max-length", type=int, default=128, help="tokens per input (default: %(default)s)")
+    calibrate.add_argument("--packing", default="1,2,4,8", help="trials a GPU to measure (default: %(default)s)")
+    calibrate.add_argument("--steps", type=int, default=20, help="timed training steps per trial (default: "
+                                                                 "%(default)s)")
+    calibrate.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")
+    calibrate.add_argument("--compile", choices=("auto", "off", "only"), default="auto",
+                           help="auto: eager and torch.compile on CUDA, eager on CPU; off: eager; only: compiled")
+    calibrate.add_argument("--device", default="auto", help="auto, cuda or cpu (default: %(default)s)")
+    calibrate.add_argument("--data-dir", help="folder in the GLUE layout (else $GLUE_DIR, else the hub)")
+    calibrate.add_argument("--output", required=True, help="the throughput file to write (YAML)")
 
 
 def _add_plots_command(commands) -> None:

@@ -140,6 +140,17 @@ def _checked_source(name: str) -> str:
     return source
 
 
+def config_is_local(name: str) -> bool:
+    """The model's config can be read without the hub: a short name whose package is installed, a local folder, or
+    a hub id in the local Hugging Face cache."""
+    source = resolve_source(model_spec(name))
+    if Path(source).expanduser().exists():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(source, "config.json"), str)
+
+
 HUB_TIMEOUT_S = 5.0
 """How long a check waits for the Hugging Face hub to answer before calling it unreachable."""
 

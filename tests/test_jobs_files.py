@@ -167,3 +167,28 @@ def test_the_cluster_files_turn_token_auth_on_and_expose_no_service_without_it()
         text = (JOBS / name).read_text()
         assert "0.0.0.0" not in text and "RAY_AUTH_MODE=disabled" not in text, name
         assert "PASSWORD=" not in text.replace("MLFLOW_TRACKING_PASSWORD", ""), name
+
+
+def _mps_commands() -> list[str]:
+    cluster = yaml.safe_load((JOBS / "cluster.yaml").read_text())
+    job = yaml.safe_load((JOBS / "rayjob.yaml").read_text())
+    [worker] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    return ([c for c in cluster["worker_start_ray_commands"] if "mps" in c]
+            + [worker["lifecycle"]["postStart"]["exec"]["command"][-1]])
+
+
+@pytest.mark.parametrize("setting", ["1", "0", None])
+def test_gpu_workers_start_the_mps_daemon_unless_turned_off(tmp_path, setting):
+    import subprocess
+
+    fake = tmp_path / "nvidia-cuda-mps-control"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'called'}\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", **({"ISTAR_TUNE_MPS": setting} if setting else {})}
+    commands = _mps_commands()
+    assert len(commands) == 2
+    for command in commands:
+        assert subprocess.run(["/bin/sh", "-c", command], env=env, check=False).returncode == 0
+    started = (tmp_path / "called").read_text().split() if (tmp_path / "called").exists() else []
+    # cluster.yaml defaults to on; the RayJob sets the variable itself (unset there means the env entry was removed).
+    assert started == {"1": ["-d", "-d"], "0": [], None: ["-d"]}[setting]

@@ -1,6 +1,6 @@
 """Planning a search: its (model, task, method) groups and their trial counts (the seeds stage reads each
-group's best configuration from MLflow, or waits for a search of the same run), the dry-run report, and what each
-group's searcher hands out.
+group's best configuration from MLflow, or waits for a search of the same run), their configurations, and what each
+group's searcher hands out (the dry run's report: :mod:`istar_tune.search.dry_run`).
 """
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, group_key, trial_epochs
+from istar_tune.config import HYPERPARAMETER_KEYS, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search.spaces.cost import Throughput, trial_seconds
+from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.spaces.space import (
-    ANY_MODEL,
     SEARCH_KEY,
     Domain,
     Group,
     SearchSpace,
-    completes,
-    configuration,
     grid_configs,
     trial_group,
     with_task_definition,
@@ -139,88 +136,15 @@ def seeds_group(space: SearchSpace, group: Group) -> Group:
     return Group(model=group.model, task=group.task, method=group.method, domains=domains)
 
 
-def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Throughput | None = None) -> str:
-    """Per group: configurations, Tune trials, epochs trained (and without shared prefixes) and, with a measured
-    throughput, GPU-hours; then the totals and why epochs are or are not shared."""
-    costs = [group_cost(space, p, measured) for p in planned]
-    header = ["model", "task", "method", "configurations", "trials", "epochs", "unshared epochs"]
-    rows = [[p.group.model, p.group.task, p.group.method, str(p.trials), str(p.trainings), f"{c.epochs:g}",
-             f"{c.unshared_epochs:g}"] for p, c in zip(planned, costs)]
-    if measured is not None:
-        header.append("GPU-hours")
-        rows = [[*row, f"{c.gpu_hours:.1f}"] for row, c in zip(rows, costs)]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
-             f"scheduler {space.scheduler}"]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    if space.stage == "seeds":
-        chained = sorted({p.after.split(":")[0] for p in planned if p.after})
-        source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
-                  "ended") if chained else "MLflow when the search runs"
-        start = (f"the best {space.start_from} configuration of each model × task" if space.start_from
-                 else "the best configuration of each group")
-        constants = {k: d.values[0] for k, d in space.hyperparameters.items()}
-        fixed = f" with {', '.join(f'{k} = {v}' for k, v in constants.items())}," if constants else ""
-        each = f" for each {space.vary[0]} of {_listed(space.vary[1], space.models)} and" if space.vary else " with"
-        if space.choose_by == "holdout":
-            start += " (chosen by its held-out training examples' score, not the dev set)"
-        lines.append(f"(at most: {start} found in {', '.join(space.best_of)} is re-run{fixed}{each} seeds "
-                     f"{list(space.seeds)}; read from {source})")
-    shared = [p for p in planned if p.sharing is None]
-    if shared:
-        lines.append(f"epoch prefixes shared in {len(shared)} of {len(planned)} groups: configurations that differ "
-                     "only in epochs run as one trial to the largest count, each smaller count completed on the way "
-                     "(its own MLflow run)")
-    for reason in dict.fromkeys(p.sharing for p in planned if p.sharing):
-        lines.append(f"epoch prefixes not shared: {reason}")
-    configurations, trials = sum(p.trials for p in planned), sum(p.trainings for p in planned)
-    epochs, unshared = sum(c.epochs for c in costs), sum(c.unshared_epochs for c in costs)
-    saved = f" ({epochs / unshared:.2f}×)" if unshared and epochs != unshared else ""
-    groups = f"{len(planned)} group{'s' if len(planned) != 1 else ''}"
-    total = (f"total {configurations} configurations in {trials} trials, {groups}; {epochs:g} epochs "
-             f"trained, {unshared:g} without sharing{saved}")
-    if measured is not None:
-        gpu_hours = sum(c.gpu_hours for c in costs)
-        unshared_hours = sum(c.unshared_gpu_hours for c in costs)
-        total += (f"; {gpu_hours:.1f} GPU-hours ({unshared_hours:.1f} without sharing) at "
-                  + ", ".join(f"{m} {r:g} tokens/s" for m, r in measured.tokens_per_second.items()))
-    lines.append(total)
-    concurrency = space.concurrency or "as the cluster allows"
-    lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
-                 f"retries per trial: {space.max_failures}")
-    if space.algorithm == "optuna" or (space.stage == "seeds" and not all(p.param_space for p in planned)):
-        lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
-    return "\n".join(lines)
+def planned_size(planned: list[PlannedGroup]) -> str:
+    """``12 configurations in 4 trials in 2 groups`` (the configurations only where trials share epochs)."""
+    trials, configurations = sum(p.trainings for p in planned), sum(p.trials for p in planned)
+    shared = f"{configurations} configurations in " if configurations != trials else ""
+    return f"{shared}{counted(trials, 'trial')} in {counted(len(planned), 'group')}"
 
 
-def _listed(per_model: dict[str, tuple], models: tuple[str, ...]) -> str:
-    return "; ".join(f"{list(values)}" + ("" if model == ANY_MODEL else f" ({model})")
-                     for model, values in per_model.items() if model == ANY_MODEL or model in models)
-
-
-@dataclass
-class GroupCost:
-    epochs: float
-    """Epochs its trials train (as planned: shared where they share)."""
-    unshared_epochs: float
-    gpu_hours: float = 0.0
-    unshared_gpu_hours: float = 0.0
-
-
-def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | None = None) -> GroupCost:
-    """What a group's trials cost, with and without shared epoch prefixes (one cost model:
-    :func:`istar_tune.search.spaces.cost.trial_seconds`)."""
-    trials = planned_configs(space, item)
-    unshared = [configuration(t, k) for t in trials for k in completes(t)]
-    tokens = space.run_settings().shrinkage_tokens
-
-    def hours(configs: list[dict]) -> float:
-        return sum(trial_seconds(c, tokens, measured) for c in configs) * space.gpu / 3600.0
-
-    cost = GroupCost(epochs=sum(map(trial_epochs, trials)), unshared_epochs=sum(map(trial_epochs, unshared)))
-    if measured is not None:
-        cost.gpu_hours, cost.unshared_gpu_hours = hours(trials), hours(unshared)
-    return cost
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ only (no weights).
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
@@ -106,6 +108,82 @@ def check_resources(cpu: float, gpu: float, nodes: list[dict]) -> list[str]:
     return [f"a trial asks for {gpu:g} GPU(s) and {cpu:g} CPU(s), but no node of the cluster has that: the cluster "
             f"has {total_gpu:g} GPU(s) in {len(alive)} node(s), the largest node {largest.get('GPU', 0):g} GPU(s) "
             f"and {largest.get('CPU', 0):g} CPU(s); lower resources in the search space or add nodes"]
+
+
+ACCELERATOR_MEMORY_GB = {"K80": 12, "P4": 8, "P100": 16, "V100": 16, "T4": 16, "A10": 24, "A10G": 24, "L4": 24,
+                         "L40S": 48, "A100": 40, "A100-40G": 40, "A100-80G": 80, "H100": 80, "H20": 96, "H200": 141,
+                         "B200": 180}
+"""GPU memory (GiB) by the accelerator type Ray reports for a node (its ``accelerator_type:<type>`` resource; an A100 of
+unknown size counts 40)."""
+
+
+def cluster_gpu_memory(nodes: list[dict]) -> tuple[float, str] | None:
+    """(GiB, where from) of the smallest GPU among the cluster's alive GPU nodes whose accelerator type Ray reports;
+    ``None`` when no GPU node reports a known type."""
+    known = []
+    for node in nodes:
+        resources = node.get("Resources", {})
+        if not node.get("Alive", node.get("alive", True)) or not resources.get("GPU"):
+            continue
+        for key in resources:
+            kind = key.partition("accelerator_type:")[2]
+            if kind in ACCELERATOR_MEMORY_GB:
+                known.append((float(ACCELERATOR_MEMORY_GB[kind]), f"the {kind}'s {ACCELERATOR_MEMORY_GB[kind]} GiB"))
+    return min(known) if known else None
+
+
+def check_packing(needs: list[tuple[str, int]], gpu: float, gpu_gb: float, source: str) -> list[str]:
+    """Trials packed ``1/gpu`` to a GPU (``resources.gpu`` below 1) fit in its ``gpu_gb`` GiB: ``needs`` is (what,
+    estimated peak bytes) per group; one line for the group that fits worst, naming the largest packing that fits."""
+    from istar_tune.training.memory import GIB, PACKING_HEADROOM, largest_packing
+
+    if not 0 < gpu or not needs:
+        return []
+    packing = max(1, math.floor(1 / gpu + 1e-9)) if gpu < 1 else 1
+    what, peak = max(needs, key=lambda need: need[1])
+    fits = largest_packing(peak, int(gpu_gb * GIB))
+    if fits >= packing:
+        return []
+    usable = f"{PACKING_HEADROOM:.0%} of {source} ({gpu_gb * PACKING_HEADROOM:.1f} GiB)"
+    if fits == 0:
+        return [f"a trial of {what} needs about {peak / GIB:.1f} GiB of GPU memory (estimate), more than {usable}: "
+                "lower batch_size or max_length, or use GPUs with more memory"]
+    return [f"resources.gpu {gpu:g} packs {packing} trials to a GPU, but a trial of {what} needs about "
+            f"{peak / GIB:.1f} GiB (estimate): {packing} need {packing * peak / GIB:.1f} GiB, more than {usable}; the "
+            f"largest packing that fits is {fits} (resources.gpu: {_share(fits)})"
+            + ("" if source.startswith("--gpu-memory-gb") else "; give --gpu-memory-gb if the GPUs have more")]
+
+
+def trial_needs(planned: list, settings) -> list[tuple[str, int]]:
+    """(what, estimated peak bytes) of a trial of each planned group (at its largest batch size) with ``settings``."""
+    from istar_tune.search.spaces.cost import largest_batch_size, trial_memory
+
+    needs = {}
+    for item in planned:
+        group = item.group
+        batch = largest_batch_size(group, item.param_space)
+        what = f"{group.model} × {group.task} × {group.method} at batch {batch} × {settings.max_length} tokens"
+        if what not in needs:
+            needs[what] = trial_memory(group.model, group.task, group.method, batch, settings).peak
+    return list(needs.items())
+
+
+def check_cluster(cpu: float, gpu: float, nodes: list[dict], needs: Callable[[], list[tuple[str, int]]],
+                  gpu_memory_gb: float | None = None) -> list[str]:
+    """A node can hold one trial (:func:`check_resources`), and the packing ``gpu`` asks for fits in the GPUs'
+    memory (:func:`check_packing`; ``needs``: :func:`trial_needs` of the search, asked for only then):
+    ``gpu_memory_gb`` (``--gpu-memory-gb``) or what the nodes' accelerator type says (unchecked when neither is
+    known)."""
+    problems = check_resources(cpu, gpu, nodes)
+    known = (gpu_memory_gb, f"--gpu-memory-gb {gpu_memory_gb:g}") if gpu_memory_gb else cluster_gpu_memory(nodes)
+    if problems or known is None or not gpu:
+        return problems
+    return check_packing(needs(), gpu, *known)
+
+
+def _share(packing: int) -> str:
+    """``resources.gpu`` for ``packing`` trials a GPU, rounded down so Ray fits that many."""
+    return f"{math.floor(1000 / packing) / 1000:g}"
 
 
 def run_checks(checks: list[tuple[str, callable]]) -> float:

@@ -24,7 +24,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.search import cluster, guard, parent, preflight, stopping
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
-from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan
+from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan, planned_size
 from istar_tune.search.spaces.space import SearchSpace, trial_group
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
 from istar_tune.search.tune.trainable import OBJECTIVE, trainable
@@ -81,7 +81,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
                  tracking_uri: str | None = None, name: str | None = None, address: str | None = None,
                  resume: bool = False, data_dir: str | None = None, write: Callable[[str], None] | None = None,
                  trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None,
-                 accept_changed_space: bool = False) -> list[SearchSummary]:
+                 accept_changed_space: bool = False, gpu_memory_gb: float | None = None) -> list[SearchSummary]:
     """Run (or resume) several searches as one Tune experiment; one summary per search, in order.
 
     Each search keeps its own MLflow experiment (its space's name; with one space, ``name`` if given), settings and
@@ -95,7 +95,9 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     ``trainable_fn(config, settings, keep)`` runs one trial (default:
     :func:`~istar_tune.search.tune.trainable.trainable`, which fine-tunes; ``settings`` and ``keep`` map each search's
     name to its run settings and to how many of its newest checkpoints a trial keeps). With ``simulation``, trials are
-    rehearsed by :func:`istar_tune.search.tune.simulate.simulated_trainable` instead.
+    rehearsed by :func:`istar_tune.search.tune.simulate.simulated_trainable` instead. ``gpu_memory_gb``: the memory
+    of the cluster's GPUs, for the check that the space's packing (``resources.gpu``) fits (else the GPU type Ray
+    reports says it).
     """
     say = write or _print
     began = time.monotonic()
@@ -109,7 +111,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
                     trainable_fn = simulated_trainable
                 cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
                 listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
-                checked_s += _check_resources(experiment.spaces[0])
+                checked_s += _check_resources(experiment, gpu_memory_gb)
                 writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
             except KeyboardInterrupt as err:
                 raise type(err)("interrupted before the search started; nothing was written: run it again") from None
@@ -183,11 +185,13 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) ->
         raise
 
 
-def _check_resources(space: SearchSpace) -> float:
+def _check_resources(experiment: _Experiment, gpu_memory_gb: float | None) -> float:
     import ray
 
-
-    return preflight.run_checks([("resources", lambda: preflight.check_resources(space.cpu, space.gpu, ray.nodes()))])
+    space, names = experiment.spaces[0], experiment.names
+    needs = lambda: [n for s in names for n in preflight.trial_needs(experiment.planned[s], experiment.settings[s])]  # noqa: E731
+    return preflight.run_checks([("resources", lambda: preflight.check_cluster(space.cpu, space.gpu, ray.nodes(),
+                                                                               needs, gpu_memory_gb))])
 
 
 def _open_tracking(experiment: _Experiment) -> None:
@@ -268,8 +272,9 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         logger.stop = stop
     printer = ProgressPrinter(experiment.total, say)
     callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
-    headline = " then ".join(f"{n} ({_size(planned[n])})" for n in names)
-    printer.write(f"== {headline}" if len(names) > 1 else f"== {experiment.name}: {_size(planned[experiment.name])}")
+    headline = " then ".join(f"{n} ({planned_size(planned[n])})" for n in names)
+    single = f"{experiment.name}: {planned_size(planned[experiment.name])}"
+    printer.write(f"== {headline}" if len(names) > 1 else f"== {single}")
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     with contextlib.ExitStack() as ending:
@@ -294,16 +299,6 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
             phases["fit"] = time.monotonic() - began - phases["setup"]
             summaries = _close(experiment, grid, interrupted, phases, stop)
     return summaries
-
-
-def _size(planned: list[PlannedGroup]) -> str:
-    trials, configurations = sum(p.trainings for p in planned), sum(p.trials for p in planned)
-    shared = f"{configurations} configurations in " if configurations != trials else ""
-    return f"{shared}{_count(trials, 'trial')} in {_count(len(planned), 'group')}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _errors_log(experiment: _Experiment) -> Path:

@@ -16,6 +16,9 @@ from istar_tune.methods import PENALISED
 from istar_tune.random_streams import DATA_ORDER, stream_seed
 from istar_tune.training.setup import Run
 
+TRAIN_TOKENS = "train_tokens"
+"""An epoch's count of the tokens it trained on (inputs padded to each batch's longest)."""
+
 LossFn = Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
 """batch → (total loss, task loss, penalty or None)."""
 
@@ -46,7 +49,8 @@ def method_loss(run: Run, shrinkage_cov: torch.Tensor | None,
 
 def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
                 epoch: int, description: str, train_modules: torch.nn.Module | None = None) -> dict[str, float]:
-    """One pass over the shuffled training data; returns mean losses. Shared by every method and stage.
+    """One pass over the shuffled training data; returns mean losses and the tokens trained on (:data:`TRAIN_TOKENS`).
+    Shared by every method and stage.
 
     ``train_modules``: only these modules run in training mode (dropout on); the rest of the model stays in
     evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains.
@@ -62,10 +66,12 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     order_seed = stream_seed(run.hparams.seed, DATA_ORDER, epoch)  # independent across seeds and epochs
     loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=order_seed)
     totals = {"train_loss": 0.0, "task_loss": 0.0, "penalty": 0.0}
+    tokens = 0
     steps = len(loader)
     bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
     optimizer.zero_grad(set_to_none=True)
     for step, batch in enumerate(bar):
+        tokens += batch["input_ids"].numel()  # as the model computes them: padded to the batch's longest
         loss, task_loss, pen = loss_fn(run.to_device(batch))
         # One host transfer per step for the logged values and the NaN check (each .item() would sync a GPU).
         values = torch.stack([loss.detach(), task_loss.detach(),
@@ -91,4 +97,4 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
         raise TrainingError(f"the weights became non-finite in epoch {epoch}: lower the learning rate "
                             f"({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
-    return {k: v / max(steps, 1) for k, v in totals.items()}
+    return {**{k: v / max(steps, 1) for k, v in totals.items()}, TRAIN_TOKENS: tokens}

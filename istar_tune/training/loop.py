@@ -36,13 +36,13 @@ from istar_tune.methods import get_method
 from istar_tune.metrics import CLOSING_ONLY, FINETUNED_PREFIX, STAR_KEYS
 from istar_tune.models import hidden_size
 from istar_tune.shrinkage import StreamingCovariance
-from istar_tune.training.epoch import method_loss, train_epoch
+from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.training.selection import Selection
 from istar_tune.training.setup import Run, make_optimizer, prepare
-from istar_tune.training.sigma import estimate_shrinkage, token_cloud
+from istar_tune.training.sigma import estimate_shrinkage, reused_shrinkage, token_cloud
 from istar_tune.training.state import (
     BEST_CHECKPOINT,
     CONFIG_FILE,
@@ -57,9 +57,14 @@ from istar_tune.training.state import (
     save_state,
     write_json_atomic,
 )
+from istar_tune.training.usage import PEAK_MEMORY, UTILIZATION, DeviceUsage
 from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
+
+MEASURED_KEYS = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s", "train_tokens_per_s",
+                 PEAK_MEMORY, UTILIZATION)
+"""An epoch record's keys that measure the machine, not the run: they differ between two runs of one configuration."""
 
 SCHEDULED_LR = "scheduled_lr"
 """An epoch record's key of the optimizer's learning rate after its last step (the schedule's value; the
@@ -97,10 +102,12 @@ class TrainResult:
 
 
 def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | None = None,
-          resume_from: str | os.PathLike | None = None, completes: tuple[int, ...] = ()) -> TrainResult:
+          resume_from: str | os.PathLike | None = None, completes: tuple[int, ...] = (),
+          sigma_cache: str | os.PathLike | None = None) -> TrainResult:
     """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got.
     ``completes``: the epoch counts of the shorter configurations this run also completes on its way (a search's
-    shared trial); they are scored like its own last epoch."""
+    shared trial); they are scored like its own last epoch. ``sigma_cache``: a folder where the pretrained model's
+    Σ_S is shared between runs (:func:`~istar_tune.training.sigma.reused_shrinkage`)."""
     run = prepare(hparams, settings)
     run.heartbeat = getattr(reporter, "heartbeat", None)
     output_dir = Path(settings.output_dir) if settings.output_dir else None
@@ -109,7 +116,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
         (output_dir / CONFIG_FILE).write_text(yaml.safe_dump(resolved_config(run), sort_keys=False), "utf-8")
     result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
     try:
-        finished = _fit(run, result, reporter, resume_from, output_dir, set(completes))
+        finished = _fit(run, result, reporter, resume_from, output_dir, set(completes), sigma_cache)
         if get_method(hparams.method).second_stage and not finished:
             _second_stage(run, result, reporter, output_dir)
         result.status = TrialStatus.FINISHED
@@ -124,7 +131,7 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
 
 
 def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None,
-         completes: set[int]) -> bool:
+         completes: set[int], sigma_cache: str | os.PathLike | None = None) -> bool:
     """The fine-tuning epochs; True when a resumed state says the whole run had finished."""
     hp = run.hparams
     second_stage = get_method(hp.method).second_stage
@@ -141,15 +148,17 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
     # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here (I-STAR). After each
     # epoch one new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's
     # training; a method without Σ_S in its loss draws only where its eval IsoScore* is used (`measures_star`).
-    shrinkage_cov = estimate_shrinkage(run, draw=start).to(run.device) if start < last and in_loss else None
+    shrinkage_cov = _first_shrinkage(run, start, sigma_cache) if start < last and in_loss else None
     for epoch in range(start + 1, last + 1):
         began = time.perf_counter()
         gathered = training_pass_covariance(run, selection, epoch, completes | {epochs}, in_loss)
         observe = None if gathered is None else (
             lambda hidden, mask, c=gathered: c.update(*token_cloud(run, hidden, mask)))
-        losses = train_epoch(run, method_loss(run, shrinkage_cov, observe), params, optimizer, scheduler, scaler,
-                             epoch, f"epoch {epoch}/{epochs}")
+        with DeviceUsage(run.device) as usage:
+            losses = train_epoch(run, method_loss(run, shrinkage_cov, observe), params, optimizer, scheduler, scaler,
+                                 epoch, f"epoch {epoch}/{epochs}")
         trained = time.perf_counter()
+        losses.update(usage.record(), train_tokens_per_s=losses.pop(TRAIN_TOKENS) / max(trained - began, 1e-9))
         held_out = evaluate_holdout(run) if selection.holdout else {}
         measured = in_loss or measures_star(run, selection, epoch, held_out, completes | {epochs})
         if not measured:
@@ -181,6 +190,14 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         if stop:
             break
     return False
+
+
+def _first_shrinkage(run: Run, start: int, sigma_cache) -> torch.Tensor:
+    """Σ_S of the model before the first epoch trained here: the pretrained model's is computed once per key and
+    reused (:func:`~istar_tune.training.sigma.reused_shrinkage`); a resumed run's is drawn afresh."""
+    if start == 0:
+        return reused_shrinkage(run, sigma_cache, lambda: estimate_shrinkage(run, draw=0)).to(run.device)
+    return estimate_shrinkage(run, draw=start).to(run.device)
 
 
 def _resumed(run: Run, result: TrainResult, selection: Selection, resume_from, optimizers: tuple,

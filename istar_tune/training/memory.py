@@ -12,9 +12,12 @@ its CUDA context (:data:`CUDA_CONTEXT_BYTES`).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from istar_tune.errors import TrainingError
 from istar_tune.methods import ISOSCORE, get_method
 
 GIB = 2**30
@@ -151,7 +154,40 @@ def estimate_memory(model, method: str, batch_size: int, max_length: int, eval_b
                           context=CUDA_CONTEXT_BYTES if cuda else 0)
 
 
-def largest_packing(peak_bytes: int, gpu_bytes: int, headroom: float = 0.9) -> int:
+PACKING_HEADROOM = 0.9
+"""The share of a GPU's memory co-located trials may fill between them (the rest: the allocator's fragmentation and
+what the estimate misses)."""
+
+
+def largest_packing(peak_bytes: int, gpu_bytes: int, headroom: float = PACKING_HEADROOM) -> int:
     """How many trials of ``peak_bytes`` fit on one GPU of ``gpu_bytes`` (``headroom``: the share a packing may
-    fill, for the allocator's fragmentation); 0 when not even one does."""
+    fill); 0 when not even one does."""
     return max(0, math.floor(gpu_bytes * headroom / peak_bytes)) if peak_bytes > 0 else 0
+
+
+def cap_gpu_memory(share: float | None) -> bool:
+    """A trial holding ``share`` of a GPU (Ray's fractional ``gpu``) caps its allocator at that share of the GPU's
+    memory (``torch.cuda.set_per_process_memory_fraction``), so one trial cannot starve the trials beside it: it
+    fails with an out-of-memory error of its own instead. True when a cap was set (CUDA, share below 1)."""
+    import torch
+
+    if share is None or not 0 < share < 1 or not torch.cuda.is_available():
+        return False
+    torch.cuda.set_per_process_memory_fraction(share)
+    return True
+
+
+@contextlib.contextmanager
+def out_of_memory_explained(what: str, share: float | None) -> Iterator[None]:
+    """An out-of-memory error inside becomes a :class:`~istar_tune.errors.TrainingError` saying what ran out, with
+    which share of the GPU, and what to change (the trial fails with it; the search goes on)."""
+    import torch
+
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        held = f"its share: {share:g} of the GPU" if share and share < 1 else "a whole GPU"
+        raise TrainingError(f"out of memory training {what} ({held}): lower batch_size or max_length, give each "
+                            "trial a larger resources.gpu (fewer trials a GPU), or measure with `istar-tune "
+                            f"calibrate`; the search goes on with its other trials ({detail})") from None

@@ -5,6 +5,14 @@ and the token points the penalty, Σ_S and the eval IsoScore* all read (:func:`t
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
 import torch
 
 from istar_tune.losses import layer_points
@@ -42,6 +50,54 @@ def estimate_shrinkage(run: Run, draw: int = 0) -> torch.Tensor:
         if estimator.full:
             break
     return estimator.covariance(torch.float32)
+
+
+SIGMA_CACHE = "sigma-cache"
+"""The folder beside a search's trials where the pretrained model's Σ_S is kept, one file per key."""
+NOT_IN_SIGMA = frozenset({
+    "method", "learning_rate", "batch_size", "epochs", "lam", "zeta", "grad_accum", "warmup_ratio", "weight_decay",
+    "alpha", "isolayer_learning_rate", "isolayer_epochs",  # hyperparameters the pretrained model's Σ_S never sees
+    "output_dir", "max_eval_samples", "eval_zeta", "star_sigma", "isoscore_star_every_epoch", "precision",
+    "max_grad_norm", "save_checkpoint", "progress", "heartbeat_s", "patience", "checkpoint",  # settings after it
+})
+"""What does not change Σ_S of the pretrained model (draw 0: eval mode, float32, its own random order); every other
+hyperparameter and setting is part of its key, so one added later changes the key rather than reusing a wrong Σ_S."""
+
+
+def shrinkage_key(run: Run) -> str:
+    """What determines Σ_S of the pretrained model, hashed: the model, the task's definition and data, the seed (the
+    draw's order, the held-out split, a random-init model's weights), the token selection and budget, the device
+    and the library versions."""
+    import transformers
+
+    values = {**dataclasses.asdict(run.hparams), **dataclasses.asdict(run.settings)}
+    key = {k: v for k, v in sorted(values.items()) if k not in NOT_IN_SIGMA}
+    key.update(task=dataclasses.asdict(run.task), device=run.device.type, torch=torch.__version__,
+               transformers=transformers.__version__, train_examples=len(run.data.train))
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def reused_shrinkage(run: Run, folder: str | os.PathLike | None, estimate: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """Σ_S of the pretrained model, the same for every configuration of a model × task × seed × settings: read from
+    ``folder`` when a trial computed it already, else ``estimate()`` and kept there (written whole or not at all; a
+    file that cannot be read is computed again). ``folder`` ``None``: always estimated."""
+    if folder is None:
+        return estimate()
+    path = Path(folder) / f"{shrinkage_key(run)}.pt"
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - absent, partial or unreadable: estimated again
+        pass
+    covariance, handle = estimate(), None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
+            torch.save(covariance.detach().cpu(), handle)
+        os.replace(handle.name, path)
+    except OSError:  # a full or read-only disk costs only the reuse
+        if handle is not None:
+            Path(handle.name).unlink(missing_ok=True)
+    return covariance
 
 
 def token_cloud(run: Run, hidden_states, attention_mask) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from istar_tune.cli import _throughput, main
+from istar_tune.cli import main
 from istar_tune.errors import ConfigError
-from istar_tune.search.plan import group_cost, plan, planned_configs
-from istar_tune.search.spaces.cost import Throughput, trial_seconds
+from istar_tune.search.plan import plan, planned_configs
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, configuration
 
@@ -54,29 +53,6 @@ def test_shared_trials_complete_every_configuration_of_the_grid_exactly_once():
     [plain] = plan(replace(unshared, share_epochs=False))
     expected = [tuple(sorted(c.items())) for c in planned_configs(unshared, plain)]
     assert len(done) == len(set(done)) == 648 and set(done) == set(expected)
-
-
-def test_gpu_hours_come_from_the_measured_throughput_with_and_without_sharing(capsys):
-    space = load_search_space(SPACES / "paper_base.yaml").narrow(["bert"], ["rte"])
-    [group] = plan(space)
-    slow, fast = Throughput({"bert": 10_000}, 256), Throughput({"bert": 20_000}, 256)
-    cost_slow, cost_fast = group_cost(space, group, slow), group_cost(space, group, fast)
-    assert cost_slow.gpu_hours > cost_fast.gpu_hours > 0
-    assert cost_slow.unshared_gpu_hours > 2 * cost_slow.gpu_hours
-    seconds = sum(trial_seconds(t, 250_000, slow) for t in planned_configs(space, group))
-    assert cost_slow.gpu_hours == pytest.approx(seconds / 3600)
-    assert main(["search", str(SPACES / "paper_base.yaml"), "--models", "bert", "--tasks", "rte", "--dry-run",
-                 "--tokens-per-second", "bert=10000"]) == 0
-    assert f"{cost_slow.gpu_hours:.1f} GPU-hours ({cost_slow.unshared_gpu_hours:.1f} without sharing) at bert 10000 " \
-           "tokens/s" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("value", ["bert", "bert=fast", "bert=-3", "=5"])
-def test_a_bad_throughput_is_one_clear_error(value):
-    space = load_search_space(SPACES / "paper_base.yaml").narrow(["bert"], ["rte"])
-
-    with pytest.raises(ConfigError, match="MODEL=TOKENS_PER_SECOND"):
-        _throughput([value], space)
 
 
 def test_a_study_starts_from_the_best_base_configuration_and_plans_each_lambda_times_each_seed(tmp_path, log_trial,

@@ -123,3 +123,54 @@ def test_a_hub_task_while_the_hub_does_not_answer_is_refused_at_once(monkeypatch
     assert problems == ["boolq.yaml: task boolq reads the hub data set google/boolq, and the Hugging Face hub does "
                         "not answer within 5 s (or HF_HUB_OFFLINE is set): give its train and validation files "
                         "instead, or run where the hub answers"]
+
+
+GIB = 2**30
+
+
+def _gpu_node(kind: str | None = "H100", gpus: float = 8, alive: bool = True) -> dict:
+    resources = {"CPU": 64.0, "GPU": gpus, **({f"accelerator_type:{kind}": 1.0} if kind else {})}
+    return {"Alive": alive, "Resources": resources}
+
+
+def test_the_gpus_memory_comes_from_the_smallest_known_accelerator_type_of_alive_gpu_nodes():
+    assert preflight.cluster_gpu_memory([_gpu_node("H100"), _gpu_node("T4"), _gpu_node("V100", alive=False)]) == (
+        16.0, "the T4's 16 GiB")
+    assert preflight.cluster_gpu_memory([_gpu_node(None), {"Resources": {"CPU": 4.0}}]) is None
+
+
+def test_a_packing_whose_trials_do_not_fit_is_one_line_naming_the_largest_that_does():
+    needs = [("small", 2 * GIB), ("bert × rte × istar at batch 32 × 128 tokens", 10 * GIB)]
+    [problem] = preflight.check_packing(needs, 0.125, 40.0, "the A100's 40 GiB")
+    assert problem.startswith("resources.gpu 0.125 packs 8 trials to a GPU, but a trial of bert × rte × istar")
+    assert "the largest packing that fits is 3 (resources.gpu: 0.333)" in problem  # 36 GiB of 40 usable
+    assert preflight.check_packing(needs, 0.333, 40.0, "the A100's 40 GiB") == []
+    assert preflight.check_packing(needs, 1.0, 40.0, "x") == [] and preflight.check_packing(needs, 0, 1.0, "x") == []
+    [alone] = preflight.check_packing(needs, 1.0, 8.0, "--gpu-memory-gb 8")
+    assert "needs about 10.0 GiB of GPU memory (estimate), more than 90% of --gpu-memory-gb 8" in alone
+
+
+def test_the_cluster_check_estimates_memory_only_when_the_gpus_size_is_known():
+    asked = []
+
+    def needs():
+        asked.append(1)
+        return [("big", 30 * GIB)]
+
+    assert preflight.check_cluster(1, 0.5, [_gpu_node(None)], needs) == [] and not asked
+    assert "largest packing that fits is 1" in preflight.check_cluster(1, 0.5, [_gpu_node("A100")], needs)[0]
+    assert preflight.check_cluster(1, 0.5, [_gpu_node(None)], needs, gpu_memory_gb=80) == []
+
+
+def test_trial_needs_are_one_per_model_task_method_at_the_largest_batch_size(tmp_path):
+    from istar_tune.config import RunSettings
+    from istar_tune.search.plan import plan
+    from istar_tune.search.spaces.file import load_search_space
+
+    text = "name: s\nmodels: [tiny-bert]\ntasks: [rte]\nmethods: [base, istar]\nhyperparameters:\n" \
+           "  batch_size: {grid: [8, 32]}\n"
+    (tmp_path / "s.yaml").write_text(text)
+    needs = preflight.trial_needs(plan(load_search_space(tmp_path / "s.yaml")), RunSettings(max_length=64))
+    assert [what for what, _ in needs] == ["tiny-bert × rte × base at batch 32 × 64 tokens",
+                                           "tiny-bert × rte × istar at batch 32 × 64 tokens"]
+    assert needs[1][1] > needs[0][1] > 0  # I-STAR's point cloud on top

@@ -16,6 +16,7 @@ from istar_tune import tracking
 from istar_tune.results.tables import build_table
 from istar_tune.search.run import run_search
 from istar_tune.search.spaces.file import load_search_space
+from istar_tune.training.loop import MEASURED_KEYS
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,7 @@ resources: {{cpu: 1}}
 search: {{algorithm: grid, share_epochs: {share}}}
 settings: {{recipe: paper, max_length: 32, shrinkage_tokens: 400, checkpoint: resume{extra}}}
 """
-UNCOMPARED = ("epoch_time_s", "train_time_s", "eval_time_s", "shrinkage_time_s", "checkpoint_bytes")
+UNCOMPARED = (*MEASURED_KEYS, "checkpoint_bytes")
 
 
 def _records(uri: str, name: str) -> dict[tuple, dict]:

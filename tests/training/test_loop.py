@@ -7,7 +7,7 @@ import pytest
 
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.tasks import TASKS, get_task
-from istar_tune.training.loop import train
+from istar_tune.training.loop import MEASURED_KEYS, train
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
@@ -23,12 +23,13 @@ def test_every_task_trains_one_epoch_and_reports_its_metric(make_hparams, make_s
     assert 0.0 <= record["eval_isoscore_star"] <= 1.0 and 0.0 <= record["eval_isoscore"] <= 1.0
     assert record["penalty"] < 0  # λ = −1: the penalty −(1 − IsoScore*) is negative
     assert record["train_loss"] == pytest.approx(record["task_loss"] + record["penalty"], rel=1e-4)
+    assert record["train_tokens_per_s"] > 0
 
 
 def test_same_seed_gives_the_same_metrics_and_lambda_zero_equals_base(make_hparams, make_settings):
     first = train(make_hparams(epochs=2), make_settings()).epochs
     second = train(make_hparams(epochs=2), make_settings()).epochs
-    drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
+    drop = MEASURED_KEYS
     assert [{k: v for k, v in r.items() if k not in drop} for r in first] == \
         [{k: v for k, v in r.items() if k not in drop} for r in second]
     base = train(make_hparams(method="base", lam=None), make_settings()).final

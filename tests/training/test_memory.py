@@ -103,3 +103,30 @@ def test_the_largest_packing_leaves_headroom_and_can_be_none():
                               forward_pass=0, context=0)
     assert largest_packing(estimate.peak, 80 * 2**30) == 36  # 72 GiB usable of 80
     assert largest_packing(estimate.peak, 2 * 2**30) == 0
+
+
+def test_a_trial_below_a_whole_gpu_caps_its_allocator_at_its_share(monkeypatch):
+    from istar_tune.training.memory import cap_gpu_memory
+
+    capped = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda share: capped.append(share))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cap_gpu_memory(0.25) and capped == [0.25]
+    assert not cap_gpu_memory(1.0) and not cap_gpu_memory(None) and capped == [0.25]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not cap_gpu_memory(0.5) and capped == [0.25]
+
+
+def test_out_of_memory_fails_the_trial_with_what_ran_out_and_what_to_change():
+    from istar_tune.errors import TrainingError
+    from istar_tune.training.memory import out_of_memory_explained
+
+    with pytest.raises(TrainingError) as caught:
+        with out_of_memory_explained("minilm × rte × istar at batch 32 × 128 tokens", 0.25):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+    text = str(caught.value)
+    assert text.startswith("out of memory training minilm × rte × istar at batch 32 × 128 tokens (its share: 0.25 of")
+    assert "lower batch_size or max_length" in text and "(CUDA out of memory. Tried to allocate 2.00 GiB)" in text
+    with pytest.raises(ValueError):  # anything else passes through unchanged
+        with out_of_memory_explained("x", 0.5):
+            raise ValueError("not memory")

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from istar_tune.config import RunSettings
-from istar_tune.training.loop import train
+from istar_tune.training.loop import MEASURED_KEYS, train
 
 
 @pytest.mark.parametrize("recipe", ["paper", "modern"])
@@ -96,7 +96,7 @@ def test_deterministic_turns_torchs_deterministic_kernels_on_for_its_run_and_off
     off = train(hparams, make_settings(max_train_samples=32, max_eval_samples=16))
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
     def values(result):
-        return [{k: v for k, v in e.items() if not k.endswith("_time_s")} for e in result.epochs]
+        return [{k: v for k, v in e.items() if k not in MEASURED_KEYS} for e in result.epochs]
 
     assert values(on) == values(off)  # CPU kernels are deterministic anyway
     prepare(hparams, settings)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from istar_tune.training.loop import train
+from istar_tune.training.loop import MEASURED_KEYS, train
 from istar_tune.training.state import BEST_CHECKPOINT, CONFIG_FILE, METRICS_FILE
 
 
@@ -27,7 +27,7 @@ def test_outputs_written_and_best_checkpoint_loads(make_hparams, make_settings, 
 
 def test_resumed_run_continues_from_its_last_epoch_and_matches_an_uninterrupted_run(make_recorder, make_hparams,
                                                                                     make_settings, tmp_path):
-    drop = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s")
+    drop = MEASURED_KEYS
     uninterrupted = train(make_hparams(epochs=3), make_settings(), make_recorder()).epochs
     state = tmp_path / "state"
     with pytest.raises(KeyboardInterrupt):

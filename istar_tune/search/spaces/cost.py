@@ -9,9 +9,10 @@ throughput is an assumption written down here (:data:`MODEL_THROUGHPUT`) unless 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
@@ -36,16 +37,22 @@ SHRINKAGE_TOKENS_PER_EXAMPLE = 128.0
 
 @dataclass(frozen=True)
 class Throughput:
-    """Training tokens per second per model, measured on the user's hardware (``--tokens-per-second``): a batch
-    of inputs padded to ``max_length`` counts ``batch × max_length`` tokens, so examples per second are the tokens per
-    second ÷ ``max_length`` (an upper bound on the time: batches are padded only to their longest input)."""
+    """Training tokens per second of one trial per model, measured on the user's hardware (``--tokens-per-second``,
+    or ``--throughput`` files written by ``istar-tune calibrate``): a batch of inputs padded to ``max_length`` counts
+    ``batch × max_length`` tokens, so examples per second are the tokens per second ÷ ``max_length`` (an upper bound
+    on the time: batches are padded only to their longest input). ``packing``: trials sharing one GPU, which the rates
+    are for; ``per_packing``: a calibrated model's per-trial rate at each packing it measured."""
 
     tokens_per_second: dict[str, float] = field(default_factory=dict)
     max_length: int = 128
+    packing: int = 1
+    per_packing: dict[str, dict[int, float]] = field(default_factory=dict)
+    recommended: dict[str, int] = field(default_factory=dict)
+    """A calibrated model's packing with the most tokens per second in total."""
 
     @classmethod
     def parse(cls, values: list[str], models: tuple[str, ...], max_length: int) -> Throughput:
-        """``--tokens-per-second bert=52000 ...``: one measured rate per model of the search."""
+        """``--tokens-per-second bert=52000 ...``: one measured rate per model of the search (one trial a GPU)."""
         rates = {}
         for value in values:
             model, _, text = value.partition("=")
@@ -55,17 +62,66 @@ class Throughput:
                 rate = math.nan
             if not model or not rate > 0 or math.isinf(rate):
                 raise ConfigError(f"--tokens-per-second: {value!r} is not MODEL=TOKENS_PER_SECOND (e.g. bert=52000, "
-                                  "measured with `istar-tune train` on one GPU)")
+                                  "measured with `istar-tune calibrate` on one GPU)")
             rates[model] = rate
-        missing = sorted(set(models) - set(rates))
-        if missing:
-            raise ConfigError(f"--tokens-per-second: no rate for {', '.join(missing)}: give one per model of the "
-                              "search")
+        _all_models(rates, models, "--tokens-per-second")
         return cls(rates, max_length)
+
+    @classmethod
+    def read(cls, paths: list[str], models: tuple[str, ...], max_length: int, packing: int = 1) -> Throughput:
+        """``--throughput FILE ...``: calibrate's files, one per model of the search; the rates at ``packing``."""
+        from istar_tune.yamlfile import load_yaml
+
+        per_packing, recommended = {}, {}
+        for path in paths:
+            data = load_yaml(path)
+            try:
+                model, measured_at = str(data["model"]), int(data["max_length"])
+                rates = {}
+                for row in data["measurements"]:
+                    if row.get("tokens_per_second_per_trial"):  # a packing that failed has none
+                        k = int(row["packing"])
+                        rates[k] = max(rates.get(k, 0.0), float(row["tokens_per_second_per_trial"]))
+                best = int(data["recommended"]["packing"]) if data.get("recommended") else min(rates)
+            except (KeyError, TypeError, ValueError, AttributeError) as err:
+                raise ConfigError(f"--throughput {path}: not a file written by `istar-tune calibrate` "
+                                  f"({type(err).__name__}: {err}): run calibrate again") from None
+            if not rates:
+                raise ConfigError(f"--throughput {path}: no packing of {model} was measured: run calibrate again")
+            # Examples per second are what the cost model needs: rates measured at another max_length are rescaled.
+            per_packing[model] = {k: rate / measured_at * max_length for k, rate in rates.items()}
+            recommended[model] = best
+        _all_models(per_packing, models, "--throughput")
+        return cls({}, max_length, per_packing=per_packing, recommended=recommended).at(packing)
+
+    def at(self, packing: int) -> Throughput:
+        """The same measurements, the rates of one trial when ``packing`` trials share a GPU."""
+        models = set(self.tokens_per_second) | set(self.per_packing)
+        return replace(self, packing=packing, tokens_per_second={m: self.rate(m, packing) for m in models})
+
+    def rate(self, model: str, packing: int) -> float:
+        """Tokens per second of one of ``packing`` trials sharing a GPU: measured, else the total of the largest
+        measured packing below it shared among them (no further gain assumed)."""
+        measured = self.per_packing.get(model) or {self.packing: self.tokens_per_second[model]}
+        if packing in measured:
+            return measured[packing]
+        below = max((k for k in measured if k <= packing), default=min(measured))
+        return measured[below] * below / packing
 
     def examples_per_second(self, model: str) -> float | None:
         rate = self.tokens_per_second.get(model)
         return None if rate is None else rate / self.max_length
+
+
+def _all_models(rates: Mapping[str, Any], models: tuple[str, ...], flag: str) -> None:
+    missing = sorted(set(models) - set(rates))
+    if missing:
+        raise ConfigError(f"{flag}: no rate for {', '.join(missing)}: give one per model of the search")
+
+
+def packing_of(gpu: float) -> int:
+    """Trials sharing one GPU at ``resources.gpu`` (1 at a whole GPU or more, or none)."""
+    return max(1, math.floor(1 / gpu + 1e-9)) if 0 < gpu < 1 else 1
 
 
 def throughput(model: str, batch_size: int, measured: Throughput | None = None) -> float:
@@ -76,6 +132,32 @@ def throughput(model: str, batch_size: int, measured: Throughput | None = None) 
         return rate
     base = MODEL_THROUGHPUT.get(model, DEFAULT_THROUGHPUT)
     return base * (batch_size / (batch_size + 16.0)) / (32.0 / 48.0)
+
+
+def largest_batch_size(group, fixed: Mapping[str, Any]) -> int:
+    """The largest batch size a group trains (its peak memory): its domain's largest value, else the value fixed for
+    it, else the default."""
+    domain = group.domains.get("batch_size")
+    if domain is None:
+        return int(fixed.get("batch_size", Hyperparameters.batch_size))
+    return int(max(domain.values))
+
+
+def trial_memory(model: str, task: str, method: str, batch_size: int, settings):
+    """One trial's peak GPU memory (:class:`istar_tune.training.memory.MemoryEstimate`) at ``settings``'
+    ``max_length``, ``eval_batch_size`` and precision (``auto`` is half precision on CUDA), from the model built on
+    ``meta`` (its config only)."""
+    from istar_tune.training.memory import estimate_memory
+
+    return estimate_memory(_meta_model(model, task), method, batch_size, settings.max_length,
+                           settings.eval_batch_size, half_precision=settings.precision != "fp32", cuda=True)
+
+
+@functools.lru_cache(maxsize=32)
+def _meta_model(model: str, task: str):
+    from istar_tune.models import meta_model
+
+    return meta_model(model, get_task(task))
 
 
 def typed_hyperparameters(config: Mapping[str, Any]):

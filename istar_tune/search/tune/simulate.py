@@ -25,7 +25,13 @@ from typing import Any
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
-from istar_tune.search.spaces.cost import STARTUP_SECONDS, epoch_seconds, shrinkage_seconds, typed_hyperparameters
+from istar_tune.search.spaces.cost import (
+    STARTUP_SECONDS,
+    Throughput,
+    epoch_seconds,
+    shrinkage_seconds,
+    typed_hyperparameters,
+)
 from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 from istar_tune.search.tune import checkpoints
 from istar_tune.search.tune.trainable import TuneReporter, quiet_ray_loggers
@@ -57,6 +63,8 @@ class Simulation:
     gpus: int = 8
     """Logical GPUs a local Ray instance declares for the rehearsal (a CPU-only machine rehearses a GPU search; a
     cluster's own GPUs are used as they are)."""
+    throughput: Throughput | None = None
+    """Measured rates (``--throughput``/``--tokens-per-second``) at the space's packing; else the assumed ones."""
 
     def __post_init__(self):
         problems = []
@@ -174,9 +182,10 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
         start = int(epoch or 0)
         reporter.remember([{"epoch": e, **epoch_metrics(config, e, simulation)} for e in range(1, start + 1)])
     epochs = trial_epochs(config)
-    per_epoch = epoch_seconds(config, shrinkage) * simulation.time_factor
+    per_epoch = epoch_seconds(config, shrinkage, simulation.throughput) * simulation.time_factor
     # A method without Σ_S in its loss pays a Σ_S pass only at the last epoch of each configuration it completes.
-    sigma = 0.0 if get_method(config["method"]).uses_zeta else shrinkage_seconds(config, shrinkage)
+    sigma = 0.0 if get_method(config["method"]).uses_zeta else shrinkage_seconds(config, shrinkage,
+                                                                                 simulation.throughput)
     sigma *= simulation.time_factor
     time.sleep(STARTUP_SECONDS * simulation.time_factor)
     for epoch in range(start + 1, epochs + 1):

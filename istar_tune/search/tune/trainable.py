@@ -144,10 +144,10 @@ def quiet_ray_loggers() -> None:
 def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep: dict[str, int]) -> None:
     """The Ray Tune trainable: a plain function of the sampled config (plus the fixed run settings and checkpoints
     to keep of each search in the experiment, by search name)."""
+    import ray
     from ray import tune
 
-    from istar_tune.training.loop import train
-    from istar_tune.training.state import read_state
+    from istar_tune.training.memory import cap_gpu_memory, out_of_memory_explained
 
     quiet_ray_loggers()
     trial_task(config)  # a task that is not shipped: known here from the definition the config carries
@@ -158,9 +158,27 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
                             completes=shared, epochs=trial_epochs(config), heartbeat_s=run_settings.heartbeat_s,
                             label=f"{tune.get_context().get_trial_id()} — {tracking.run_name(config)}")
+    share = ray.get_runtime_context().get_assigned_resources().get("GPU")
+    cap_gpu_memory(share)  # co-located trials: each within its share of the GPU's memory
+    what = (f"{hparams.model} × {hparams.task} × {hparams.method} at batch {hparams.batch_size} × "
+            f"{run_settings.max_length} tokens")
+    with out_of_memory_explained(what, share):
+        _train(hparams, run_settings, reporter, shared)
+
+
+def _train(hparams: Hyperparameters, run_settings: RunSettings, reporter: TuneReporter, shared: tuple[int, ...]):
+    """The trial's training, from its newest readable checkpoint when Tune restored one."""
+    from ray import tune
+
+    from istar_tune.training.loop import train
+    from istar_tune.training.sigma import SIGMA_CACHE
+    from istar_tune.training.state import read_state
+
+    # Σ_S of the pretrained model, shared by the trials of this node's experiment folder that have the same key.
+    cache = Path(tune.get_context().get_trial_dir()).parent / SIGMA_CACHE
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        train(hparams, run_settings, reporter, completes=shared)
+        train(hparams, run_settings, reporter, completes=shared, sigma_cache=cache)
         return
     with tempfile.TemporaryDirectory(prefix="istar-tune-resume-") as local:
         def copy(folder: Path) -> Path:
@@ -170,7 +188,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
             return Path(local)
 
         state_dir, reporter.note = checkpoints.restore(checkpoint, copy)
-        train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared)
+        train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared, sigma_cache=cache)
 
 
 TRIAL_CONFIG = "config.yaml"

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.plan import dry_run_report, plan
+from istar_tune.search.dry_run import dry_run_report
+from istar_tune.search.plan import plan
 from istar_tune.search.spaces.file import load_search_space
 
 SPACES = Path(__file__).resolve().parents[3] / "search_spaces"

@@ -1,0 +1,153 @@
+"""The dry run's report: per (model, task, method) group, the configurations, Tune trials, epochs, one trial's
+estimated peak GPU memory and, with a measured throughput, GPU-hours at the space's packing and at the recommended
+one; then the totals and why epochs are or are not shared. One cost model for all of it
+(:mod:`istar_tune.search.spaces.cost`), the one planning and ``--simulate`` use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from istar_tune.config import RunSettings, trial_epochs
+from istar_tune.errors import IstarTuneError
+from istar_tune.search.plan import PlannedGroup, counted, planned_configs
+from istar_tune.search.spaces.cost import Throughput, largest_batch_size, packing_of, trial_memory, trial_seconds
+from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
+
+
+@dataclass
+class GroupCost:
+    epochs: float
+    """Epochs its trials train (as planned: shared where they share)."""
+    unshared_epochs: float
+    gpu_hours: float = 0.0
+    unshared_gpu_hours: float = 0.0
+    recommended_gpu_hours: float | None = None
+    """GPU-hours at the packing calibrate recommends for the group's model (``None``: not calibrated)."""
+
+
+def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | None = None) -> GroupCost:
+    """What a group's trials cost, with and without shared epoch prefixes, at the space's packing and (calibrated
+    models) the recommended one: each trial holds ``1/packing`` of a GPU for its modelled time
+    (:func:`istar_tune.search.spaces.cost.trial_seconds`)."""
+    trials = planned_configs(space, item)
+    unshared = [configuration(t, k) for t in trials for k in completes(t)]
+    tokens = space.run_settings().shrinkage_tokens
+
+    def hours(configs: list[dict], rates: Throughput, share: float) -> float:
+        return sum(trial_seconds(c, tokens, rates) for c in configs) * share / 3600.0
+
+    cost = GroupCost(epochs=sum(map(trial_epochs, trials)), unshared_epochs=sum(map(trial_epochs, unshared)))
+    if measured is not None:
+        share = space.gpu or 1.0
+        cost.gpu_hours, cost.unshared_gpu_hours = hours(trials, measured, share), hours(unshared, measured, share)
+        best = measured.recommended.get(item.group.model)
+        if best is not None:
+            cost.recommended_gpu_hours = hours(trials, measured.at(best), 1.0 / best)
+    return cost
+
+
+def memory_column(planned: list[PlannedGroup], settings: RunSettings, readable: bool) -> tuple[list[str], list[str]]:
+    """One trial's estimated peak GPU memory per group (GiB; ``?`` where its model's config cannot be read), and the
+    notes the report adds. ``readable``: model configs may be read (locally, or the hub answers)."""
+    if not readable:
+        return ["?"] * len(planned), ["(GiB/trial: the models' configs are not on this machine and the Hugging Face "
+                                      "hub does not answer; run where it does for the memory estimate)"]
+    column, notes = [], []
+    for item in planned:
+        group = item.group
+        try:
+            estimate = trial_memory(group.model, group.task, group.method,
+                                    largest_batch_size(group, item.param_space), settings)
+            column.append(f"{estimate.peak_gb:.2f}")
+        except (IstarTuneError, ValueError) as err:
+            column.append("?")
+            notes.append(f"(GiB/trial of {group.model}: {err})")
+    precision = "float32" if settings.precision == "fp32" else "fp16/bf16 autocast"
+    notes.insert(0, f"GiB/trial: one trial's estimated peak GPU memory at its group's largest batch size × max_length "
+                    f"{settings.max_length}, {precision}, CUDA context included")
+    return column, list(dict.fromkeys(notes))
+
+
+def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Throughput | None = None,
+                   memory: tuple[list[str], list[str]] | None = None) -> str:
+    """Per group: configurations, Tune trials, epochs trained (and without shared prefixes), with ``memory``
+    (:func:`memory_column`) one trial's GPU memory, and with a measured throughput GPU-hours; then the totals."""
+    costs = [group_cost(space, p, measured) for p in planned]
+    header = ["model", "task", "method", "configurations", "trials", "epochs", "unshared epochs"]
+    rows = [[p.group.model, p.group.task, p.group.method, str(p.trials), str(p.trainings), f"{c.epochs:g}",
+             f"{c.unshared_epochs:g}"] for p, c in zip(planned, costs)]
+    if memory is not None:
+        header.append("GiB/trial")
+        rows = [[*row, gib] for row, gib in zip(rows, memory[0])]
+    if measured is not None:
+        header.append("GPU-hours")
+        rows = [[*row, f"{c.gpu_hours:.1f}"] for row, c in zip(rows, costs)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
+             f"scheduler {space.scheduler}"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines += _seeds_lines(space, planned) + _sharing_lines(planned) + (memory[1] if memory else [])
+    lines.append(_total(planned, costs, measured, space))
+    concurrency = space.concurrency or "as the cluster allows"
+    lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
+                 f"retries per trial: {space.max_failures}")
+    if space.algorithm == "optuna" or (space.stage == "seeds" and not all(p.param_space for p in planned)):
+        lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
+    return "\n".join(lines)
+
+
+def _total(planned: list[PlannedGroup], costs: list[GroupCost], measured: Throughput | None,
+           space: SearchSpace) -> str:
+    configurations, trials = sum(p.trials for p in planned), sum(p.trainings for p in planned)
+    epochs, unshared = sum(c.epochs for c in costs), sum(c.unshared_epochs for c in costs)
+    saved = f" ({epochs / unshared:.2f}×)" if unshared and epochs != unshared else ""
+    total = (f"total {configurations} configurations in {trials} trials, {counted(len(planned), 'group')}; "
+             f"{epochs:g} epochs trained, {unshared:g} without sharing{saved}")
+    if measured is None:
+        return total
+    packing = packing_of(space.gpu)
+    gpu_hours, unshared_hours = sum(c.gpu_hours for c in costs), sum(c.unshared_gpu_hours for c in costs)
+    rates = ", ".join(f"{m} {r:,.0f} tokens/s" for m, r in sorted(measured.tokens_per_second.items()))
+    total += (f"; {gpu_hours:.1f} GPU-hours ({unshared_hours:.1f} without sharing) at the space's packing "
+              f"({counted(packing, 'trial')} a GPU: {rates} per trial)")
+    if all(c.recommended_gpu_hours is not None for c in costs) and measured.recommended:
+        recommended = sum(c.recommended_gpu_hours for c in costs)
+        chosen = ", ".join(f"{m} {k} a GPU (resources.gpu {1 / k:.3g})"
+                           for m, k in sorted(measured.recommended.items()))
+        total += f"; {recommended:.1f} GPU-hours at the recommended packing ({chosen})"
+    return total
+
+
+def _seeds_lines(space: SearchSpace, planned: list[PlannedGroup]) -> list[str]:
+    if space.stage != "seeds":
+        return []
+    chained = sorted({p.after.split(":")[0] for p in planned if p.after})
+    source = (f"the searches {', '.join(chained)} of this run: each group starts when the group it re-runs has "
+              "ended") if chained else "MLflow when the search runs"
+    start = (f"the best {space.start_from} configuration of each model × task" if space.start_from
+             else "the best configuration of each group")
+    constants = {k: d.values[0] for k, d in space.hyperparameters.items()}
+    fixed = f" with {', '.join(f'{k} = {v}' for k, v in constants.items())}," if constants else ""
+    each = f" for each {space.vary[0]} of {_listed(space.vary[1], space.models)} and" if space.vary else " with"
+    if space.choose_by == "holdout":
+        start += " (chosen by its held-out training examples' score, not the dev set)"
+    return [f"(at most: {start} found in {', '.join(space.best_of)} is re-run{fixed}{each} seeds "
+            f"{list(space.seeds)}; read from {source})"]
+
+
+def _sharing_lines(planned: list[PlannedGroup]) -> list[str]:
+    lines = []
+    shared = [p for p in planned if p.sharing is None]
+    if shared:
+        lines.append(f"epoch prefixes shared in {len(shared)} of {len(planned)} groups: configurations that differ "
+                     "only in epochs run as one trial to the largest count, each smaller count completed on the way "
+                     "(its own MLflow run)")
+    for reason in dict.fromkeys(p.sharing for p in planned if p.sharing):
+        lines.append(f"epoch prefixes not shared: {reason}")
+    return lines
+
+
+def _listed(per_model: dict[str, tuple], models: tuple[str, ...]) -> str:
+    return "; ".join(f"{list(values)}" + ("" if model == ANY_MODEL else f" ({model})")
+                     for model, values in per_model.items() if model == ANY_MODEL or model in models)

@@ -1,0 +1,56 @@
+"""calibrate on this machine's CPU with tiny-bert (k = 1, 2): real co-located training steps, a throughput file the
+dry run reads; and the recommendation rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from istar_tune.apps.calibrate import parse_packings, recommend
+from istar_tune.cli import main
+from istar_tune.errors import ConfigError
+
+SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+
+
+@pytest.mark.slow
+def test_calibrate_on_cpu_measures_each_packing_and_the_dry_run_reads_its_file(glue_tiny, tmp_path, capsys):
+    output = tmp_path / "tiny-bert.yaml"
+    assert main(["calibrate", "--model", "tiny-bert", "--task", "rte", "--data-dir", str(glue_tiny), "--packing",
+                 "1,2", "--steps", "6", "--warmup", "1", "--batch-size", "8", "--max-length", "48",
+                 "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU figures need a GPU" in out and f"wrote {output}" in out
+    data = yaml.safe_load(output.read_text())
+    assert (data["model"], data["device"], data["max_length"]) == ("tiny-bert", "cpu", 48)
+    rows = {row["packing"]: row for row in data["measurements"]}
+    assert set(rows) == {1, 2} and all(row["mode"] == "eager" for row in rows.values())
+    for k, row in rows.items():
+        assert row["tokens_per_second_total"] == pytest.approx(k * row["tokens_per_second_per_trial"], rel=1e-3)
+        assert row["tokens_per_second_total"] > 0 and 0.1 < row["peak_memory_gb"] < 8  # a process's peak RSS
+    assert data["recommended"]["packing"] in (1, 2)
+    space = (SPACES / "smoke.yaml").read_text().replace("gpu: 0}", "gpu: 0.5}")
+    (tmp_path / "packed.yaml").write_text(space)
+    assert main(["search", str(tmp_path / "packed.yaml"), "--dry-run", "--throughput", str(output)]) == 0
+    total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total "))
+    assert "at the space's packing (2 trials a GPU" in total and "at the recommended packing" in total
+
+
+def test_the_packing_with_the_most_in_total_is_recommended_the_smallest_within_five_percent():
+    rows = [{"packing": 1, "mode": "eager", "tokens_per_second_total": 100.0},
+            {"packing": 2, "mode": "eager", "tokens_per_second_total": 190.0},
+            {"packing": 4, "mode": "eager", "tokens_per_second_total": 196.0},
+            {"packing": 8, "mode": "eager", "error": "out of memory"}]
+    assert recommend(rows) == {"packing": 2, "mode": "eager", "resources_gpu": 0.5, "gain_over_one": 1.9}
+    rows.append({"packing": 4, "mode": "compiled", "tokens_per_second_total": 300.0})
+    assert recommend(rows)["packing"] == 4 and recommend(rows)["mode"] == "compiled"
+    assert recommend([{"packing": 1, "mode": "eager", "error": "x"}]) is None
+
+
+@pytest.mark.parametrize("text", ["", "0", "1,x", "1,100"])
+def test_a_bad_packing_list_is_one_clear_error(text):
+    with pytest.raises(ConfigError, match="--packing"):
+        parse_packings(text)
+    assert parse_packings("1, 2,2,4") == (1, 2, 4)
