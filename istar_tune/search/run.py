@@ -272,9 +272,10 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         logger.stop = stop
     printer = ProgressPrinter(experiment.total, say)
     callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
-    headline = " then ".join(f"{n} ({planned_size(planned[n])})" for n in names)
-    single = f"{experiment.name}: {planned_size(planned[experiment.name])}"
-    printer.write(f"== {headline}" if len(names) > 1 else f"== {single}")
+    if len(names) > 1:
+        printer.write("== " + " then ".join(f"{n} ({planned_size(planned[n])})" for n in names))
+    else:
+        printer.write(f"== {experiment.name}: {planned_size(planned[experiment.name])}")
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     with contextlib.ExitStack() as ending:
