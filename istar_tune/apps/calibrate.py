@@ -25,7 +25,6 @@ import yaml
 
 from istar_tune.errors import ConfigError
 
-MODES = ("eager", "compiled")
 MIN_OVERLAP = 0.8
 """Below this share of the timed window with every process training, a packing's figure is flagged as unsteady."""
 WITHIN = 0.05

@@ -135,11 +135,12 @@ def cluster_gpu_memory(nodes: list[dict]) -> tuple[float, str] | None:
 def check_packing(needs: list[tuple[str, int]], gpu: float, gpu_gb: float, source: str) -> list[str]:
     """Trials packed ``1/gpu`` to a GPU (``resources.gpu`` below 1) fit in its ``gpu_gb`` GiB: ``needs`` is (what,
     estimated peak bytes) per group; one line for the group that fits worst, naming the largest packing that fits."""
+    from istar_tune.search.spaces.cost import packing_of
     from istar_tune.training.memory import GIB, PACKING_HEADROOM, largest_packing
 
     if not 0 < gpu or not needs:
         return []
-    packing = max(1, math.floor(1 / gpu + 1e-9)) if gpu < 1 else 1
+    packing = packing_of(gpu)
     what, peak = max(needs, key=lambda need: need[1])
     fits = largest_packing(peak, int(gpu_gb * GIB))
     if fits >= packing:
