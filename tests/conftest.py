@@ -20,6 +20,14 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files with end-to-end (``slow``) tests first, in their order, then the others: with ``-n 2 --dist loadfile
+    --no-loadscope-reorder`` (``make test``) both workers start on the long files and the short ones fill the end, so
+    neither waits long for the other (xdist's default order, most tests a file first, left the longest files last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: a file's tests keep their order
+
+
 def _shared(folder: str) -> Path:
     path = SHARED / folder
     if not path.is_dir():

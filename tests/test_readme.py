@@ -152,7 +152,7 @@ def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, st
     order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
         if argv[0] == "train" and "--config" in argv:
-            continue  # a file `table --format yaml` wrote: tests/test_readme_commands.py runs the pair verbatim
+            continue  # a file `table --format yaml` wrote: tests/docs/ run the pair verbatim
         smoke = _smoke(glue_tiny, argv, stores)
         assert main(smoke) == 0, (smoke, capsys.readouterr().err)
     out = capsys.readouterr().out

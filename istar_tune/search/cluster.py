@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 
 from istar_tune.errors import ConfigError
+from istar_tune.search.spaces.cost import packing_of
 from istar_tune.search.spaces.space import SearchSpace
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
@@ -73,7 +74,8 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     local = {}
     if cluster == "local" and rehearse is not None:
         gpus, space = rehearse
-        local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * gpus))}
+        slots = gpus * packing_of(space.gpu)  # trials at once: a GPU each, or `packing` a GPU
+        local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * slots))}
     # SIGTERM to the driver's whole process group (docker stop, timeout, systemd, a batch scheduler) must reach the
     # driver alone, which ends the search honestly; a local instance's processes would die of it first and take the
     # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.

@@ -63,10 +63,12 @@ class SearchSummary:
     mlflow_latencies_ms: list[float] = field(default_factory=list)
     mlflow_errors: list[str] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
-    disk_bytes: int | None = None
-    """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
     """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
     ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
+    disk_bytes: int | None = None
+    """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
+    time_factor: float = 0.0
+    """A rehearsal's seconds waited per modelled second of a trial (``--time-factor``); 0 when trials trained."""
 
     @property
     def failed(self) -> list[tuple[Group, TrialOutcome]]:
@@ -104,6 +106,12 @@ class SearchSummary:
             shown = {k: best.config[k] for k in keys if k in best.config}
             lines.append(f"  {outcome.group.key}: best {outcome.metric} {best.value:.4f} with "
                          + ", ".join(f"{k}={v}" for k, v in shown.items()) + f" (trial {best.trial_id})")
+        if self.time_factor and self.phases_s.get("fit"):
+            fit, modelled = self.phases_s["fit"], self.phases_s["fit"] / self.time_factor
+            span = f"{modelled / 3600:.1f} hours" if modelled >= 5400 else f"{modelled / 60:.0f} minutes"
+            lines.append(f"rehearsal: Tune ran the experiment's trials in {fit:.1f} s at time factor "
+                         f"{self.time_factor:g}: a makespan of about {span} on the rehearsed cluster (an upper bound: "
+                         "Ray's own overheads are scaled with it)")
         for group, trial in self.failed:
             lines.append(f"  FAILED {group.key} trial {trial.trial_id}: {trial.error}")
         if self.mlflow_errors:

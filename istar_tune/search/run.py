@@ -345,6 +345,7 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
                           interrupted=interrupted, signal_number=stop.signal_number, systemic=stop.systemic,
                           mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
                           mlflow_errors=[*experiment.loggers[n].writer.errors, *lost], phases_s=phases,
+                          time_factor=experiment.simulation.time_factor if experiment.simulated else 0.0,
                           disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root))
             for n in names]
 

@@ -71,3 +71,15 @@ def test_the_disk_a_search_takes_is_measured_and_said_as_people_read_it(tmp_path
     (tmp_path / "g").write_bytes(b"y" * 500)
     assert folder_bytes(str(tmp_path)) == 2000 and folder_bytes(str(tmp_path / "nowhere")) is None
     assert [disk_size(n) for n in (12, 2000, 187_000_000, 1_340_000_000)] == ["12 B", "2 kB", "187 MB", "1.34 GB"]
+
+
+def test_a_rehearsal_says_the_makespan_its_wall_time_stands_for():
+    groups = group_outcomes(PLANNED, [_result("t1", 0.7, 3)], {}, "s")
+    summary = SearchSummary(name="s", storage_path="/runs", tracking_uri="sqlite:///m.db", groups=groups,
+                            phases_s={"fit": 36.0}, time_factor=0.004)
+    assert ("rehearsal: Tune ran the experiment's trials in 36.0 s at time factor 0.004: a makespan of about 2.5 "
+            "hours on the rehearsed cluster") in summary.report()
+    summary.time_factor = 0.1
+    assert "a makespan of about 6 minutes" in summary.report()
+    summary.time_factor = 0.0  # trials that trained: their wall time is the makespan, said by no extra line
+    assert "rehearsal" not in summary.report()

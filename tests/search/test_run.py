@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,9 @@ def two_node_cluster(glue_tiny):
     patch.setenv("RAY_AUTH_MODE", "disabled")
     patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every node on 127.0.0.1
     patch.setenv("GLUE_DIR", str(glue_tiny))
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    # Each node declares one logical GPU (none is used on this machine) so a space may ask for a share of one.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
+    cluster.add_node(num_cpus=1, num_gpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address)
     yield cluster
@@ -152,6 +154,52 @@ def test_a_failing_trial_is_recorded_with_its_error_and_the_rest_finish(two_node
         info = client.get_run(run.run_id)
         assert info.info.status == "FAILED"
         assert "cannot load model" in info.data.tags[tracking.TAG_ERROR]
+
+
+def _out_of_memory_in_istar_steps(config, settings, keep):
+    """The real trainable, whose training steps raise CUDA's out-of-memory error for one configuration (I-STAR at
+    the larger learning rate): the error rises where a real one would, inside the method's training epoch."""
+    import torch
+
+    from istar_tune.search.tune.trainable import trainable
+    from istar_tune.training import loop
+
+    real = loop.train_epoch
+
+    def train_epoch(*args, **kwargs):
+        if config["method"] == "istar" and config["learning_rate"] == 3.0e-3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 79.1 GiB total)")
+        return real(*args, **kwargs)
+
+    loop.train_epoch = train_epoch
+    try:
+        trainable(config, settings, keep)
+    finally:
+        loop.train_epoch = real
+
+
+def test_an_out_of_memory_trial_fails_with_its_share_and_advice_and_the_others_finish(two_node_cluster, glue_tiny,
+                                                                                        tmp_path):
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the trainable above reaches the workers
+    space_file = tmp_path / "space.yaml"  # two trials a (logical) GPU, no retry
+    space_file.write_text(SMOKE.read_text().replace("max_failures: 1", "max_failures: 0").replace(
+        "gpu: 0}", "gpu: 0.5}").replace("data_dir: ../../shared/data/glue-tiny", f"data_dir: {glue_tiny}"))
+    lines = []
+    summary = run_search(load_search_space(space_file).narrow(tasks=["rte"]), storage_path=tmp_path / "runs",
+                         trainable_fn=_out_of_memory_in_istar_steps, write=lines.append)
+    assert [(g.method, t.config["learning_rate"]) for g, t in summary.failed] == [("istar", 3.0e-3)]
+    error = summary.failed[0][1].error
+    assert ("out of memory training tiny-bert × rte × istar at batch 16 × 48 tokens (its share: 0.5 of the GPU): "
+            "lower batch_size or max_length") in error and "Tried to allocate 1.50 GiB" in error
+    finished = [t for g in summary.groups for t in g.trials if t.status == "finished"]
+    assert len(finished) == 3 and all(t.epochs == 2 for t in finished)  # the search went on
+    assert not summary.systemic and "out of memory training" in "\n".join(lines)
+    failed = [r for r in tracking.trial_runs(summary.tracking_uri, "smoke") if r.status == "failed"]
+    client = tracking.client(summary.tracking_uri)
+    assert len(failed) == 1 and "its share: 0.5 of the GPU" in client.get_run(failed[0].run_id).data.tags[
+        tracking.TAG_ERROR]
 
 
 def test_existing_results_are_not_overwritten_without_resume(two_node_cluster, tmp_path, capsys):

@@ -29,6 +29,7 @@ from istar_tune.search.spaces.cost import (
     STARTUP_SECONDS,
     Throughput,
     epoch_seconds,
+    packing_of,
     shrinkage_seconds,
     typed_hyperparameters,
 )
@@ -64,7 +65,9 @@ class Simulation:
     """Logical GPUs a local Ray instance declares for the rehearsal (a CPU-only machine rehearses a GPU search; a
     cluster's own GPUs are used as they are)."""
     throughput: Throughput | None = None
-    """Measured rates (``--throughput``/``--tokens-per-second``) at the space's packing; else the assumed ones."""
+    """Measured rates (``--throughput``/``--tokens-per-second``); else the assumed ones. Each trial runs at the rate
+    of the packing its GPU share makes (:meth:`Throughput.at`); with the assumed rates, ``k`` trials sharing a GPU
+    share its speed (no gain assumed without a measurement)."""
 
     def __post_init__(self):
         problems = []
@@ -182,11 +185,11 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
         start = int(epoch or 0)
         reporter.remember([{"epoch": e, **epoch_metrics(config, e, simulation)} for e in range(1, start + 1)])
     epochs = trial_epochs(config)
-    per_epoch = epoch_seconds(config, shrinkage, simulation.throughput) * simulation.time_factor
+    rates, slowdown = packed_rates(simulation.throughput)
+    per_epoch = epoch_seconds(config, shrinkage, rates) * simulation.time_factor * slowdown
     # A method without Σ_S in its loss pays a Σ_S pass only at the last epoch of each configuration it completes.
-    sigma = 0.0 if get_method(config["method"]).uses_zeta else shrinkage_seconds(config, shrinkage,
-                                                                                 simulation.throughput)
-    sigma *= simulation.time_factor
+    sigma = 0.0 if get_method(config["method"]).uses_zeta else shrinkage_seconds(config, shrinkage, rates)
+    sigma *= simulation.time_factor * slowdown
     time.sleep(STARTUP_SECONDS * simulation.time_factor)
     for epoch in range(start + 1, epochs + 1):
         began = time.monotonic()
@@ -203,6 +206,16 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
                 with open(Path(folder, PAYLOAD_FILE), "wb") as handle:
                     handle.write(os.urandom(min(size, 1 << 20)) * (size // (1 << 20)) + os.urandom(size % (1 << 20)))
             reporter(record, Path(folder))
+
+
+def packed_rates(measured: Throughput | None) -> tuple[Throughput | None, int]:
+    """This trial's rates at the packing its GPU share makes (Ray's assigned ``GPU``), and the factor its modelled
+    time is slowed by: 1 with measured rates (they are per trial at that packing), else the packing (the assumed
+    rates are a whole GPU's, shared without gain)."""
+    import ray
+
+    packing = packing_of(ray.get_runtime_context().get_assigned_resources().get("GPU") or 0.0)
+    return (measured.at(packing), 1) if measured is not None else (None, packing)
 
 
 def _read_state(folder: Path) -> dict[str, Any]:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from istar_tune.errors import ConfigError
 from istar_tune.search.tune.simulate import OPTIMUM_CANDIDATES, Simulation, epoch_metrics, expected_score, optimum
@@ -61,3 +62,56 @@ def test_the_simulator_module_does_not_import_torch():
             "print('torch' in sys.modules, 'ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+PACKED = """name: packed
+models: [bert]
+tasks: [rte]
+methods: [istar]
+hyperparameters: {learning_rate: 3.0e-5, batch_size: 32, epochs: 2}
+method_hyperparameters:
+  istar: {lam: {grid: [-1.0, 1.0, 3.0, 5.0]}, zeta: {grid: [0.2, 0.4]}}
+search: {algorithm: grid}
+resources: {cpu: 1, gpu: 0.25}
+"""
+
+
+@pytest.mark.slow
+def test_a_rehearsal_with_a_quarter_gpu_packs_four_trials_a_gpu_at_the_measured_pace(tmp_path, capsys):
+    """8 I-STAR configurations at ``gpu: 0.25`` on 2 logical GPUs: all 8 hold their share at once, each runs at the
+    calibrated rate of 4 trials a GPU (half the rate of one alone), the report gives the makespan, the table is
+    exact."""
+    from ray.tune import ExperimentAnalysis
+
+    from istar_tune.cli import main
+    from istar_tune.results.tables import build_table
+    from istar_tune.search.spaces.cost import Throughput, epoch_seconds
+    from istar_tune.tracking.storage import default_tracking_uri
+
+    (tmp_path / "packed.yaml").write_text(PACKED)
+    rows = [{"packing": k, "mode": "eager", "tokens_per_second_per_trial": rate, "tokens_per_second_total": rate * k,
+             "peak_memory_gb": 3.0} for k, rate in ((1, 10_000.0), (2, 8_000.0), (4, 5_000.0))]
+    (tmp_path / "bert.yaml").write_text(yaml.safe_dump({
+        "model": "bert", "task": "rte", "method": "istar", "batch_size": 32, "max_length": 128, "device": "cuda",
+        "measurements": rows, "recommended": {"packing": 4, "mode": "eager"}}))
+    factor = 0.08
+    assert main(["search", str(tmp_path / "packed.yaml"), "--simulate", "--gpus", "2", "--time-factor", str(factor),
+                 "--throughput", str(tmp_path / "bert.yaml"), "--storage-path", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "8 trials, 8 finished" in out and "rehearsal: Tune ran the experiment's trials in" in out
+
+    trials = ExperimentAnalysis(str(tmp_path / "runs" / "packed")).trials
+    assert len(trials) == 8 and {t.placement_group_factory.required_resources["GPU"] for t in trials} == {0.25}
+    # Each trial held its share from its start for at least its own running time: a moment common to all 8 intervals
+    # means all 8 ran at once on 2 GPUs, 4 a GPU.
+    starts = [t.run_metadata.start_time for t in trials]
+    ends = [t.run_metadata.start_time + t.last_result["time_total_s"] for t in trials]
+    assert max(starts) < min(ends)
+    rates = Throughput.read([str(tmp_path / "bert.yaml")], ("bert",), 128)
+    for trial in trials:  # the pace of 4 a GPU (5,000 tokens/s each), not of one alone (10,000)
+        packed = epoch_seconds(trial.config, measured=rates.at(4)) * factor
+        assert packed > 1.8 * epoch_seconds(trial.config, measured=rates.at(1)) * factor
+        assert packed <= trial.last_result["epoch_time_s"] < packed + 2.0
+    table = build_table(default_tracking_uri(tmp_path / "runs"), "packed", "best", simulated=True)
+    best = max((dict(trial.config) for trial in trials), key=expected_score)
+    assert (table.iloc[0]["lam"], table.iloc[0]["zeta"]) == (best["lam"], best["zeta"])
