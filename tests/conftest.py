@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_ray_left_behind():
+    """Each test file ends with no Ray instance in the test process, whatever its searches started (a search run in
+    the process keeps its local instance for the next one, as a library user's would): the next file's checks that a
+    bad input stops before Ray starts hold in any order."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def pytest_collection_modifyitems(config, items):

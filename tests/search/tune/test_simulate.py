@@ -76,8 +76,19 @@ resources: {cpu: 1, gpu: 0.25}
 """
 
 
+@pytest.fixture
+def own_ray(monkeypatch):
+    """A search in this process starts its own local Ray instance (logical GPUs): ended after the test."""
+    import ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.mark.slow
-def test_a_rehearsal_with_a_quarter_gpu_packs_four_trials_a_gpu_at_the_measured_pace(tmp_path, capsys):
+def test_a_rehearsal_with_a_quarter_gpu_packs_four_trials_a_gpu_at_the_measured_pace(own_ray, tmp_path, capsys):
     """8 I-STAR configurations at ``gpu: 0.25`` on 2 logical GPUs: all 8 hold their share at once, each runs at the
     calibrated rate of 4 trials a GPU (half the rate of one alone), the report gives the makespan, the table is
     exact."""
