@@ -29,7 +29,7 @@ test: $(STAMP)
 # The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
 test-fast: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 # The cluster-scale rehearsal, everyday size (see README, Benchmarks).
 bench-scale: $(STAMP)
