@@ -159,12 +159,22 @@ def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_li
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def _delete(folder: Path) -> None:
+    """``rm -rf folder`` while the search may still be writing into it (a file created during a pass is removed by
+    the next)."""
+    for _ in range(50):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_a_results_folder_deleted_mid_search_stops_it_and_says_the_way_on(real_search, tmp_path):
     space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
     storage = tmp_path / "runs"
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
-    returncode, text = _stop_after_first_trial(command, env, lambda driver: shutil.rmtree(storage / "stops"))
+    returncode, text = _stop_after_first_trial(command, env, lambda driver: _delete(storage / "stops"))
     assert returncode == 1, text[-3000:]
     assert "STOPPED (systemic failure: the results folder is gone" in text and " FAILED" not in text
     client = tracking.client(f"sqlite:///{storage / 'mlflow.db'}")
