@@ -74,8 +74,8 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     local = {}
     if cluster == "local" and rehearse is not None:
         gpus, space = rehearse
-        slots = gpus * packing_of(space.gpu)  # trials at once: a GPU each, or `packing` a GPU
-        local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * slots))}
+        at_once = gpus * packing_of(space.gpu)  # trials at once: a GPU each, or `packing` a GPU
+        local = {"num_gpus": gpus, "num_cpus": max(os.cpu_count() or 1, math.ceil(space.cpu * at_once))}
     # SIGTERM to the driver's whole process group (docker stop, timeout, systemd, a batch scheduler) must reach the
     # driver alone, which ends the search honestly; a local instance's processes would die of it first and take the
     # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.
