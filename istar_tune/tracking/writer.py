@@ -84,9 +84,10 @@ class RunWriter:
         self._params: dict[str, list] = {}
         self._open: set[str] = set()
         self._incomplete: set[str] = set()
-        self._unended: set[str] = set()
-        """Trials whose run an earlier driver left running (ended by :meth:`reconcile` when Tune says they ended)."""
         """Trials whose run an earlier driver created without params (repaired when the trial starts again)."""
+        self._unended: set[str] = set()
+        """Trials whose run is running in the store: created by this writer, or left running by an earlier driver
+        (ended by :meth:`reconcile` when Tune says they ended, by :meth:`end_unknown` when Tune does not know them)."""
         self._client = None
         self._loaded = False
         self._load_lock = threading.Lock()
@@ -136,6 +137,18 @@ class RunWriter:
         rows = [(int(epoch), {**_metrics_of(values), "epoch": float(epoch)}) for epoch, values in records]
         self._put(_Event("backfill", trial_id, {"config": dict(config), "records": rows, "status": status,
                                                 "time": int(time.time() * 1000), "created_tags": dict(tags or {})}))
+
+    def end_unknown(self, known: set[str], status: str, state: str, tags: dict[str, str]) -> list[str]:
+        """End the runs left running whose trials are not in ``known`` (the trials Tune holds at the experiment's end)
+        and not open here: an earlier driver's run of a trial Tune lost with its last snapshot is never reported
+        again. The trial ids ended, in order."""
+        self.flush()
+        if not self._loaded:
+            self._load_existing(self.make_client(self.tracking_uri))
+        lost = sorted(self._unended - set(known) - self._open)
+        for trial_id in lost:
+            self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags)}))
+        return lost
 
     def is_open(self, trial_id: str) -> bool:
         return trial_id in self._open
@@ -239,7 +252,8 @@ class RunWriter:
                     self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
                     if not run.data.params:  # the driver died between creating the run and writing its params
                         self._incomplete.add(trial_id)
-                    if run.data.tags.get(TAG_STATUS, TrialStatus.RUNNING) == TrialStatus.RUNNING:
+                    mine = run.data.tags.get(TAG_SEARCH, self.search_name) == self.search_name
+                    if mine and run.data.tags.get(TAG_STATUS, TrialStatus.RUNNING) == TrialStatus.RUNNING:
                         self._unended.add(trial_id)
             self._loaded = True
 

@@ -134,3 +134,25 @@ def test_a_run_finished_by_a_resume_drops_the_interrupted_attempts_error(mlflow_
     run = client.get_run(run_id)
     assert run.data.tags[tracking.TAG_STATUS] == "finished" and tracking.TAG_ERROR not in run.data.tags
     assert run.info.status == "FINISHED"
+
+
+def test_end_unknown_ends_the_runs_left_running_whose_trials_tune_no_longer_knows(mlflow_store):
+    uri, client, experiment = mlflow_store
+    killed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    for trial_id in ("t1", "t2", "t3"):
+        killed.start(trial_id, CONFIG)
+    killed.end("t3", "finished", "FINISHED")
+    assert killed.flush(timeout=30)  # the driver dies with t1 and t2 running
+    neighbour = tracking.RunWriter(uri, experiment, "other", "p2", {}, threads=1)
+    neighbour.start("x1", CONFIG)  # another search's run in the same experiment: not this writer's to end
+    assert neighbour.close(timeout=30)
+    resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    resumed.start("t4", CONFIG)  # open here: Tune knows it, whatever the caller says
+    assert resumed.end_unknown({"t2", "t3"}, "interrupted", "KILLED", {tracking.TAG_ERROR: "lost"}) == ["t1"]
+    assert resumed.end_unknown({"t2", "t3"}, "interrupted", "KILLED", {tracking.TAG_ERROR: "lost"}) == []  # once
+    assert resumed.close(timeout=30) and not resumed.errors
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
+    assert {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} == {
+        "t1": ("interrupted", "KILLED"), "t2": ("running", "RUNNING"), "t3": ("finished", "FINISHED"),
+        "t4": ("running", "RUNNING"), "x1": ("running", "RUNNING")}
+    assert runs["t1"].data.tags[tracking.TAG_ERROR] == "lost"

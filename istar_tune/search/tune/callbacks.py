@@ -7,6 +7,7 @@ Both run in the Ray driver, on Tune's event loop, so they only hand work on: the
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,12 @@ from istar_tune.search.tune.scheduler import STOPPED_EARLY
 from istar_tune.search.tune.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
 from istar_tune.tasks import get_task
 from istar_tune.trial_status import TrialStatus
+
+log = logging.getLogger(__name__)
+
+LOST = ("Tune's saved state did not hold this trial when the search resumed (the driver that started it stopped "
+        "before its state was written): no trial goes on with this run")
+"""The error tag of an earlier driver's run whose trial Tune lost (see :meth:`MlflowTrialLogger.on_experiment_end`)."""
 
 
 class MlflowTrialLogger(Callback):
@@ -187,6 +194,10 @@ class MlflowTrialLogger(Callback):
 
     def on_experiment_end(self, trials, **info):
         self._reconcile(trials)
+        known = {run_id for trial in trials for run_id, _, _ in configurations(trial.trial_id, trial.config)}
+        lost = self.writer.end_unknown(known, TrialStatus.INTERRUPTED, "KILLED", {tracking.TAG_ERROR: LOST})
+        if lost:
+            log.warning("%d run(s) of an earlier driver ended as interrupted: %s", len(lost), LOST)
         self.writer.flush()
 
     def interrupt(self, reason: str) -> None:

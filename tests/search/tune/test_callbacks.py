@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
-from istar_tune.search.tune.callbacks import MlflowTrialLogger, ProgressPrinter
+from istar_tune.search.tune.callbacks import LOST, MlflowTrialLogger, ProgressPrinter
 from istar_tune.search.tune.trainable import RESTORED_RECORDS
 
 
@@ -184,3 +184,27 @@ def test_a_resumed_experiment_whose_trials_had_all_ended_repairs_their_runs_thou
     assert run.data.tags[tracking.TAG_STATUS] == "finished" and run.info.status == "FINISHED"
     assert sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "accuracy")) == [
         (1, 0.5), (2, 0.75)]
+
+
+def test_an_earlier_drivers_run_of_a_trial_tune_lost_is_ended_as_interrupted_when_the_experiment_ends(mlflow_store):
+    uri, client, experiment = mlflow_store
+    killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    kept, lost, other = _trial("t1"), _trial("t2"), _trial("x1", search="another")
+    for trial in (kept, lost):
+        killed.on_trial_start(0, [], trial)
+    neighbour = MlflowTrialLogger(uri, "another", "p2", experiment, {}, threads=1)
+    neighbour.on_trial_start(0, [], other)
+    assert killed.writer.flush(timeout=30) and neighbour.close(timeout=30)  # the disk fills: no end is written
+    kept.status = "PENDING"  # Tune's last snapshot holds t1; t2, being created as the driver stopped, is lost
+    resumed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    resumed.on_step_begin(0, [kept])
+    resumed.on_trial_start(0, [kept], kept)
+    resumed.on_trial_result(0, [kept], kept, {"epoch": 2, "accuracy": 0.75})
+    kept.status, kept.last_result = "TERMINATED", {"epoch": 2, "accuracy": 0.75}
+    resumed.on_trial_complete(0, [kept], kept)
+    resumed.on_experiment_end([kept, other])
+    assert resumed.close(timeout=30)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
+    assert {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} == {
+        "t1": ("finished", "FINISHED"), "t2": ("interrupted", "KILLED"), "x1": ("running", "RUNNING")}
+    assert runs["t2"].data.tags[tracking.TAG_ERROR] == LOST and tracking.TAG_ERROR not in runs["t1"].data.tags
