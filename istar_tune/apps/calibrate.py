@@ -146,6 +146,8 @@ def measure(job: Job, packing: int, timeout_s: float = 1800.0) -> dict[str, Any]
 def recommend(measurements: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The packing (and mode) with the most tokens per second in total; the smallest packing within
     :data:`WITHIN` of it."""
+    from istar_tune.search.spaces.cost import gpu_share
+
     done = [m for m in measurements if "tokens_per_second_total" in m]
     if not done:
         return None
@@ -154,7 +156,7 @@ def recommend(measurements: list[dict[str, Any]]) -> dict[str, Any] | None:
                  key=lambda m: (m["packing"], -m["tokens_per_second_total"]))
     single = [m["tokens_per_second_total"] for m in done if m["packing"] == 1 and m["mode"] == chosen["mode"]]
     gain = chosen["tokens_per_second_total"] / single[0] if single else None
-    return {"packing": chosen["packing"], "mode": chosen["mode"], "resources_gpu": round(1 / chosen["packing"], 3),
+    return {"packing": chosen["packing"], "mode": chosen["mode"], "resources_gpu": gpu_share(chosen["packing"]),
             **({"gain_over_one": round(gain, 2)} if gain else {})}
 
 

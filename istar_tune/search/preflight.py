@@ -9,7 +9,6 @@ only (no weights).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -135,7 +134,7 @@ def cluster_gpu_memory(nodes: list[dict]) -> tuple[float, str] | None:
 def check_packing(needs: list[tuple[str, int]], gpu: float, gpu_gb: float, source: str) -> list[str]:
     """Trials packed ``1/gpu`` to a GPU (``resources.gpu`` below 1) fit in its ``gpu_gb`` GiB: ``needs`` is (what,
     estimated peak bytes) per group; one line for the group that fits worst, naming the largest packing that fits."""
-    from istar_tune.search.spaces.cost import packing_of
+    from istar_tune.search.spaces.cost import gpu_share, packing_of
     from istar_tune.training.memory import GIB, PACKING_HEADROOM, largest_packing
 
     if not 0 < gpu or not needs:
@@ -151,19 +150,20 @@ def check_packing(needs: list[tuple[str, int]], gpu: float, gpu_gb: float, sourc
                 "lower batch_size or max_length, or use GPUs with more memory"]
     return [f"resources.gpu {gpu:g} packs {packing} trials to a GPU, but a trial of {what} needs about "
             f"{peak / GIB:.1f} GiB (estimate): {packing} need {packing * peak / GIB:.1f} GiB, more than {usable}; the "
-            f"largest packing that fits is {fits} (resources.gpu: {_share(fits)})"
+            f"largest packing that fits is {fits} (resources.gpu: {gpu_share(fits):g})"
             + ("" if source.startswith("--gpu-memory-gb") else "; give --gpu-memory-gb if the GPUs have more")]
 
 
 def trial_needs(planned: list, settings) -> list[tuple[str, int]]:
     """(what, estimated peak bytes) of a trial of each planned group (at its largest batch size) with ``settings``."""
     from istar_tune.search.spaces.cost import largest_batch_size, trial_memory
+    from istar_tune.training.memory import trial_shape
 
     needs = {}
     for item in planned:
         group = item.group
         batch = largest_batch_size(group, item.param_space)
-        what = f"{group.model} × {group.task} × {group.method} at batch {batch} × {settings.max_length} tokens"
+        what = trial_shape(group.model, group.task, group.method, batch, settings.max_length)
         if what not in needs:
             needs[what] = trial_memory(group.model, group.task, group.method, batch, settings).peak
     return list(needs.items())
@@ -180,11 +180,6 @@ def check_cluster(cpu: float, gpu: float, nodes: list[dict], needs: Callable[[],
     if problems or known is None or not gpu:
         return problems
     return check_packing(needs(), gpu, *known)
-
-
-def _share(packing: int) -> str:
-    """``resources.gpu`` for ``packing`` trials a GPU, rounded down so Ray fits that many."""
-    return f"{math.floor(1000 / packing) / 1000:g}"
 
 
 def run_checks(checks: list[tuple[str, callable]]) -> float:

@@ -159,6 +159,11 @@ PACKING_HEADROOM = 0.9
 what the estimate misses)."""
 
 
+def trial_shape(model: str, task: str, method: str, batch_size: int, max_length: int) -> str:
+    """What a trial's memory depends on, in words: the name memory estimates and out-of-memory errors give it."""
+    return f"{model} × {task} × {method} at batch {batch_size} × {max_length} tokens"
+
+
 def largest_packing(peak_bytes: int, gpu_bytes: int, headroom: float = PACKING_HEADROOM) -> int:
     """How many trials of ``peak_bytes`` fit on one GPU of ``gpu_bytes`` (``headroom``: the share a packing may
     fill); 0 when not even one does."""

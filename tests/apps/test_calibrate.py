@@ -47,6 +47,9 @@ def test_the_packing_with_the_most_in_total_is_recommended_the_smallest_within_f
     rows.append({"packing": 4, "mode": "compiled", "tokens_per_second_total": 300.0})
     assert recommend(rows)["packing"] == 4 and recommend(rows)["mode"] == "compiled"
     assert recommend([{"packing": 1, "mode": "eager", "error": "x"}]) is None
+    six = recommend([{"packing": 1, "mode": "eager", "tokens_per_second_total": 100.0},
+                     {"packing": 6, "mode": "eager", "tokens_per_second_total": 250.0}])
+    assert six["resources_gpu"] == 0.166  # six trials of 0.166 fit one GPU; six of 0.167 would not
 
 
 @pytest.mark.parametrize("text", ["", "0", "1,x", "1,100"])

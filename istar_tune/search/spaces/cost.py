@@ -124,6 +124,12 @@ def packing_of(gpu: float) -> int:
     return max(1, math.floor(1 / gpu + 1e-9)) if 0 < gpu < 1 else 1
 
 
+def gpu_share(packing: int) -> float:
+    """``resources.gpu`` for ``packing`` trials a GPU: ``1/packing`` rounded down to a thousandth, so Ray fits that
+    many (``round(1/6, 3)`` is 0.167, and six of those exceed one GPU). The inverse of :func:`packing_of`."""
+    return math.floor(1000 / packing) / 1000
+
+
 def throughput(model: str, batch_size: int, measured: Throughput | None = None) -> float:
     """Training examples per second: measured (``measured``), else the model's assumed rate at batch 32, lower for
     smaller batches."""

@@ -147,7 +147,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     import ray
     from ray import tune
 
-    from istar_tune.training.memory import cap_gpu_memory, out_of_memory_explained
+    from istar_tune.training.memory import cap_gpu_memory, out_of_memory_explained, trial_shape
 
     quiet_ray_loggers()
     trial_task(config)  # a task that is not shipped: known here from the definition the config carries
@@ -160,8 +160,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
                             label=f"{tune.get_context().get_trial_id()} — {tracking.run_name(config)}")
     share = ray.get_runtime_context().get_assigned_resources().get("GPU")
     cap_gpu_memory(share)  # co-located trials: each within its share of the GPU's memory
-    what = (f"{hparams.model} × {hparams.task} × {hparams.method} at batch {hparams.batch_size} × "
-            f"{run_settings.max_length} tokens")
+    what = trial_shape(hparams.model, hparams.task, hparams.method, hparams.batch_size, run_settings.max_length)
     with out_of_memory_explained(what, share):
         _train(hparams, run_settings, reporter, shared)
 
