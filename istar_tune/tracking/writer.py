@@ -143,8 +143,12 @@ class RunWriter:
         and not open here: an earlier driver's run of a trial Tune lost with its last snapshot is never reported
         again. The trial ids ended, in order."""
         self.flush()
-        if not self._loaded:
-            self._load_existing(self.make_client(self.tracking_uri))
+        try:
+            if not self._loaded:  # read by the first write, unless none came
+                self._load_existing(self.make_client(self.tracking_uri))
+        except Exception as err:  # noqa: BLE001 - a store that cannot be read: counted with the lost writes
+            self.errors.append(f"{type(err).__name__}: {err}")
+            return []
         lost = sorted(self._unended - set(known) - self._open)
         for trial_id in lost:
             self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags)}))

@@ -156,3 +156,16 @@ def test_end_unknown_ends_the_runs_left_running_whose_trials_tune_no_longer_know
         "t1": ("interrupted", "KILLED"), "t2": ("running", "RUNNING"), "t3": ("finished", "FINISHED"),
         "t4": ("running", "RUNNING"), "x1": ("running", "RUNNING")}
     assert runs["t1"].data.tags[tracking.TAG_ERROR] == "lost"
+
+
+def test_end_unknown_on_a_store_it_cannot_read_ends_nothing_and_counts_the_error(mlflow_store):
+    uri, client, experiment = mlflow_store
+
+    class Gone:
+        def search_runs(self, *args, **kwargs):
+            raise ConnectionError("tracking server unreachable")
+
+    writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1, make_client=lambda _uri: Gone())
+    assert writer.end_unknown(set(), "interrupted", "KILLED", {}) == []
+    assert writer.errors == ["ConnectionError: tracking server unreachable"]
+    assert writer.close(timeout=30)

@@ -197,7 +197,8 @@ class MlflowTrialLogger(Callback):
         known = {run_id for trial in trials for run_id, _, _ in configurations(trial.trial_id, trial.config)}
         lost = self.writer.end_unknown(known, TrialStatus.INTERRUPTED, "KILLED", {tracking.TAG_ERROR: LOST})
         if lost:
-            log.warning("%d run(s) of an earlier driver ended as interrupted: %s", len(lost), LOST)
+            log.warning("%d MLflow run(s) of an earlier driver ended as interrupted: Tune's saved state did not hold "
+                        "their trials when the search resumed (tag %s)", len(lost), tracking.TAG_ERROR)
         self.writer.flush()
 
     def interrupt(self, reason: str) -> None:
