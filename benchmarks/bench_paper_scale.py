@@ -302,8 +302,8 @@ def main() -> None:
             children = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"})
             runs += len(children)
             trial_ids += [r.data.tags.get(tracking.TAG_TRIAL_ID) for r in children]
-        exact = check_tables(server.uri, args.models, args.tasks, simulation.seed, simulation.noise) \
-            if set(args.stages) == set(STAGES) else {}
+        exact = (check_tables(server.uri, args.models, args.tasks, simulation.seed, simulation.noise)
+                 if set(args.stages) == set(STAGES) else {})
     sampler.running = False
     trials = sum(s["trials"] for s in stages.values())
     configurations = sum(s["configurations"] for s in stages.values())

@@ -19,7 +19,7 @@ from typing import Any
 
 from istar_tune.cli_parser import build_parser
 from istar_tune.config import Hyperparameters, split_config
-from istar_tune.errors import ConfigError, IstarTuneError
+from istar_tune.errors import ConfigError, IstarTuneError, repeated
 from istar_tune.methods import refuse_unused
 from istar_tune.reference import collect_config, configuration_reference
 from istar_tune.results.export import export_best
@@ -124,9 +124,9 @@ def _names(values: list[str] | None, flag: str = "") -> list[str] | None:
     if not names:
         raise ConfigError(f"{flag} {' '.join(values)!r} names nothing: give one or more names, separated by commas "
                           "or spaces, or leave the flag out")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ConfigError(f"{flag} lists {', '.join(repeated)} more than once: name each once")
+    twice = repeated(names)
+    if twice:
+        raise ConfigError(f"{flag} lists {', '.join(twice)} more than once: name each once")
     return names
 
 

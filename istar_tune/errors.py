@@ -6,6 +6,8 @@ and exits with code 2 (a traceback only with ``--debug``).
 
 from __future__ import annotations
 
+import re
+
 
 class IstarTuneError(Exception):
     """Base class of every error istar-tune raises on purpose."""
@@ -38,3 +40,24 @@ class IsotropyError(IstarTuneError, ValueError):
 
 class TrainingError(IstarTuneError):
     """Training cannot go on (for example the loss became NaN)."""
+
+
+def repeated(values) -> list:
+    """The values given more than once in ``values``, sorted: what an error about a repeated name names."""
+    values = list(values)
+    return sorted({v for v in values if values.count(v) > 1})
+
+
+STORAGE_FAILURES = (
+    (re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|Errno 122|database or disk is full"),
+     "no space left on the storage device"),
+    (re.compile(r"Read-only file system|Errno 30|EROFS|attempt to write a readonly database"),
+     "the storage device is read-only"),
+)
+"""Error texts of a full or read-only storage device, with the cause in words: no retry and no other configuration
+mends them (the search stops for them, the MLflow run writer gives up on them at once)."""
+
+
+def storage_failure(error_text: str) -> str:
+    """The cause, in words, when ``error_text`` is a :data:`STORAGE_FAILURES` error; empty otherwise."""
+    return next((cause for pattern, cause in STORAGE_FAILURES if pattern.search(error_text or "")), "")

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from istar_tune.errors import ConfigError, DataError, IsotropyError, IstarTuneError, ModelError, TrainingError
+from istar_tune.errors import (
+    ConfigError,
+    DataError,
+    IsotropyError,
+    IstarTuneError,
+    ModelError,
+    TrainingError,
+    repeated,
+    storage_failure,
+)
 
 
 def test_a_config_error_lists_every_problem_on_one_line():
@@ -23,3 +32,21 @@ def test_every_error_is_caught_as_an_istar_tune_error(kind):
 
 def test_config_and_isotropy_errors_are_value_errors_too():
     assert issubclass(ConfigError, ValueError) and issubclass(IsotropyError, ValueError)
+
+
+def test_repeated_names_each_value_given_more_than_once_once_sorted():
+    assert repeated(["rte", "sst2", "rte", "cola", "sst2", "rte"]) == ["rte", "sst2"]
+    assert repeated(iter([3, 1, 3])) == [3] and repeated([]) == [] and repeated(["a", "b"]) == []
+
+
+@pytest.mark.parametrize(("text", "cause"), [
+    ("OSError: [Errno 28] No space left on device: '/runs/x'", "no space left on the storage device"),
+    ("sqlite3.OperationalError: database or disk is full", "no space left on the storage device"),
+    ("OSError: [Errno 122] Disk quota exceeded", "no space left on the storage device"),
+    ("OSError: [Errno 30] Read-only file system: '/runs/x'", "the storage device is read-only"),
+    ("sqlite3.OperationalError: attempt to write a readonly database", "the storage device is read-only"),
+    ("TrainingError: the loss became nan at epoch 1", ""),
+    ("", ""),
+])
+def test_a_storage_failure_is_told_from_other_errors(text, cause):
+    assert storage_failure(text) == cause

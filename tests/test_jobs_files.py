@@ -140,8 +140,8 @@ def test_rayjob_runtime_env_is_a_valid_ray_runtime_env_that_installs_from_the_co
 def _binds(command: str) -> list[str]:
     """The listen addresses a command gives (``--host``, ``--dashboard-host``, ``--node-ip-address``)."""
     words = shlex.split(command.replace(">-", ""), comments=False)
-    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--host", "--dashboard-host")] + \
-        [w.split("=", 1)[1] for w in words if w.startswith(("--host=", "--dashboard-host="))]
+    return ([words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--host", "--dashboard-host")]
+            + [w.split("=", 1)[1] for w in words if w.startswith(("--host=", "--dashboard-host="))])
 
 
 def test_the_cluster_files_turn_token_auth_on_and_expose_no_service_without_it():

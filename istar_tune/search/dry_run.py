@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from istar_tune.config import RunSettings, trial_epochs
 from istar_tune.errors import IstarTuneError
 from istar_tune.search.plan import PlannedGroup, counted, planned_configs
-from istar_tune.search.spaces.cost import Throughput, largest_batch_size, packing_of, trial_memory, trial_seconds
+from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
 
 
@@ -55,14 +55,11 @@ def memory_column(planned: list[PlannedGroup], settings: RunSettings, readable: 
                                       "hub does not answer; run where it does for the memory estimate)"]
     column, notes = [], []
     for item in planned:
-        group = item.group
         try:
-            estimate = trial_memory(group.model, group.task, group.method,
-                                    largest_batch_size(group, item.param_space), settings)
-            column.append(f"{estimate.peak_gb:.2f}")
+            column.append(f"{group_memory(item, settings)[1].peak_gb:.2f}")
         except (IstarTuneError, ValueError) as err:
             column.append("?")
-            notes.append(f"(GiB/trial of {group.model}: {err})")
+            notes.append(f"(GiB/trial of {item.group.model}: {err})")
     precision = "float32" if settings.precision == "fp32" else "fp16/bf16 autocast"
     notes.insert(0, f"GiB/trial: one trial's estimated peak GPU memory at its group's largest batch size × max_length "
                     f"{settings.max_length}, {precision}, CUDA context included")

@@ -171,10 +171,15 @@ _LOST = ("the results folder {root} holds trial folders but no search state to c
 """What a results folder that lost its state (but not all its trial folders) allows."""
 
 
-def refuse_lost(results_root: str) -> None:
-    """``--resume`` of a folder that lost its state: say what happened and the way on (not "no results")."""
+def refuse_nothing_to_resume(storage: str, name: str, results_root: str) -> None:
+    """``--resume`` of a search with nothing to continue: no results, or a folder that lost its state (then what
+    happened and the way on, not "no results")."""
+    if results_exist(storage, name) or started(results_root):
+        return
     if _lost(results_root):
         raise ConfigError(_LOST.format(root=results_root))
+    raise ConfigError(f"--resume: search {name!r} has no results in {storage} to continue; run it without --resume "
+                      "(or check --name and --storage-path)")
 
 
 def _lost(results_root: str) -> bool:

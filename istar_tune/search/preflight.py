@@ -156,16 +156,12 @@ def check_packing(needs: list[tuple[str, int]], gpu: float, gpu_gb: float, sourc
 
 def trial_needs(planned: list, settings) -> list[tuple[str, int]]:
     """(what, estimated peak bytes) of a trial of each planned group (at its largest batch size) with ``settings``."""
-    from istar_tune.search.spaces.cost import largest_batch_size, trial_memory
-    from istar_tune.training.memory import trial_shape
+    from istar_tune.search.spaces.cost import group_memory
 
     needs = {}
     for item in planned:
-        group = item.group
-        batch = largest_batch_size(group, item.param_space)
-        what = trial_shape(group.model, group.task, group.method, batch, settings.max_length)
-        if what not in needs:
-            needs[what] = trial_memory(group.model, group.task, group.method, batch, settings).peak
+        what, estimate = group_memory(item, settings)
+        needs.setdefault(what, estimate.peak)
     return list(needs.items())
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from istar_tune import tracking
 from istar_tune.config import RunSettings, as_dict, group_key
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, repeated
 from istar_tune.search import cluster, guard, parent, preflight, stopping
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
@@ -134,9 +134,9 @@ def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | Non
         raise ConfigError("no search space to run: give at least one")
     given = [name or spaces[0].name] if len(spaces) == 1 else [s.name for s in spaces]
     names = [guard.validate_name(n) for n in given]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ConfigError(f"searches run together need different names; {', '.join(repeated)} is given twice")
+    twice = repeated(names)
+    if twice:
+        raise ConfigError(f"searches run together need different names; {', '.join(twice)} is given twice")
     _check_shared(spaces)
     storage = storage_root(storage_path)
     return _Experiment(names=names, spaces=list(spaces), storage=storage,
@@ -164,11 +164,8 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
                                   chained=dict(zip(names[:i], spaces[:i])))
                           for i, (n, space) in enumerate(zip(names, spaces))}
     guard.refuse_to_overwrite(experiment.results_root, resume)
-    if resume and not (guard.results_exist(experiment.storage, experiment.name)
-                       or guard.started(experiment.results_root)):
-        guard.refuse_lost(experiment.results_root)
-        raise ConfigError(f"--resume: search {experiment.name!r} has no results in {experiment.storage} to continue; "
-                          "run it without --resume (or check --name and --storage-path)")
+    if resume:
+        guard.refuse_nothing_to_resume(experiment.storage, experiment.name, experiment.results_root)
     return checked_s
 
 

@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from istar_tune.errors import STORAGE_FAILURES
+
 SYSTEMIC = (
-    (re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|Errno 122|database or disk is full"),
-     "no space left on the storage device"),
-    (re.compile(r"Read-only file system|Errno 30|EROFS"), "the storage device is read-only"),
+    *STORAGE_FAILURES,
     (re.compile(r"storage path .* (is gone|does not exist)|No such file or directory: '[^']*(experiment_state|"
                 r"checkpoint_\d+|result\.json)"), "the storage folder is gone"),
     (re.compile(r"Unable to set up cluster storage|does not exist on storage anymore"),

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import queue
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.config import group_key
+from istar_tune.errors import storage_failure
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
@@ -213,7 +213,7 @@ class RunWriter:
                 self._retrying(lambda b=batch: self._write(mlflow_client, b))
             except Exception as err:  # noqa: BLE001 - reported by the search; the thread must keep serving
                 self.errors.append(f"{type(err).__name__}: {err}")
-                given_up = ("at once (no retry mends it)" if LASTING.search(str(err))
+                given_up = ("at once (no retry mends it)" if storage_failure(str(err))
                             else f"after {self.retry_for_s:.0f} s of retries")
                 (log.error if len(self.errors) == 1 else log.debug)(  # the summary counts them; one line here
                     "MLflow writes lost %s: %s", given_up, (str(err).splitlines() or [""])[0][:200])
@@ -234,7 +234,7 @@ class RunWriter:
                     log.warning("MLflow store reachable again; pending writes done")
                 return
             except Exception as err:  # noqa: BLE001 - transient server or network errors are retried
-                if time.monotonic() - began > self.retry_for_s or LASTING.search(str(err)):
+                if time.monotonic() - began > self.retry_for_s or storage_failure(str(err)):
                     raise
                 if not warned:
                     log.warning("MLflow write failed (%s: %s); retrying in the background", type(err).__name__,
@@ -366,12 +366,6 @@ class RunWriter:
             else:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
-
-
-LASTING = re.compile(r"database or disk is full|No space left on device|Errno 28|Read-only file system|"
-                     r"attempt to write a readonly database|Disk quota exceeded")
-"""Store errors no retry mends (a full or read-only disk): written off at once, so the search stops within seconds
-instead of retrying for :attr:`RunWriter.retry_for_s`."""
 
 
 def _forget_error(mlflow_client, run_id: str) -> None:

@@ -23,8 +23,8 @@ def test_the_best_configurations_become_train_config_files_that_train(log_trial,
     output = tmp_path / "best.yaml"
     assert main(["table", "--tracking-uri", uri, "--experiment", "smoke", "--kind", "best", "--format", "yaml",
                  "--output", str(output)]) == 0
-    assert "2 train --config file(s): best-tiny-bert-rte-base.yaml, best-tiny-bert-rte-istar.yaml" in \
-        capsys.readouterr().out
+    assert ("2 train --config file(s): best-tiny-bert-rte-base.yaml, best-tiny-bert-rte-istar.yaml" in
+            capsys.readouterr().out)
     every = yaml.safe_load(output.read_text())
     assert set(every) == {"tiny-bert/rte/base", "tiny-bert/rte/istar"}
     base = yaml.safe_load((tmp_path / "best-tiny-bert-rte-base.yaml").read_text())

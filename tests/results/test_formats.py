@@ -10,8 +10,8 @@ from istar_tune.results.formats import latex, latex_text, markdown, render
 
 def test_latex_escapes_every_special_character_and_writes_our_symbols_as_latex_does():
     assert latex_text("93.00 ± 0.16 [92.80, 93.20] * †") == r"93.00 $\pm$ 0.16 [92.80, 93.20] $^*$ $^\dagger$"
-    assert latex_text("tiny_bert 50% & `choose_by: holdout` λ | ζ — Δ") == \
-        r"tiny\_bert 50\% \& choose\_by: holdout $\lambda$ | $\zeta$ --- $\Delta$"
+    assert (latex_text("tiny_bert 50% & `choose_by: holdout` λ | ζ — Δ") ==
+            r"tiny\_bert 50\% \& choose\_by: holdout $\lambda$ | $\zeta$ --- $\Delta$")
     assert latex_text(None) == "---" and latex_text(float("nan")) == "---" and latex_text(0.00012345) == "0.0001234"
     table = pd.DataFrame({"model_name": ["bert"], "RTE": ["62.53 ± 0.70 †"]})
     text = latex(table, caption="Mean ± std; † I-STAR > Base")

@@ -29,8 +29,8 @@ def test_gpu_hours_come_from_the_measured_throughput_with_and_without_sharing(ca
     assert cost_slow.gpu_hours == pytest.approx(seconds / 3600)
     assert main(["search", str(SPACES / "paper_base.yaml"), "--models", "bert", "--tasks", "rte", "--dry-run",
                  "--tokens-per-second", "bert=10000"]) == 0
-    assert f"{cost_slow.gpu_hours:.1f} GPU-hours ({cost_slow.unshared_gpu_hours:.1f} without sharing) at the space's " \
-           "packing (1 trial a GPU: bert 10,000 tokens/s per trial)" in capsys.readouterr().out
+    assert (f"{cost_slow.gpu_hours:.1f} GPU-hours ({cost_slow.unshared_gpu_hours:.1f} without sharing) at the space's "
+            "packing (1 trial a GPU: bert 10,000 tokens/s per trial)" in capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("value", ["bert", "bert=fast", "bert=-3", "=5"])
@@ -90,8 +90,8 @@ def test_the_dry_run_shows_each_groups_memory_and_checks_a_packing_against_the_g
     assert "GiB/trial" in header
     row = next(line for line in out.splitlines() if line.startswith("tiny-bert "))
     assert 0.5 < float(row.split()[-1]) < 0.6  # the CUDA context and a tiny model
-    assert "packing: resources.gpu 0.125 packs 8 trials to a GPU" in out and "the largest packing that fits is " \
-           "1 (resources.gpu: 1)" in out
+    assert ("packing: resources.gpu 0.125 packs 8 trials to a GPU" in out and "the largest packing that fits is "
+            "1 (resources.gpu: 1)" in out)
     assert main(["search", "paper_base", "--models", "bert", "--tasks", "rte", "--dry-run"]) == 0
     out = capsys.readouterr().out  # bert's config is not on this machine and the hub is offline: said, not retried
     assert "GiB/trial" in out and "the models' configs are not on this machine" in out

@@ -28,8 +28,8 @@ def test_each_trial_gets_its_status_and_the_group_its_best():
     (outcome,) = group_outcomes(PLANNED, results, statuses, "s")
     by_id = {t.trial_id: t for t in outcome.trials}
     assert set(by_id) == {"t1", "t2", "t3", "t4", "t5"}  # another search's trial is not this search's
-    assert [by_id[t].status for t in ("t1", "t2", "t3", "t4", "t5")] == \
-        ["finished", "stopped_early", "finished", "failed", "interrupted"]
+    assert ([by_id[t].status for t in ("t1", "t2", "t3", "t4", "t5")] ==
+            ["finished", "stopped_early", "finished", "failed", "interrupted"])
     assert by_id["t4"].error == "ValueError: the loss became nan"
     assert outcome.best.trial_id == "t2"  # failed and interrupted trials never win; a stopped one counts
     (tie,) = group_outcomes(PLANNED, [results[0], results[1]], {}, "s")

@@ -20,8 +20,8 @@ SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 def test_dry_run_counts_of_the_paper_grids(file, configurations, trials, epochs, unshared, capsys):
     assert main(["search", str(SPACES / file), "--models", "bert", "--tasks", "rte", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"total {configurations} configurations in {trials} trials, 1 group; {epochs} epochs trained, " \
-           f"{unshared} without sharing (0.42×)" in out
+    assert (f"total {configurations} configurations in {trials} trials, 1 group; {epochs} epochs trained, "
+            f"{unshared} without sharing (0.42×)" in out)
     assert "epoch prefixes shared in 1 of 1 groups" in out
 
 

@@ -167,8 +167,8 @@ def test_trial_needs_are_one_per_model_task_method_at_the_largest_batch_size(tmp
     from istar_tune.search.plan import plan
     from istar_tune.search.spaces.file import load_search_space
 
-    text = "name: s\nmodels: [tiny-bert]\ntasks: [rte]\nmethods: [base, istar]\nhyperparameters:\n" \
-           "  batch_size: {grid: [8, 32]}\n"
+    text = ("name: s\nmodels: [tiny-bert]\ntasks: [rte]\nmethods: [base, istar]\nhyperparameters:\n"
+            "  batch_size: {grid: [8, 32]}\n")
     (tmp_path / "s.yaml").write_text(text)
     needs = preflight.trial_needs(plan(load_search_space(tmp_path / "s.yaml")), RunSettings(max_length=64))
     assert [what for what, _ in needs] == ["tiny-bert × rte × base at batch 32 × 64 tokens",

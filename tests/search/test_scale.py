@@ -114,10 +114,10 @@ def test_a_trial_whose_newest_checkpoint_is_broken_resumes_from_the_one_before(l
 
     import psutil
 
-    text = SPACE.replace("tasks: [rte, mrpc]", "tasks: [rte]").replace("epochs: {{grid: [3, 4]}}", "epochs: 4") \
-        .replace("learning_rate: {{grid: [1.0e-5, 3.0e-5, 5.0e-5]}}", "learning_rate: 3.0e-5") \
-        .replace("settings: {{checkpoint: resume}}", "settings: {{checkpoint: state}}\ncheckpoints_to_keep: 2\n"
-                 "max_failures: 1")
+    text = (SPACE.replace("tasks: [rte, mrpc]", "tasks: [rte]").replace("epochs: {{grid: [3, 4]}}", "epochs: 4")
+            .replace("learning_rate: {{grid: [1.0e-5, 3.0e-5, 5.0e-5]}}", "learning_rate: 3.0e-5")
+            .replace("settings: {{checkpoint: resume}}", "settings: {{checkpoint: state}}\ncheckpoints_to_keep: 2\n"
+                     "max_failures: 1"))
     space = _space(tmp_path, "broken", text)
     storage = tmp_path / "runs"
     sabotaged = []

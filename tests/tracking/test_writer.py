@@ -60,8 +60,8 @@ def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_
     assert second.close(timeout=30)
     runs = tracking.trial_runs(uri, "exp")
     assert len(runs) == 1
-    assert sorted((m.step, m.value) for m in client.get_metric_history(runs[0].run_id, "accuracy")) == \
-        [(1, 0.6), (2, 0.7)]
+    assert (sorted((m.step, m.value) for m in client.get_metric_history(runs[0].run_id, "accuracy")) ==
+            [(1, 0.6), (2, 0.7)])
 
 
 def test_a_trials_run_has_its_params_and_group_as_soon_as_it_exists(mlflow_store):
@@ -108,8 +108,8 @@ def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_its_last_epoch
     resumed.reconcile("t3", CONFIG, {"epoch": 2, "accuracy": 0.5}, "finished", "FINISHED")  # never had a run
     assert resumed.close(timeout=30)
     runs = {r.trial_id: r for r in tracking.trial_runs(uri, "exp")}
-    assert {k: (r.status, r.metrics["accuracy"]) for k, r in runs.items()} == \
-        {"t1": ("finished", 0.7), "t2": ("finished", 0.8), "t3": ("finished", 0.5)}
+    assert ({k: (r.status, r.metrics["accuracy"]) for k, r in runs.items()} ==
+            {"t1": ("finished", 0.7), "t2": ("finished", 0.8), "t3": ("finished", 0.5)})
     assert [m.step for m in client.get_metric_history(runs["t1"].run_id, "accuracy")] == [1, 2]
     assert client.get_run(runs["t1"].run_id).info.status == "FINISHED"
     assert runs["t3"].config["learning_rate"] == 1e-3

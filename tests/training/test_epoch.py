@@ -33,8 +33,8 @@ def test_the_mixed_precision_path_runs_with_the_penalty_in_float32(make_hparams,
                                                   max_eval_samples=32, output_dir=str(tmp_path)))
     import yaml
 
-    assert yaml.safe_load((tmp_path / CONFIG_FILE).read_text())["resolved"]["precision"] == \
-        {"bf16": "bfloat16", "fp16": "float16"}[precision]
+    assert (yaml.safe_load((tmp_path / CONFIG_FILE).read_text())["resolved"]["precision"]
+            == {"bf16": "bfloat16", "fp16": "float16"}[precision])
     assert math.isfinite(result.final["train_loss"]) and math.isfinite(result.final["accuracy"])
     assert seen and set(seen) == {torch.float32}
     assert scaled and all(scaled) == (precision == "fp16")  # the scaler is on for fp16 only

@@ -30,8 +30,8 @@ def test_same_seed_gives_the_same_metrics_and_lambda_zero_equals_base(make_hpara
     first = train(make_hparams(epochs=2), make_settings()).epochs
     second = train(make_hparams(epochs=2), make_settings()).epochs
     drop = MEASURED_KEYS
-    assert [{k: v for k, v in r.items() if k not in drop} for r in first] == \
-        [{k: v for k, v in r.items() if k not in drop} for r in second]
+    assert ([{k: v for k, v in r.items() if k not in drop} for r in first]
+            == [{k: v for k, v in r.items() if k not in drop} for r in second])
     base = train(make_hparams(method="base", lam=None), make_settings()).final
     zero = train(make_hparams(lam=0.0), make_settings()).final
     assert zero["train_loss"] == base["train_loss"] and zero["accuracy"] == base["accuracy"]
@@ -117,8 +117,8 @@ def test_star_sigma_training_takes_base_sigma_from_the_training_pass(make_hparam
     assert draws == []  # no extra pass
     exact = train(base, settings).epochs
     assert draws == [2]
-    assert 0 < gathered[-1]["eval_isoscore_star"] <= 1 and gathered[-1]["eval_isoscore_star"] != \
-        exact[-1]["eval_isoscore_star"]
+    assert 0 < gathered[-1]["eval_isoscore_star"] <= 1
+    assert gathered[-1]["eval_isoscore_star"] != exact[-1]["eval_isoscore_star"]
     assert [r["accuracy"] for r in gathered] == [r["accuracy"] for r in exact]  # training itself is unchanged
     istar = train(make_hparams(task="rte", epochs=1), replace(settings, star_sigma="training")).epochs
     assert draws == [2, 0, 1] and "eval_isoscore_star" in istar[0]  # I-STAR's loss needs its passes

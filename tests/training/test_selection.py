@@ -92,8 +92,8 @@ def test_a_run_with_holdout_resumed_mid_stage_ends_as_an_uninterrupted_one(make_
     resumed = make_recorder(keep_dir=tmp_path / "resumed")
     result = train(hp, settings, resumed, resume_from=tmp_path / "state")
     assert [r["epoch"] for r in resumed.records] == list(range(stop_after + 1, 5))
-    assert [{k: v for k, v in r.items() if k not in drop} for r in result.epochs] == \
-        [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted]
+    assert ([{k: v for k, v in r.items() if k not in drop} for r in result.epochs]
+            == [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted])
     kept, ended = _weights(tmp_path / "resumed"), _weights(tmp_path / "whole")
     assert all(torch.equal(kept["model"][n], ended["model"][n]) for n in ended["model"])
     # A stopped run resumed again trains nothing more.

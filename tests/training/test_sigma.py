@@ -84,6 +84,6 @@ def test_an_unreadable_cached_sigma_is_computed_again(make_hparams, make_setting
     [kept] = list(cache.glob("*.pt"))
     kept.write_bytes(b"truncated")
     second = train(make_hparams(), make_settings(max_train_samples=64, max_eval_samples=32), sigma_cache=cache).epochs
-    assert [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in first] == \
-        [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in second]
+    assert ([{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in first]
+            == [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in second])
     assert kept.stat().st_size > 100

@@ -35,8 +35,8 @@ def test_resumed_run_continues_from_its_last_epoch_and_matches_an_uninterrupted_
     resumed = make_recorder()
     result = train(make_hparams(epochs=3), make_settings(), resumed, resume_from=state)
     assert [r["epoch"] for r in resumed.records] == [2, 3]  # epoch 1 is not trained again
-    assert [{k: v for k, v in r.items() if k not in drop} for r in result.epochs] == \
-        [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted]
+    assert ([{k: v for k, v in r.items() if k not in drop} for r in result.epochs]
+            == [{k: v for k, v in r.items() if k not in drop} for r in uninterrupted])
 
 
 class _Payload:

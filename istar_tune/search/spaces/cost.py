@@ -159,6 +159,17 @@ def trial_memory(model: str, task: str, method: str, batch_size: int, settings):
                            settings.eval_batch_size, half_precision=settings.precision != "fp32", cuda=True)
 
 
+def group_memory(item, settings) -> tuple[str, Any]:
+    """One trial of a planned group at its largest batch size: what its memory depends on, in words
+    (:func:`istar_tune.training.memory.trial_shape`), and its :func:`trial_memory`."""
+    from istar_tune.training.memory import trial_shape
+
+    group = item.group
+    batch = largest_batch_size(group, item.param_space)
+    return (trial_shape(group.model, group.task, group.method, batch, settings.max_length),
+            trial_memory(group.model, group.task, group.method, batch, settings))
+
+
 @functools.lru_cache(maxsize=32)
 def _meta_model(model: str, task: str):
     from istar_tune.models import meta_model

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.config import RunSettings, from_dict, load_yaml
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
@@ -151,9 +151,9 @@ def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[str, .
     tasks = _tasks(raw.get("tasks"), path, problem)
     methods = _names(raw, "methods", problem)
     for key, names in (("models", models), ("methods", methods)):
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            problem(key, f"lists {', '.join(repeated)} more than once: each once (every configuration would train "
+        twice = repeated(names)
+        if twice:
+            problem(key, f"lists {', '.join(twice)} more than once: each once (every configuration would train "
                          "twice)")
     for method in methods:
         if method not in METHODS:
@@ -182,9 +182,9 @@ def _tasks(value, path: Path, problem) -> tuple[str, ...]:
             problems = err.problems
             for text in problems:
                 problem("tasks", text)
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        problem("tasks", f"lists {', '.join(repeated)} more than once: each task once")
+    twice = repeated(names)
+    if twice:
+        problem("tasks", f"lists {', '.join(twice)} more than once: each task once")
     return tuple(names)
 
 
@@ -300,8 +300,8 @@ def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]
             or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds)):
         problem("seeds", f"must be a non-empty list of integers, got {raw_seeds!r}")
     elif len(set(raw_seeds)) < len(raw_seeds):
-        repeated = sorted({s for s in raw_seeds if raw_seeds.count(s) > 1})
-        problem("seeds", f"repeats {', '.join(map(str, repeated))} in {raw_seeds!r}: each seed once")
+        twice = repeated(raw_seeds)
+        problem("seeds", f"repeats {', '.join(map(str, twice))} in {raw_seeds!r}: each seed once")
     else:
         seeds = tuple(raw_seeds)
     return seeds, _names(raw, "best_of", problem)

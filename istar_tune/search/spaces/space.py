@@ -29,7 +29,7 @@ from istar_tune.config import (
     trial_epochs,
 )
 from istar_tune.docstrings import field_docs
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS
 from istar_tune.models import PAPER_MODELS
 from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping, task_reference
@@ -266,8 +266,8 @@ class SearchSpace:
         if methods:
             problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
                          for m in methods if m not in METHODS]
-        repeated = sorted({n for n in names if names.count(n) > 1})  # [rte, RTE] name one task
-        problems += [f"--tasks: lists {', '.join(repeated)} more than once: name each task once"] if repeated else []
+        twice = repeated(names)  # [rte, RTE] name one task
+        problems += [f"--tasks: lists {', '.join(twice)} more than once: name each task once"] if twice else []
         if problems:
             raise ConfigError(problems)
         return replace(self, models=tuple(models or self.models), tasks=tuple(names or self.tasks),

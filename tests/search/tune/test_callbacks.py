@@ -88,8 +88,8 @@ def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlf
     resumed.on_step_begin(1, [done, failed, running])  # once only
     assert resumed.close(timeout=30)
     runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
-    assert {k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()} == \
-        {"t1": "finished", "t2": "failed", "t3": "running"}
+    assert ({k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()} ==
+            {"t1": "finished", "t2": "failed", "t3": "running"})
     assert runs["t1"].data.metrics["accuracy"] == 0.75 and runs["t1"].info.status == "FINISHED"
 
 
@@ -126,8 +126,8 @@ def test_a_shared_trial_gives_each_configuration_its_run_ended_where_its_epochs_
                       "c-e1": "finished", "c-e2": "failed", "c-e3": "failed",
                       "d-e1": "finished", "d-e2": "finished", "d-e3": "interrupted"}
     assert all(r.data.tags[tracking.TAG_TRAINED_BY] == k[0] for k, r in runs.items())
-    assert {k: r.data.params["epochs"] for k, r in runs.items() if k.startswith("a")} == \
-        {"a-e1": "1", "a-e2": "2", "a-e3": "3"}
+    assert ({k: r.data.params["epochs"] for k, r in runs.items() if k.startswith("a")} ==
+            {"a-e1": "1", "a-e2": "2", "a-e3": "3"})
     assert runs["b-e3"].data.tags["istar_tune.stopped_after_epoch"] == "2"
     for epochs in (1, 2, 3):
         run_id = runs[f"a-e{epochs}"].info.run_id
@@ -159,8 +159,8 @@ def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_st
     assert second.close(timeout=60)
     runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
                                                                                **{tracking.TAG_ROLE: "trial"})}
-    assert {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} == \
-        {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")}
+    assert ({k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} ==
+            {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")})
 
     def history(key, metric):
         return [(m.step, m.value) for m in client.get_metric_history(runs[key].info.run_id, metric)]

@@ -82,8 +82,8 @@ def test_optuna_studies_live_in_a_database_and_start_from_the_given_points(tmp_p
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     searcher = GroupSearcher(group_plans(space, plan(space), "s"), seed=0, storage=storage)
     first = searcher.suggest("t0")
-    assert (first["learning_rate"], first["batch_size"], first["epochs"], first["lam"], first["zeta"]) == \
-        (2e-5, 16, 4, -3, 0.5)
+    assert ((first["learning_rate"], first["batch_size"], first["epochs"], first["lam"], first["zeta"]) ==
+            (2e-5, 16, 4, -3, 0.5))
     searcher.on_trial_complete("t0", {"objective": 0.7, "training_iteration": 3})
     second = searcher.suggest("t1")
     searcher.on_trial_complete("t1", {"objective": 0.6, "training_iteration": 3})

@@ -42,8 +42,8 @@ def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_e
     reporter({"epoch": 3, "accuracy": 0.8}, None)
     reporter({"epoch": 4, "accuracy": 0.9}, None)
     (first, _), (second, _) = reported["reports"]
-    assert {k: v for k, v in first.items() if k.startswith(OBJECTIVE_AT)} == \
-        {"objective_at_epoch_1": 0.5, "objective_at_epoch_2": 0.6, "objective_at_epoch_3": 0.8}
+    assert ({k: v for k, v in first.items() if k.startswith(OBJECTIVE_AT)} ==
+            {"objective_at_epoch_1": 0.5, "objective_at_epoch_2": 0.6, "objective_at_epoch_3": 0.8})
     earlier = json.loads(first[RESTORED_RECORDS])  # once, with the first report after the resume
     assert [(r["epoch"], r["objective"]) for r in earlier] == [(1, 0.5), (2, 0.6)]
     assert RESTORED_RECORDS not in second and second["objective_at_epoch_3"] == 0.8
