@@ -174,7 +174,8 @@ def calibrate(job: Job, packings: tuple[int, ...], modes: tuple[str, ...], outpu
     result = Calibration(job, machine)
     write(f"calibrate {job.model} × {job.task} × {job.method}, batch {job.batch_size} × {job.max_length} tokens, "
           f"{job.steps} steps after {job.warmup} warm-up, on {machine}")
-    write(f"{'packing':>7}  {'mode':<8}  {'tokens/s per trial':>18}  {'tokens/s total':>14}  peak memory")
+    memory = "peak memory" if cuda else "peak RSS (the whole process: a CPU has no allocator peak)"
+    write(f"{'packing':>7}  {'mode':<8}  {'tokens/s per trial':>18}  {'tokens/s total':>14}  {memory}")
     for mode in modes:
         for packing in packings:
             threads = max(1, (os.cpu_count() or 1) // packing)

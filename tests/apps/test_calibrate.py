@@ -22,7 +22,7 @@ def test_calibrate_on_cpu_measures_each_packing_and_the_dry_run_reads_its_file(g
                  "1,2", "--steps", "6", "--warmup", "1", "--batch-size", "8", "--max-length", "48",
                  "--output", str(output)]) == 0
     out = capsys.readouterr().out
-    assert "GPU figures need a GPU" in out and f"wrote {output}" in out
+    assert "GPU figures need a GPU" in out and f"wrote {output}" in out and "peak RSS (the whole process" in out
     data = yaml.safe_load(output.read_text())
     assert (data["model"], data["device"], data["max_length"]) == ("tiny-bert", "cpu", 48)
     rows = {row["packing"]: row for row in data["measurements"]}
