@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from istar_tune.search.spaces.cost import gpu_share, packing_of, trial_seconds
 
 
@@ -18,3 +20,48 @@ def test_the_gpu_share_of_a_packing_fits_that_many_trials_on_one_gpu_and_reads_b
         assert packing * share <= 1.0 and (packing + 1) * share > 1.0, packing  # Ray fits exactly `packing`
         assert packing_of(share) == packing
     assert (gpu_share(4), gpu_share(6), gpu_share(7)) == (0.25, 0.166, 0.142)  # not round()'s 0.167 and 0.143
+
+
+def test_memory_and_time_of_ones_own_tasks_come_from_their_heads_and_files(own_data, tmp_path, capsys):
+    """Task definitions (regression, extractive QA, classes as words): each group's memory estimate counts the
+    weights of the model built for that task's head, and an epoch's modelled time the definition's own examples."""
+    from istar_tune.cli import main
+    from istar_tune.config import RunSettings
+    from istar_tune.methods import get_method
+    from istar_tune.models import load_model
+    from istar_tune.search.plan import plan
+    from istar_tune.search.spaces.cost import epoch_seconds, group_memory, throughput
+    from istar_tune.search.spaces.file import load_search_space
+    from istar_tune.tasks import get_task
+
+    own_data("stsb", "csv", folder=tmp_path / "scores")
+    own_data("squad", "jsonl", folder=tmp_path / "qa")
+    words = own_data("sst2", "csv", string_labels=True, folder=tmp_path / "words")
+    (tmp_path / "twice.csv").write_text(words["train"].read_text() + "".join(
+        words["train"].read_text().splitlines(keepends=True)[1:]))  # every training row twice
+    definitions = {"scores": "problem_type: regression\nmetric: spearman\ntrain: scores/train.csv\n"
+                             "validation: scores/dev.csv\n",
+                   "qa": "problem_type: extractive_qa\ntrain: qa/train.jsonl\nvalidation: qa/dev.jsonl\n",
+                   "words": "train: words/train.csv\nvalidation: words/dev.csv\n",
+                   "twice": "train: twice.csv\nvalidation: words/dev.csv\n"}
+    for name, text in definitions.items():
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\n{text}")
+    (tmp_path / "space.yaml").write_text("name: own-cost\nmodels: [tiny-bert]\n"
+                                         "tasks: [scores.yaml, qa.yaml, words.yaml, twice.yaml]\nmethods: [base]\n"
+                                         "hyperparameters: {batch_size: {grid: [8, 16]}}\n")
+    assert main(["search", str(tmp_path / "space.yaml"), "--dry-run"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny-bert ")]
+    assert [row[1] for row in rows] == ["scores", "qa", "words", "twice"] and all(float(row[-1]) > 0.5 for row in rows)
+    weights = {}
+    for item in plan(load_search_space(tmp_path / "space.yaml")):
+        what, estimate = group_memory(item, RunSettings())
+        assert what == f"tiny-bert × {item.group.task} × base at batch 16 × 128 tokens"  # the largest batch
+        real = load_model("tiny-bert", get_task(item.group.task))
+        weights[item.group.task] = estimate.weights
+        assert estimate.weights == sum(p.numel() * 4 for p in real.parameters()), item.group.task
+    assert len({weights["scores"], weights["qa"], weights["words"]}) == 3  # one output, two spans, two classes
+    once, doubled = get_task("words").train_examples, get_task("twice").train_examples
+    assert doubled == 2 * once > 0
+    config = {"model": "tiny-bert", "method": "base", "learning_rate": 3e-5, "batch_size": 16, "epochs": 1}
+    extra = epoch_seconds({**config, "task": "twice"}) - epoch_seconds({**config, "task": "words"})
+    assert extra == pytest.approx(once / throughput("tiny-bert", 16) * get_method("base").relative_step_cost)
