@@ -55,11 +55,11 @@ class DemoReport:
 
 READING = (
     "How to read it: λ < 0 pushes the model's token space towards anisotropy (IsoScore* falls), λ > 0 towards",
-    "isotropy (it rises); Base shows where fine-tuning alone leaves it. With MiniLM, a few hundred steps and |λ| = 1",
-    "the penalty can outweigh the task loss, so a λ whose accuracy falls towards chance says the weight is too large",
-    "for this run, not that I-STAR hurts: the paper's gains for λ < 0 come from its grid (λ, ζ, learning rate, batch,",
-    "epochs) on BERT-sized models with full training sets. The demo shows the mechanism and the records, not a",
-    "verdict.",
+    "isotropy (it rises); Base shows where fine-tuning alone leaves it. With MiniLM, one epoch of a small sample",
+    "(63 optimizer steps at most, far fewer than the paper's runs) and |λ| = 1, the penalty can outweigh the task",
+    "loss, so a λ whose accuracy falls towards chance says the weight is too large for this run, not that I-STAR",
+    "hurts: the paper's gains for λ < 0 come from its grid (λ, ζ, learning rate, batch, epochs) on BERT-sized models",
+    "with full training sets. The demo shows the mechanism and the records, not a verdict.",
 )
 """What the demo's λ table means, printed beneath it."""
 
