@@ -164,7 +164,7 @@ def test_no_test_imports_another_test_file():
     for path in (ROOT / "tests").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.ImportFrom) and node.module
-                and node.module.split(".")[-1].startswith(("test_", "conftest"))):
+                    and node.module.split(".")[-1].startswith(("test_", "conftest"))):
                 offenders.append(f"{path.relative_to(ROOT)}: from {node.module}")
             elif isinstance(node, ast.Import):
                 offenders += [f"{path.relative_to(ROOT)}: import {a.name}" for a in node.names

@@ -185,7 +185,7 @@ def test_ray_job_submit_runs_the_smoke_search_and_logs_to_an_mlflow_server(ray_h
             [str(ROOT / "jobs" / "submit.sh"), "search_spaces/smoke.yaml", "--tasks", "rte", "--data-dir",
              str(glue_tiny)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=420)
         if ("No available agent to submit job" not in submitted.stdout + submitted.stderr or
-            time.monotonic() > deadline):
+                time.monotonic() > deadline):
             break
         time.sleep(3)
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
