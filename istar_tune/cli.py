@@ -219,7 +219,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     table = build_table(_tracking_uri(args), args.experiment, kind=args.kind, scope=args.scope,
                         models=_names(args.models, "--models"), tasks=_names(args.tasks, "--tasks"),
                         methods=_names(args.methods, "--methods"),
-                        against_paper=args.against_paper, simulated=args.simulated)
+                        against_paper=args.against_paper, simulated=args.simulated,
+                        mix_exactness=args.mix_exactness)
     text = render(table, args.format, args.output, caption=table.attrs.get("caption", CAPTIONS[args.kind]))
     if text is not None:
         print(text, end="")

@@ -119,6 +119,9 @@ def _add_table_command(commands) -> None:
     table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
     table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
                                                                 "--simulate); never mixed with real runs")
+    table.add_argument("--mix-exactness", action="store_true",
+                       help="tabulate runs whose attn_implementation or matmul_precision differ (refused by default: "
+                            "their numbers differ by those settings too)")
     table.add_argument("--models", nargs="+", metavar="NAME", help="rows to show (default: every model with runs)")
     table.add_argument("--tasks", nargs="+", metavar="NAME", help="tasks to show (default: every task with runs; "
                                                                   "with --against-paper, the paper's nine too)")

@@ -102,6 +102,15 @@ class RunSettings:
     """auto (bf16 on CUDA when supported, else fp16 with a scaler; fp32 on CPU), fp32, fp16 or bf16."""
     device: str = "auto"
     """auto (CUDA when available), cpu, cuda or cuda:N."""
+    attn_implementation: str = "sdpa"
+    """The encoder's attention kernel, as transformers names it: sdpa (PyTorch's scaled_dot_product_attention, fused
+    kernels on CUDA; what transformers chose for every run before this setting existed) or eager (the model's own
+    matmul, softmax, matmul; keeps the attention scores: more memory on CUDA). The two differ in the last bits of
+    every result, so `table`, `compare` and the seeds table refuse to mix them unless asked."""
+    matmul_precision: str = "highest"
+    """float32 matrix products (a fp32 run's layers, and I-STAR's Gram matrix, which autocast leaves in float32):
+    highest (true float32, torch's default) or high (TF32 on Ampere and later GPUs: faster, a 10-bit mantissa; the same
+    as highest on CPU). Recorded like attn_implementation, and refused in one comparison with the other value."""
     deterministic: bool = False
     """Torch's deterministic algorithms (and cuBLAS's deterministic workspace): a GPU run then repeats bit for bit, so
     shared epochs, resumes and Σ_S computed once are as exact on CUDA as on CPU (where they always are); slower, and
@@ -172,6 +181,11 @@ MIN_MAX_LENGTH = 8
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+MATMUL_PRECISIONS = ("highest", "high")
+EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest"}
+"""The settings that change a run's numbers without changing what it trains, with the value a run recorded before
+the setting existed had: runs that differ in one of them are not compared in one table unless asked."""
 
 
 def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
@@ -313,6 +327,12 @@ def _settings_problems(obj: RunSettings) -> list[str]:
         problems.append(f"checkpoint must be one of {', '.join(CHECKPOINT_MODES)}, got {obj.checkpoint!r}")
     if obj.precision not in PRECISIONS:
         problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {obj.precision!r}")
+    if obj.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+        problems.append(f"attn_implementation must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
+                        f"{obj.attn_implementation!r}")
+    if obj.matmul_precision not in MATMUL_PRECISIONS:
+        problems.append(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
+                        f"{obj.matmul_precision!r}")
     if obj.star_sigma not in STAR_SIGMAS:
         problems.append(f"star_sigma must be one of {', '.join(STAR_SIGMAS)}, got {obj.star_sigma!r}")
     if obj.recipe not in RECIPES:

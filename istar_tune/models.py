@@ -87,8 +87,9 @@ def load_tokenizer(name: str):
         raise ModelError(_load_failure(name, source, err)) from None
 
 
-def model_config(name: str, task: Task):
-    """The model's config with the head the task needs (number of labels, problem type); no weights are read."""
+def model_config(name: str, task: Task, attn_implementation: str | None = None):
+    """The model's config with the head the task needs (number of labels, problem type) and, when given, the
+    attention kernel (``sdpa`` or ``eager``); no weights are read."""
     from transformers import AutoConfig
 
     spec = model_spec(name)
@@ -98,6 +99,8 @@ def model_config(name: str, task: Task):
         kwargs["num_labels"] = task.num_labels
         kwargs["problem_type"] = ("regression" if task.problem_type == REGRESSION
                                   else "single_label_classification")
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
     try:
         return AutoConfig.from_pretrained(source, **kwargs, **spec.config_overrides)
     except Exception as err:  # noqa: BLE001
@@ -110,14 +113,15 @@ def _head(task: Task):
     return AutoModelForQuestionAnswering if task.problem_type == EXTRACTIVE_QA else AutoModelForSequenceClassification
 
 
-def load_model(name: str, task: Task):
-    """The encoder with the head the task needs (sequence classification/regression, or extractive QA)."""
-    config = model_config(name, task)
+def load_model(name: str, task: Task, attn_implementation: str | None = None):
+    """The encoder with the head the task needs (sequence classification/regression, or extractive QA), with the
+    attention kernel ``attn_implementation`` (``None``: transformers' choice)."""
+    config = model_config(name, task, attn_implementation)
     source = _checked_source(name)
     try:
         if model_spec(name).random_init:
-            return _head(task).from_config(config)
-        return _head(task).from_pretrained(source, config=config)
+            return _head(task).from_config(config, attn_implementation=config._attn_implementation)
+        return _head(task).from_pretrained(source, config=config, attn_implementation=config._attn_implementation)
     except Exception as err:  # noqa: BLE001
         raise ModelError(_load_failure(name, source, err)) from None
 

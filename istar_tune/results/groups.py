@@ -7,6 +7,8 @@ import json
 from importlib import resources
 
 from istar_tune import tracking
+from istar_tune.config import EXACTNESS_SETTINGS
+from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
 from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task, is_shipped
 from istar_tune.tracking.runs import TrialRun
@@ -49,3 +51,24 @@ def varied(runs: list[TrialRun]) -> dict[str, list[str]]:
 def percent(task: str, value: float) -> float:
     """A score in percent: SQuAD's F1 and EM already are; every other metric is a fraction."""
     return value if get_task(task).problem_type == EXTRACTIVE_QA else 100.0 * value
+
+
+MIX_EXACTNESS_FLAG = "--mix-exactness"
+
+
+def refuse_mixed_exactness(runs: list[TrialRun], experiment: str, allowed: bool = False) -> None:
+    """Refuse to put runs whose exactness settings differ (``config.EXACTNESS_SETTINGS``: the attention kernel, the
+    float32 matmul precision) into one comparison, unless ``allowed``: their numbers differ by the settings alone,
+    not only by what was trained. A run that recorded no such setting ran with the value it had before the setting
+    existed."""
+    counted = [r for r in runs if r.status in tracking.COUNTED_STATUSES]
+    mixed = {}
+    for name, before in EXACTNESS_SETTINGS.items():
+        values = sorted({r.settings.get(name, before) for r in counted})
+        if len(values) > 1:
+            mixed[name] = values
+    if mixed and not allowed:
+        what = "; ".join(f"{name} {' and '.join(values)}" for name, values in mixed.items())
+        raise ConfigError(f"experiment {experiment!r} mixes runs with different exactness settings ({what}): their "
+                          "numbers differ by the settings as well as by the method; tabulate runs of one setting "
+                          f"(one search each), or pass {MIX_EXACTNESS_FLAG} to compare them anyway")

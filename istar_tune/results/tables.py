@@ -21,7 +21,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_lambda, uses_zeta
 from istar_tune.metrics import best_scored, score
-from istar_tune.results.groups import axes, candidates, paper_results
+from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun
@@ -156,12 +156,15 @@ CAPTIONS = {
 
 
 def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: str = "last", models=None, tasks=None,
-                methods=None, against_paper: bool = False, simulated: bool = False) -> pd.DataFrame:
-    """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``)."""
+                methods=None, against_paper: bool = False, simulated: bool = False,
+                mix_exactness: bool = False) -> pd.DataFrame:
+    """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``);
+    runs with different exactness settings are refused unless ``mix_exactness``."""
     if kind not in KINDS:
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
     tracking.check_store(tracking_uri)
     runs = tracking.trial_runs(tracking_uri, experiment, simulated)
+    refuse_mixed_exactness(runs, experiment, mix_exactness)
     if kind == "seeds":
         if runs and not any(r.stage == "seeds" for r in runs):
             raise ConfigError(f"experiment {experiment!r} is a search, not a seeds stage: --kind seeds summarises the "

@@ -136,21 +136,23 @@ def forward_pass_bytes(shape: Shape, batch: int, length: int, fused_attention: b
 
 
 def estimate_memory(model, method: str, batch_size: int, max_length: int, eval_batch_size: int,
-                    half_precision: bool = False, cuda: bool = True, layer: int | None = None) -> MemoryEstimate:
+                    half_precision: bool = False, cuda: bool = True, layer: int | None = None,
+                    attn_implementation: str = "sdpa") -> MemoryEstimate:
     """One trial's memory (:class:`MemoryEstimate`) of ``model`` (built on ``meta``, :func:`istar_tune.models.
     meta_model`) trained with ``method`` at ``batch_size`` × ``max_length``; ``half_precision``: fp16/bf16 autocast;
-    ``cuda``: fused attention and a CUDA context."""
+    ``cuda``: a CUDA context, and fused attention with ``attn_implementation`` sdpa (eager keeps the scores)."""
     shape = Shape.of(model.config)
     weights, gradients, optimizer = parameter_bytes(model)
     element = AUTOCAST_BYTES if half_precision else 4
-    activations = activation_bytes(shape, batch_size, max_length, element, fused_attention=cuda)
+    fused = cuda and attn_implementation == "sdpa"
+    activations = activation_bytes(shape, batch_size, max_length, element, fused_attention=fused)
     if half_precision:
         activations += weights // 2
     cloud = 0
     if get_method(method).penalty == ISOSCORE:
         cloud = point_cloud_bytes(shape, batch_size, max_length, layer)
     return MemoryEstimate(weights=weights, gradients=gradients, optimizer=optimizer, activations=activations,
-                          point_cloud=cloud, forward_pass=forward_pass_bytes(shape, eval_batch_size, max_length, cuda),
+                          point_cloud=cloud, forward_pass=forward_pass_bytes(shape, eval_batch_size, max_length, fused),
                           context=CUDA_CONTEXT_BYTES if cuda else 0)
 
 

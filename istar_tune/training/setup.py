@@ -109,6 +109,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
     validate(settings, source="settings")
     device = resolve_device(settings.device)
     use_deterministic_algorithms(settings.deterministic)
+    torch.set_float32_matmul_precision(settings.matmul_precision)
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
     tokenizer = load_tokenizer(hparams.model)
@@ -122,7 +123,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
         split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
         data = hold_out(data, settings.holdout, split_seed)
     model_source = settings.init_checkpoint or hparams.model
-    model = load_model(model_source, task).to(device)
+    model = load_model(model_source, task, settings.attn_implementation).to(device)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
                 device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
                 collate=DataCollatorWithPadding(tokenizer))

@@ -156,7 +156,8 @@ def trial_memory(model: str, task: str, method: str, batch_size: int, settings):
     from istar_tune.training.memory import estimate_memory
 
     return estimate_memory(_meta_model(model, task), method, batch_size, settings.max_length,
-                           settings.eval_batch_size, half_precision=settings.precision != "fp32", cuda=True)
+                           settings.eval_batch_size, half_precision=settings.precision != "fp32", cuda=True,
+                           attn_implementation=settings.attn_implementation)
 
 
 def group_memory(item, settings) -> tuple[str, Any]:
