@@ -313,6 +313,20 @@ def _determinism_variant(args, deterministic: bool, results) -> None:
         results.put({"error": f"{type(err).__name__}: {err}"[:1000]})
 
 
+def collect(results, processes, wanted: int, timeout_s: float) -> dict[str, Any]:
+    """Up to ``wanted`` results (keyed by their ``who``) from ``processes``, ending early when all of them died."""
+    found: dict[str, Any] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(found) < wanted and time.monotonic() < deadline:
+        try:
+            item = results.get(timeout=1.0)
+            found[item.get("who", str(len(found)))] = item
+        except Exception:  # noqa: BLE001 - queue.Empty: see whether anyone is left to answer
+            if not any(p.is_alive() for p in processes) and results.empty():
+                break
+    return found
+
+
 def section_determinism(check: Check, args) -> dict[str, Any]:
     outcome = {}
     context = multiprocessing.get_context("spawn")
@@ -321,10 +335,9 @@ def section_determinism(check: Check, args) -> dict[str, Any]:
         process = context.Process(target=_determinism_variant, args=(args, deterministic, results))
         process.start()
         key = "deterministic" if deterministic else "default"
-        try:
-            outcome[key] = results.get(timeout=max(30.0, check.left_s()))
-        except Exception:  # noqa: BLE001 - queue.Empty: the process died or ran out of the budget
-            outcome[key] = {"error": f"no result within the budget (exit code {process.exitcode})"}
+        found = collect(results, [process], 1, max(60.0, check.left_s()))
+        outcome[key] = next(iter(found.values()), None) or {
+            "error": f"no result within the budget (exit code {process.exitcode})"}
         process.join(timeout=30)
         if process.is_alive():
             process.kill()
@@ -371,11 +384,7 @@ def section_oom(check: Check, args) -> dict[str, Any]:
                  context.Process(target=_oom_neighbour, args=(args, results))]
     for process in processes:
         process.start()
-    found = {}
-    for _ in processes:
-        with contextlib.suppress(Exception):
-            item = results.get(timeout=max(30.0, min(300.0, check.left_s())))
-            found[item["who"]] = item
+    found = collect(results, processes, len(processes), max(60.0, check.left_s()))
     for process in processes:
         process.join(timeout=30)
     victim, neighbour = found.get("victim", {}), found.get("neighbour", {})
@@ -415,28 +424,28 @@ def mps_daemon(folder: Path):
 def section_calibrate(check: Check, args) -> dict[str, Any]:
     from istar_tune.apps.calibrate import Job, measure
 
-    packings, batches = ((1, 2, 4, 8), (8, 32)) if cuda() else ((1, 2), (8,))
+    packings, batches = ((1, 2, 4, 8), (32, 8)) if cuda() else ((1, 2), (8,))
     if not cuda():
         check.skip("calibrate: 4 and 8 trials, batch 32, MPS", "no CUDA: a CPU's figures say nothing of a GPU's")
     rows = []
-    for mps in (False, True) if cuda() else (False,):
+    for batch, mps in [(b, m) for b in batches for m in ((False, True) if cuda() else (False,))]:
         with tempfile.TemporaryDirectory(prefix="mps-") as tmp, (mps_daemon(Path(tmp)) if mps
                                                                  else contextlib.nullcontext(False)) as on:
             if mps and not on:
-                check.skip("calibrate with MPS", "nvidia-cuda-mps-control is missing or its daemon did not start")
-                break
-            for batch in batches:
-                for packing in packings:
-                    if check.left_s() < 20 * (1 + packing // 4):
-                        check.skip(f"calibrate packing {packing} batch {batch} mps {mps}", "time budget spent")
-                        continue
-                    job = Job(model=args.model, task="rte", method="base", batch_size=batch, max_length=128,
-                              steps=args.steps * 2, warmup=3, data_dir=args.data_dir,
-                              device="cuda" if cuda() else "cpu",
-                              threads=max(1, (os.cpu_count() or 1) // packing))
-                    row = {"mps": mps, "batch_size": batch, **measure(job, packing, timeout_s=240)}
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                check.skip(f"calibrate batch {batch} with MPS", "nvidia-cuda-mps-control is missing or its daemon "
+                           "did not start")
+                continue
+            for packing in packings:
+                if check.left_s() < 20 * (1 + packing // 4):
+                    check.skip(f"calibrate packing {packing} batch {batch} mps {mps}", "time budget spent")
+                    continue
+                job = Job(model=args.model, task="rte", method="base", batch_size=batch, max_length=128,
+                          steps=args.steps * 2, warmup=3, data_dir=args.data_dir,
+                          device="cuda" if cuda() else "cpu",
+                          threads=max(1, (os.cpu_count() or 1) // packing))
+                row = {"mps": mps, "batch_size": batch, **measure(job, packing, timeout_s=240)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     return {"rows": rows}
 
 

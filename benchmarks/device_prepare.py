@@ -13,6 +13,10 @@ The GPU machine's image has torch, transformers, pyarrow's neighbours and most o
   and all-MiniLM-L6-v2's uncased tokenizer, no weights (the check generates them there, seeded: 440 MB cannot travel);
 * ``glue/RTE/``: RTE's train and dev files from ``--data-dir``.
 
+The wheels install into a folder named ``site-packages`` there: dill (which ``datasets`` hashes tables with) pickles a
+module by value unless its file lies in such a folder or under ``sys.prefix``, and pyarrow's cannot be pickled by value
+(``PicklingError: Can't pickle <class 'MonthDayNano'>``, seen on the first device run).
+
 It prints the payload's size and the tree's that travels with it, and fails when the two exceed ``--limit-mib``
 (a call carries 64 MiB at most). Then it prints the one command to give the device tool (``carry: [.devicekit]``).
 """
@@ -29,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WHEELS = ("datasets", "dill", "multiprocess", "pyarrow", "fsspec")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
-       ".devicekit/whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 && python3 "
-       "benchmarks/device_check.py --out $OUT --model .devicekit/bert-base --data-dir .devicekit/glue")
+RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
+       "/tmp/dk/site-packages .devicekit/whl/*.whl && export PYTHONPATH=/tmp/dk/site-packages:$PWD PYTHONUNBUFFERED=1 "
+       "HF_HUB_OFFLINE=1 && python3 benchmarks/device_check.py --out $OUT --model .devicekit/bert-base "
+       "--data-dir .devicekit/glue")
 
 
 def pinned(name: str) -> str:
