@@ -50,3 +50,60 @@ def test_percent_follows_the_problem_type_and_axes_show_what_the_runs_hold():
             TrialRun("s", "u", "bert", "sst2", "base", "finished", {}, {})]
     assert axes(runs, None, None, None) == (["bert"], ["sst2", "rte"], ["base", "istar"])  # the paper's order
     assert axes(runs, None, ["RTE"], None)[1] == ["rte"]
+
+
+def _space(folder: Path, glue_tiny: Path, method: str, attention: str) -> Path:
+    space = folder / f"{method}.yaml"
+    space.write_text(f"""\
+name: {method}
+models: [tiny-bert]
+tasks: [rte]
+methods: [{method}]
+hyperparameters: {{batch_size: 16, epochs: 1, learning_rate: 1.0e-3, lam: -1.0}}
+resources: {{cpu: 1, gpu: 0}}
+settings: {{data_dir: {glue_tiny}, max_length: 32, shrinkage_tokens: 500, attn_implementation: {attention}}}
+""")
+    return space
+
+
+@pytest.mark.slow
+def test_runs_record_their_attention_and_a_table_mixing_two_kernels_is_refused(glue_tiny, tmp_path, capsys,
+                                                                              monkeypatch):
+    """Two real tiny-bert searches into one MLflow experiment, one with eager attention and one with sdpa: each run
+    records its kernel, and `table` refuses to compare them in one line (exit 2) unless asked."""
+    from istar_tune import tracking
+    from istar_tune.cli import main
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for method, attention in (("base", "eager"), ("istar", "sdpa")):
+        space = _space(tmp_path, glue_tiny, method, attention)
+        assert main(["search", str(space), "--name", "mixed", "--tracking-uri", uri,
+                     "--storage-path", str(tmp_path / method)]) == 0
+    runs = tracking.trial_runs(uri, "mixed")
+    assert sorted((r.method, r.settings["attn_implementation"], r.settings["matmul_precision"]) for r in runs) == [
+        ("base", "eager", "highest"), ("istar", "sdpa", "highest")]
+    capsys.readouterr()
+    assert main(["table", "--experiment", "mixed", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "attn_implementation eager and sdpa" in err and "--mix-exactness" in err
+    assert main(["table", "--experiment", "mixed", "--tracking-uri", uri, "--mix-exactness"]) == 0
+    assert "istar" in capsys.readouterr().out
+
+
+def test_runs_that_recorded_no_exactness_setting_count_as_the_defaults_they_ran_with(mlflow_store, log_trial):
+    from istar_tune.errors import ConfigError
+    from istar_tune.results.groups import refuse_mixed_exactness
+    from istar_tune.tracking.runs import trial_runs
+
+    uri, client, experiment = mlflow_store
+    log_trial(client, experiment, "t1", "bert", "rte", "base", {"accuracy": [0.6]})  # recorded before the setting
+    log_trial(client, experiment, "t2", "bert", "rte", "istar", {"accuracy": [0.7]},
+              **{"setting.attn_implementation": "sdpa", "setting.matmul_precision": "highest"})
+    refuse_mixed_exactness(trial_runs(uri, "exp"), "exp")  # the same kernels: nothing to refuse
+    log_trial(client, experiment, "t3", "bert", "rte", "cosreg", {"accuracy": [0.65]},
+              **{"setting.matmul_precision": "high"})
+    with pytest.raises(ConfigError, match="matmul_precision high and highest"):
+        refuse_mixed_exactness(trial_runs(uri, "exp"), "exp")
+    refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", allowed=True)

@@ -96,6 +96,8 @@ def test_the_peak_adds_the_parts_and_precision_and_cuda_change_what_they_should(
     assert cpu.peak == cpu.weights + cpu.optimizer + max(cpu.gradients + cpu.training_step, cpu.forward_pass)
     bigger = estimate_memory(meta, "istar", 64, 128, 64, cuda=True)
     assert bigger.activations > 1.9 * cuda.activations
+    eager = estimate_memory(meta, "istar", 32, 128, 64, cuda=True, attn_implementation="eager")
+    assert eager.activations == cpu.activations and eager.context == cuda.context  # eager keeps the scores on CUDA
 
 
 def test_the_largest_packing_leaves_headroom_and_can_be_none():

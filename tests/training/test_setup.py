@@ -103,3 +103,29 @@ def test_deterministic_turns_torchs_deterministic_kernels_on_for_its_run_and_off
     assert torch.are_deterministic_algorithms_enabled()
     prepare(hparams, make_settings(max_train_samples=32))
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("attention,precision", [("eager", "high"), ("sdpa", "highest")])
+def test_a_run_loads_the_attention_kernel_and_sets_the_matmul_precision_its_settings_name(make_hparams, make_settings,
+                                                                                         attention, precision):
+    import torch
+
+    from istar_tune.training.setup import prepare
+
+    try:
+        run = prepare(make_hparams(), make_settings(max_train_samples=16, max_eval_samples=16,
+                                                    attn_implementation=attention, matmul_precision=precision))
+        assert run.model.config._attn_implementation == attention
+        assert torch.get_float32_matmul_precision() == precision
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
+def test_an_unknown_attention_kernel_or_matmul_precision_is_refused_with_the_choices():
+    from istar_tune.config import from_dict
+    from istar_tune.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        from_dict(RunSettings, {"attn_implementation": "flash", "matmul_precision": "medium"})
+    assert "attn_implementation must be one of sdpa, eager, got 'flash'" in str(err.value)
+    assert "matmul_precision must be one of highest, high, got 'medium'" in str(err.value)

@@ -1,0 +1,81 @@
+"""The prepared device check runs on a CPU (tiny-bert, glue-tiny): every figure a CPU can give, what needs CUDA listed
+as skipped; the prepare step's model folder is BERT-base's shape with MiniLM's tokenizer."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "device_check.py"), "--out", str(tmp_path),
+                           "--model", "tiny-bert", "--data-dir", str(glue_tiny), "--steps", "2",
+                           "--train-samples-small", "32", "--budget-s", "300"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((tmp_path / "device_check.json").read_text())
+    sections = results["sections"]
+    assert set(sections) == {"epoch", "memory", "step", "determinism", "calibrate"} and not results["errors"]
+    assert [(r["precision"], r["loss_finite"]) for r in sections["epoch"]["runs"]] == [("bf16", True),
+                                                                                       ("fp32", True)]
+    assert all(r["train_tokens_per_s"] > 0 and r["mfu_vs_measured_matmul"] > 0 for r in sections["epoch"]["runs"])
+    assert len(sections["memory"]["rows"]) == 6 and all(r["estimate_gb"] > 0 for r in sections["memory"]["rows"])
+    assert sections["step"]["istar_over_base"] > 0
+    for variant in ("deterministic", "default"):  # a CPU's kernels are deterministic: both exact
+        assert sections["determinism"][variant]["resume"]["equal"]
+        assert sections["determinism"][variant]["shared_prefix"]["equal"]
+    assert [r["packing"] for r in sections["calibrate"]["rows"]] == [1, 2]
+    skipped = " ".join(s["what"] for s in results["skipped"])
+    assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped
+    summary = (tmp_path / "device_check.md").read_text()
+    assert "## (e) Determinism" in summary and "Skipped: oom" in summary
+
+
+def test_the_comparison_of_two_records_leaves_the_machines_figures_out():
+    check = _module("device_check")
+    a = {"epoch": 2, "accuracy": 0.5, "train_loss": 0.69, "train_time_s": 1.0}
+    assert check.compare(a, {**a, "train_time_s": 9.0})["equal"]
+    differs = check.compare(a, {**a, "train_loss": 0.7})
+    assert not differs["equal"] and differs["differing"] == ["train_loss"]
+    assert differs["largest_gap"] == pytest.approx(0.01)
+
+
+def test_a_model_folder_without_weights_gets_seeded_ones_and_loads(tmp_path):
+    from transformers import BertConfig
+
+    from istar_tune.models import load_model
+    from istar_tune.tasks import get_task
+
+    prepare, check = _module("device_prepare"), _module("device_check")
+    folder = tmp_path / "bert-base"
+    prepare.model_folder(folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert {k: config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")} == {
+        k: getattr(BertConfig(), k) for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
+    assert (folder / "vocab.txt").is_file() and not list(folder.glob("*.safetensors"))
+    small = tmp_path / "small"  # the same path with a smaller shape, so the test stays light
+    small.mkdir()
+    for item in folder.iterdir():
+        (small / item.name).write_bytes(item.read_bytes())
+    (small / "config.json").write_text(json.dumps({**config, "hidden_size": 32, "num_hidden_layers": 2,
+                                                   "num_attention_heads": 2, "intermediate_size": 64}))
+    assert check.model_source(str(small)) == str(small) and list(small.glob("*.safetensors"))
+    model = load_model(str(small), get_task("rte"))
+    assert model.config.hidden_size == 32
