@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import torch
 
-from istar_tune.config import RECIPES
 from istar_tune.errors import TrainingError
 from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
 from istar_tune.random_streams import DATA_ORDER, stream_seed
+from istar_tune.recipes import RECIPES
 from istar_tune.training.setup import Run
 
 TRAIN_TOKENS = "train_tokens"

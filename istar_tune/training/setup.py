@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from istar_tune.config import RECIPES, Hyperparameters, RunSettings, validate
+from istar_tune.config import Hyperparameters, RunSettings, validate
 from istar_tune.errors import TrainingError
 from istar_tune.models import (
     check_max_length,
@@ -23,6 +23,7 @@ from istar_tune.models import (
     load_tokenizer,
     max_positions,
 )
+from istar_tune.recipes import RECIPES
 from istar_tune.tasks import Task, get_task
 from istar_tune.training.data import EncodedData, encode, hold_out
 from istar_tune.training.reading import read_task
