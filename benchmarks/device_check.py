@@ -22,7 +22,8 @@ they run (``--sections`` picks some):
   ``out_of_memory_explained`` with the advice, its process allocates again afterwards, and a neighbour process training
   at the same time finishes.
 * ``calibrate`` (b): ``istar-tune calibrate``'s measurement with 1, 2, 4, 8 co-located trials at batch 8 and 32, MPS
-  off, then on where the daemon starts. Last, as it takes the longest: what the time budget does not reach is listed.
+  off, then on where the daemon starts (``--packings``, ``--batches``, ``--mps`` choose). Last, as it takes the
+  longest: what the time budget does not reach is listed, so a later run can measure just that.
 
 On a machine without CUDA it runs what needs none (``epoch``, ``step``, ``determinism``, the estimates of ``memory``,
 ``calibrate`` with 1 and 2 trials at batch 8) and lists the rest as skipped. ``benchmarks/device_prepare.py`` builds
@@ -429,10 +430,12 @@ def section_calibrate(check: Check, args) -> dict[str, Any]:
     from istar_tune.apps.calibrate import Job, measure
 
     packings, batches = ((1, 2, 4, 8), (32, 8)) if cuda() else ((1, 2), (8,))
+    packings, batches = args.packings or packings, args.batches or batches
+    mps_modes = [m for m in ((False, True) if cuda() else (False,)) if args.mps in ("both", "on" if m else "off")]
     if not cuda():
         check.skip("calibrate: 4 and 8 trials, batch 32, MPS", "no CUDA: a CPU's figures say nothing of a GPU's")
     rows = []
-    for batch, mps in [(b, m) for b in batches for m in ((False, True) if cuda() else (False,))]:
+    for batch, mps in [(b, m) for b in batches for m in mps_modes]:
         with tempfile.TemporaryDirectory(prefix="mps-") as tmp, (mps_daemon(Path(tmp)) if mps
                                                                  else contextlib.nullcontext(False)) as on:
             if mps and not on:
@@ -533,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="training examples of the determinism and oom runs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps of step and calibrate "
                                                               "(default: %(default)s)")
+    parser.add_argument("--packings", type=lambda t: tuple(int(x) for x in t.split(",")), default=None,
+                        help="calibrate's trials a GPU, e.g. 4,8 (default: 1,2,4,8 on CUDA, 1,2 on a CPU)")
+    parser.add_argument("--batches", type=lambda t: tuple(int(x) for x in t.split(",")), default=None,
+                        help="calibrate's batch sizes, e.g. 8 (default: 32,8 on CUDA, 8 on a CPU)")
+    parser.add_argument("--mps", choices=("both", "off", "on"), default="both",
+                        help="calibrate without MPS, with it, or both (default: %(default)s)")
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:

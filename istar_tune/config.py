@@ -105,13 +105,14 @@ class RunSettings:
     """auto (CUDA when available), cpu, cuda or cuda:N."""
     attn_implementation: str = "sdpa"
     """The encoder's attention kernel, as transformers names it: sdpa (PyTorch's scaled_dot_product_attention, fused
-    kernels on CUDA; what transformers chose for every run before this setting existed) or eager (the model's own
-    matmul, softmax, matmul; keeps the attention scores: more memory on CUDA). The two differ in the last bits of
-    every result, so `table`, `compare` and the seeds table refuse to mix them unless asked."""
+    kernels on CUDA; what transformers chose for the paper's models before this setting existed) or eager (the
+    model's own matmul, softmax, matmul; keeps the attention scores: more memory on CUDA). The two differ in the last
+    bits of every result, so `table` (every kind, the seeds stage's comparison too) refuses to mix them unless given
+    --mix-exactness."""
     matmul_precision: str = "highest"
     """float32 matrix products (a fp32 run's layers, and I-STAR's Gram matrix, which autocast leaves in float32):
     highest (true float32, torch's default) or high (TF32 on Ampere and later GPUs: faster, a 10-bit mantissa; the same
-    as highest on CPU). Recorded like attn_implementation, and refused in one comparison with the other value."""
+    as highest on CPU). Recorded like attn_implementation, and refused in one table with the other value."""
     deterministic: bool = False
     """Torch's deterministic algorithms (and cuBLAS's deterministic workspace): a GPU run then repeats bit for bit, so
     shared epochs, resumes and Σ_S computed once are as exact on CUDA as on CPU (where they always are); slower, and
