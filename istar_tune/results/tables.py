@@ -164,7 +164,7 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
     tracking.check_store(tracking_uri)
     runs = tracking.trial_runs(tracking_uri, experiment, simulated)
-    refuse_mixed_exactness(runs, experiment, mix_exactness)
+    refuse_mixed_exactness(runs, experiment, mix_exactness, models, tasks, methods)
     if kind == "seeds":
         if runs and not any(r.stage == "seeds" for r in runs):
             raise ConfigError(f"experiment {experiment!r} is a search, not a seeds stage: --kind seeds summarises the "
