@@ -56,9 +56,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_step, bench_isoscore beside this file
 
 SECTIONS = ("epoch", "memory", "step", "determinism", "oom", "calibrate")
-MEASURED = {"shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s", "train_tokens_per_s",
-            "gpu_peak_memory_gb", "gpu_utilization"}
-"""Record keys that measure the machine, not the run (``training/loop.MEASURED_KEYS``), left out of comparisons."""
+
 
 
 class Check:
@@ -289,7 +287,9 @@ def section_step(check: Check, args) -> dict[str, Any]:
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Whether two epoch records are equal bit for bit (the machine's measurements aside), and the largest gap."""
-    keys = sorted(k for k in set(a) & set(b) if k not in MEASURED and isinstance(a[k], (int, float)))
+    from istar_tune.training.loop import MEASURED_KEYS
+
+    keys = sorted(k for k in set(a) & set(b) if k not in MEASURED_KEYS and isinstance(a[k], (int, float)))
     gaps = {k: abs(float(a[k]) - float(b[k])) for k in keys if a[k] != b[k]}
     return {"equal": not gaps, "keys_compared": len(keys), "differing": sorted(gaps),
             "largest_gap": max(gaps.values(), default=0.0)}
