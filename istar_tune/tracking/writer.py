@@ -118,14 +118,14 @@ class RunWriter:
         self._open.discard(trial_id)
         self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags or {})}))
 
-    def reconcile(self, trial_id: str, config: dict[str, Any], last_result: dict[str, Any], status: str, state: str,
-                  tags: dict[str, str] | None = None, created_tags: dict[str, str] | None = None) -> None:
+    def reconcile(self, trial_id: str, config: dict[str, Any], records: list[tuple[int, dict[str, Any]]], status: str,
+                  state: str, tags: dict[str, str] | None = None, created_tags: dict[str, str] | None = None) -> None:
         """Make the run of a trial that had ended before this driver started (a resumed search) say so: a driver
-        killed just after the trial ended may not have written its last epoch or its end. Runs an earlier driver
-        ended are left as they are; a trial without a run gets one."""
-        epoch = int(last_result.get("epoch", last_result.get("training_iteration", 0)) or 0)
-        values = {**_metrics_of(last_result), "epoch": float(epoch)} if epoch else {}
-        self._put(_Event("reconcile", trial_id, {"config": dict(config), "epoch": epoch, "values": values,
+        killed just after the trial ended may not have written its last epochs (``records``, ``(epoch, values)`` in
+        order: those the run does not hold yet are written) or its end. Runs an earlier driver ended are left as they
+        are; a trial without a run gets one."""
+        rows = [(int(epoch), {**_metrics_of(values), "epoch": float(epoch)}) for epoch, values in records if epoch]
+        self._put(_Event("reconcile", trial_id, {"config": dict(config), "records": rows,
                                                  "time": int(time.time() * 1000), "status": status, "state": state,
                                                  "tags": dict(tags or {}), "created_tags": dict(created_tags or {})}))
 
@@ -334,28 +334,19 @@ class RunWriter:
             elif event.kind == "tags":
                 tags.setdefault(run_id, {}).update(event.payload["tags"])
             elif event.kind == "backfill":
-                done = logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0))
-                for epoch, values in event.payload["records"]:
-                    if epoch > done:
-                        metrics.setdefault(run_id, []).extend(Metric(k, v, event.payload["time"], epoch)
-                                                              for k, v in values.items())
-                        done = epoch
-                logged[event.trial_id] = done
+                logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
                 if event.payload["status"] and event.trial_id in self._unended:
                     tags.setdefault(run_id, {})[TAG_STATUS] = event.payload["status"]
                     states[run_id] = "FINISHED"
                     self._unended.discard(event.trial_id)
             elif event.kind == "end" or (event.kind == "reconcile" and event.trial_id in self._unended):
-                if event.kind == "reconcile" and event.payload["epoch"] > logged.get(
-                        event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
-                    logged[event.trial_id] = event.payload["epoch"]  # the last epoch, if its write was lost
-                    metrics.setdefault(run_id, []).extend(Metric(k, v, event.payload["time"], event.payload["epoch"])
-                                                          for k, v in event.payload["values"].items())
+                if event.kind == "reconcile":  # the epochs whose writes were lost with the earlier driver
+                    logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
                 tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
                 states[run_id] = event.payload["state"]
                 self._unended.discard(event.trial_id)
         # Created runs get their params now; a resumed trial's start event tags its run (a repair writes its params).
-        for run_id in dict.fromkeys([*created, *metrics, *tags]):
+        for run_id in dict.fromkeys([*created, *(r for r, m in metrics.items() if m), *tags]):
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
                             [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
         for run_id in restarted - {r for r, t in tags.items() if TAG_ERROR in t}:
@@ -367,6 +358,18 @@ class RunWriter:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
 
+
+    def _unlogged(self, event: _Event, logged: dict[str, int], into: list) -> int:
+        """Add to ``into`` the metrics of the epochs in ``event``'s records the run does not hold yet (a resumed
+        trial's backfill, a reconciled trial's lost writes); the last epoch the run then holds."""
+        from mlflow.entities import Metric
+
+        done = logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0))
+        for epoch, values in event.payload["records"]:
+            if epoch > done:
+                into.extend(Metric(k, v, event.payload["time"], epoch) for k, v in values.items())
+                done = epoch
+        return done
 
 def _forget_error(mlflow_client, run_id: str) -> None:
     """Delete a run's error tag, if it has one."""

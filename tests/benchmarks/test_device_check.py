@@ -22,7 +22,7 @@ def _module(name: str):
     return module
 
 
-@pytest.mark.smoke  # run by `make smoke-image`, in the GPU image's versions
+@pytest.mark.smoke  # run by `make smoke-image-device`, in the GPU image's versions
 def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, str(BENCHMARKS / "device_check.py"), "--out", str(tmp_path),

@@ -93,7 +93,7 @@ def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_st
     assert run.config["learning_rate"] == 1e-3 and run.config["lam"] == -1.0 and run.status == "finished"
 
 
-def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_its_last_epoch(mlflow_store):
+def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_the_epochs_it_lost(mlflow_store):
     uri, client, experiment = mlflow_store
     killed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
     killed.start("t1", CONFIG)
@@ -101,16 +101,20 @@ def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_its_last_epoch
     killed.start("t2", CONFIG)
     killed.metrics("t2", 2, {"accuracy": 0.8})
     killed.end("t2", "finished", "FINISHED")
-    assert killed.flush(timeout=30)  # then the driver dies: t1's epoch 2 and end were never written
+    killed.start("t4", CONFIG)
+    assert killed.flush(timeout=30)  # then the driver dies: t1's epoch 2 and end, t4's three epochs never written
     resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    resumed.reconcile("t1", CONFIG, {"epoch": 2, "accuracy": 0.7}, "finished", "FINISHED")
-    resumed.reconcile("t2", CONFIG, {"epoch": 2, "accuracy": 0.1}, "failed", "FAILED")  # ended before: untouched
-    resumed.reconcile("t3", CONFIG, {"epoch": 2, "accuracy": 0.5}, "finished", "FINISHED")  # never had a run
+    resumed.reconcile("t1", CONFIG, [(1, {"accuracy": 0.6}), (2, {"accuracy": 0.7})], "finished", "FINISHED")
+    resumed.reconcile("t2", CONFIG, [(2, {"accuracy": 0.1})], "failed", "FAILED")  # ended before: untouched
+    resumed.reconcile("t3", CONFIG, [(2, {"accuracy": 0.5})], "finished", "FINISHED")  # never had a run
+    resumed.reconcile("t4", CONFIG, [(e, {"accuracy": e / 10}) for e in (1, 2, 3)], "finished", "FINISHED")
     assert resumed.close(timeout=30)
     runs = {r.trial_id: r for r in tracking.trial_runs(uri, "exp")}
     assert ({k: (r.status, r.metrics["accuracy"]) for k, r in runs.items()} ==
-            {"t1": ("finished", 0.7), "t2": ("finished", 0.8), "t3": ("finished", 0.5)})
+            {"t1": ("finished", 0.7), "t2": ("finished", 0.8), "t3": ("finished", 0.5), "t4": ("finished", 0.3)})
     assert [m.step for m in client.get_metric_history(runs["t1"].run_id, "accuracy")] == [1, 2]
+    assert [m.value for m in client.get_metric_history(runs["t1"].run_id, "accuracy")] == [0.6, 0.7]  # not twice
+    assert [m.step for m in client.get_metric_history(runs["t4"].run_id, "accuracy")] == [1, 2, 3]
     assert client.get_run(runs["t1"].run_id).info.status == "FINISHED"
     assert runs["t3"].config["learning_rate"] == 1e-3
 

@@ -88,14 +88,16 @@ class MlflowTrialLogger(Callback):
                 continue
             last = dict(trial.last_result or {})
             reached = int(last.get("epoch", 0) or 0)
+            records = reported_epochs(trial) or ([last] if reached else [])
             for run_id, config, epochs in configurations(trial.trial_id, trial.config):
                 if trial.status == Trial.ERROR and epochs > reached:
                     error = {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
                     status, state, tags = TrialStatus.FAILED, "FAILED", error
                 else:
                     status, state, tags = tracking.ended_status(config, reached), "FINISHED", {}
-                # A configuration the trial passed keeps what its own epochs logged; the trial's last epoch is not its.
-                self.writer.reconcile(run_id, config, last if epochs >= reached else {}, status, state, tags,
+                # A configuration the trial passed gets its own epochs; the trial's later epochs are not its.
+                rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
+                self.writer.reconcile(run_id, config, rows, status, state, tags,
                                       created_tags=self._trained_by(trial, run_id))
 
     @staticmethod
@@ -208,6 +210,35 @@ class MlflowTrialLogger(Callback):
 
     def close(self, timeout: float | None = None) -> bool:
         return self.writer.close(timeout)
+
+
+def reported_epochs(trial) -> list[dict[str, Any]]:
+    """The epochs a trial reported, in order, as Ray's result file in its folder holds them (the last report of an
+    epoch a restored trial reported twice); [] where that file cannot be read. What reconciles a run whose writes a
+    killed driver lost: Ray's logger writes the file as each result arrives, MLflow's writer a moment later."""
+    import pyarrow.fs
+    from ray.tune.result import EXPR_RESULT_FILE
+
+    storage = trial.storage
+    places = [(storage.storage_filesystem, storage.trial_fs_path),
+              (pyarrow.fs.LocalFileSystem(), storage.trial_driver_staging_path)]
+    for filesystem, folder in places:
+        try:
+            with filesystem.open_input_stream(f"{folder}/{EXPR_RESULT_FILE}") as stream:
+                lines = stream.read().decode("utf-8").splitlines()
+        except (OSError, ValueError):  # not written there (yet), or storage that cannot be reached
+            continue
+        by_epoch: dict[int, dict[str, Any]] = {}
+        for line in lines:
+            try:
+                result = json.loads(line)
+            except ValueError:  # a line cut short by the kill
+                continue
+            if isinstance(result, dict) and int(result.get("epoch", 0) or 0) > 0:
+                by_epoch[int(result["epoch"])] = result
+        if by_epoch:
+            return [by_epoch[e] for e in sorted(by_epoch)]
+    return []
 
 
 def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:

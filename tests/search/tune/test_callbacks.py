@@ -6,18 +6,23 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pyarrow.fs
+
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
-from istar_tune.search.tune.callbacks import LOST, MlflowTrialLogger, ProgressPrinter
+from istar_tune.search.tune.callbacks import LOST, MlflowTrialLogger, ProgressPrinter, reported_epochs
 from istar_tune.search.tune.trainable import RESTORED_RECORDS
 
 
-def _trial(trial_id, search="s", epochs=2, error_file=None):
+def _trial(trial_id, search="s", epochs=2, error_file=None, folder=None):
     config = {"model": "tiny-bert", "task": "rte", "method": "istar", "epochs": epochs, "learning_rate": 1e-4,
               "lam": -1.0, "zeta": 0.2, "search": search}
+    folder = str(folder or f"/nonexistent/{trial_id}")  # where Ray keeps the trial's result file
+    storage = SimpleNamespace(storage_filesystem=pyarrow.fs.LocalFileSystem(), trial_fs_path=folder,
+                              trial_driver_staging_path=folder)
     return SimpleNamespace(trial_id=trial_id, config=config, last_result={}, error_file=error_file, num_failures=1,
-                           get_error=lambda: None)
+                           get_error=lambda: None, storage=storage)
 
 
 def test_each_trial_of_the_search_gets_one_run_with_its_records_and_status(mlflow_store, tmp_path):
@@ -208,3 +213,33 @@ def test_an_earlier_drivers_run_of_a_trial_tune_lost_is_ended_as_interrupted_whe
     assert {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} == {
         "t1": ("finished", "FINISHED"), "t2": ("interrupted", "KILLED"), "x1": ("running", "RUNNING")}
     assert runs["t2"].data.tags[tracking.TAG_ERROR] == LOST and tracking.TAG_ERROR not in runs["t1"].data.tags
+
+
+def test_a_trial_that_ended_before_the_kill_gets_every_epoch_the_killed_driver_never_wrote(mlflow_store, tmp_path):
+    uri, client, experiment = mlflow_store
+    killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    plain, shared = _trial("t1", epochs=3, folder=tmp_path / "t1"), _shared_trial("t2", counts=(1, 3))
+    shared.storage = _trial("t2", folder=tmp_path / "t2").storage
+    for trial in (plain, shared):
+        killed.on_trial_start(0, [], trial)
+    assert killed.writer.flush(timeout=30)  # the runs exist; every epoch's write is lost with the driver
+    for trial in (plain, shared):  # what Ray's logger had written: epoch 2 twice (a restore), a line cut short
+        lines = [json.dumps({"epoch": e, "accuracy": e / 10, "trial_id": trial.trial_id}) for e in (1, 2, 2, 3)]
+        lines[2] = lines[2].replace("0.2", "0.25")
+        (tmp_path / trial.trial_id).mkdir()
+        (tmp_path / trial.trial_id / "result.json").write_text("\n".join(lines) + '\n{"epoch": 4, "accur')
+        trial.status, trial.last_result = "TERMINATED", {"epoch": 3, "accuracy": 0.3}
+    assert [r["accuracy"] for r in reported_epochs(plain)] == [0.1, 0.25, 0.3]
+    resumed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    resumed.on_experiment_end([plain, shared])
+    assert resumed.close(timeout=30)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
+    history = {k: sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "accuracy"))
+               for k, r in runs.items()}
+    assert history == {"t1": [(1, 0.1), (2, 0.25), (3, 0.3)], "t2-e1": [(1, 0.1)],
+                       "t2-e3": [(1, 0.1), (2, 0.25), (3, 0.3)]}
+    assert {r.data.tags[tracking.TAG_STATUS] for r in runs.values()} == {"finished"}
+
+
+def test_a_trial_without_a_readable_result_file_has_no_reported_epochs():
+    assert reported_epochs(_trial("t9")) == []  # the reconcile then falls back on Tune's last result
