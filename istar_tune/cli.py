@@ -89,14 +89,24 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> str:
             raise ConfigError("--train-file and --validation-file go together: give both files")
         definition = {"name": task if args.task else "custom", "train": args.train_file,
                       "validation": args.validation_file, "label_field": args.label_field or "label",
+                      **({"problem_type": args.problem_type} if args.problem_type else {}),
                       **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {})}
         return task_reference(definition, Path.cwd(), source="--train-file/--validation-file").name
+    given = [flag for flag, value in (("--text-fields", args.text_fields), ("--label-field", args.label_field),
+                                      ("--problem-type", args.problem_type)) if value]
+    if given:
+        raise ConfigError(f"{', '.join(given)} describe(s) the files of --train-file/--validation-file: give those "
+                          "files, or say it in the task's definition (text_fields, label_field, problem_type)")
     base = Path.cwd() if args.task or not args.config else Path(args.config).resolve().parent
     return task_reference(task, base, source=str(args.config or "--task")).name
 
 
 class _PrintReporter:
     wants_checkpoint = False
+
+    @staticmethod
+    def task_read(task) -> None:
+        print(task.describe(), flush=True)
 
     def __call__(self, record: dict[str, Any], checkpoint_dir) -> None:
         print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {_fmt(record[k])}" for k in _headline_keys(record)),

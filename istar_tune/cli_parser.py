@@ -9,6 +9,7 @@ import argparse
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.reference import add_config_flags
+from istar_tune.tasks import PROBLEM_TYPES
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
 
 
@@ -38,10 +39,12 @@ def _add_train_command(commands) -> None:
     files = train.add_argument_group("your own task's files (instead of --task; see docs/tasks.md)")
     files.add_argument("--train-file", metavar="FILE", help="training split: csv, tsv, json/jsonl or parquet")
     files.add_argument("--validation-file", metavar="FILE", help="validation split, in the same format")
-    files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (default: sentence1 and "
-                                                            "sentence2 if present, else the first fields that are not "
-                                                            "the label, as run_glue.py)")
+    files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (needed unless the files "
+                                                            "hold one field besides the label, or only sentence1 "
+                                                            "and sentence2)")
     files.add_argument("--label-field", metavar="NAME", help="the label field (default: label)")
+    files.add_argument("--problem-type", choices=PROBLEM_TYPES, help="default: from the labels (numbers with "
+                                                                     "decimals: regression, else classification)")
     add_config_flags(train, Hyperparameters, "hyperparameters")
     add_config_flags(train, RunSettings, "run settings")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, ModelError
-from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, Task
+from istar_tune.tasks import CLASSIFICATION, EXTRACTIVE_QA, REGRESSION, Task
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,9 @@ def model_config(name: str, task: Task, attn_implementation: str | None = None):
         kwargs["num_labels"] = task.num_labels
         kwargs["problem_type"] = ("regression" if task.problem_type == REGRESSION
                                   else "single_label_classification")
+    if task.problem_type == CLASSIFICATION and task.label_names:  # a saved model names its classes (pipelines)
+        kwargs["id2label"] = dict(enumerate(task.label_names))
+        kwargs["label2id"] = {name: index for index, name in enumerate(task.label_names)}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     try:

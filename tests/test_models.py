@@ -35,6 +35,11 @@ def test_the_head_fits_the_task_and_sizes_come_from_the_config(task, heads):
     model = load_model("tiny-bert", get_task(task))
     assert hidden_size(model) == 32 and model.config.num_hidden_layers == 2  # tiny-bert's overrides
     assert model.config.num_labels == heads
+    task = get_task(task)
+    if task.label_names:  # the saved config names the classes; a score head says it is regression
+        assert model.config.id2label == dict(enumerate(task.label_names))
+        assert model.config.label2id == {name: i for i, name in enumerate(task.label_names)}
+    assert model.config.problem_type == ("regression" if heads == 1 else "single_label_classification")
     assert load_tokenizer("tiny-bert")("a sentence")["input_ids"][0] == load_tokenizer("minilm").cls_token_id
 
 

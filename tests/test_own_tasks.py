@@ -56,6 +56,8 @@ settings: {max_length: 32, shrinkage_tokens: 1000, eval_batch_size: 32}
 def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
     root, output = searched
     assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
+    assert ("\n  task reviews: input text; label label; classification, 2 classes: negative, positive; 64 train / 32 "
+            "validation examples\n") in output  # said once, after the preflight line
     assert "tiny-bert/reviews/istar: best f1 " in output
     assert " on disk)" in output.splitlines()[-1]  # what its results take
 
@@ -121,6 +123,26 @@ def test_train_from_files_then_analyze_without_the_files_definition(glue_tiny, o
     assert "wrote out/analysis" in analysed
 
 
+def test_the_shortcut_reads_decimal_scores_as_regression_and_the_saved_model_names_its_classes(own_data, tmp_path):
+    scores = own_data("stsb", "csv")  # sentence1, sentence2, label: 0.0 to 5.0 with decimals
+    trained = _run("train", "--train-file", str(scores["train"]), "--validation-file", str(scores["validation"]),
+                   "--model", "tiny-bert", "--epochs", "1", "--max-length", "32", "--no-progress",
+                   "--no-save-checkpoint", "--output-dir", "scores", cwd=tmp_path).stdout
+    assert trained.splitlines()[0].startswith("task custom: input sentence1 + sentence2; label label; regression "
+                                              "(labels are numbers with decimals")
+    assert " 64 train / 32 validation examples" in trained.splitlines()[0] and " pearson " in trained
+    classes = own_data("sst2", "csv", string_labels=True)
+    trained = _run("train", "--train-file", str(classes["train"]), "--validation-file", str(classes["validation"]),
+                   "--model", "tiny-bert", "--epochs", "1", "--max-length", "32", "--no-progress",
+                   "--output-dir", "words", cwd=tmp_path).stdout
+    assert ("task custom: input text; label label; classification (labels are words), 2 classes: negative, positive; "
+            "64 train / 32 validation examples") in trained
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model=str(tmp_path / "words" / "best-checkpoint"), device="cpu")
+    assert classify("a gorgeous, witty, seductive movie")[0]["label"] in ("negative", "positive")
+
+
 def test_bad_input_to_train_is_one_line_and_exit_2(own_data, tmp_path):
     files = own_data("sst2", "csv")
     only = _run("train", "--train-file", str(files["train"]), cwd=tmp_path, check=False)
@@ -130,6 +152,20 @@ def test_bad_input_to_train_is_one_line_and_exit_2(own_data, tmp_path):
                  "--label-field", "sentiment", "--model", "tiny-bert", "--no-progress", cwd=tmp_path, check=False)
     assert field.returncode == 2 and "\n" not in field.stderr.strip()
     assert "no field 'sentiment' (its fields: text, label)" in field.stderr
+    fine = tmp_path / "fine"
+    fine.mkdir()
+    for split in ("train", "validation"):  # the usual second label column beside the text
+        rows = files[split].read_text().splitlines()
+        (fine / f"{split}.csv").write_text("\n".join([rows[0] + ",fine", *(f"{r},fine-{r[-1]}" for r in rows[1:])]))
+    flags = ["--train-file", "fine/train.csv", "--validation-file", "fine/validation.csv", "--model", "tiny-bert",
+             "--epochs", "1", "--max-length", "32", "--no-progress", "--no-save-checkpoint"]
+    guessed = _run("train", *flags, cwd=tmp_path, check=False)
+    assert guessed.returncode == 2 and "\n" not in guessed.stderr.strip() and guessed.stdout == ""
+    assert "the data has 2 fields (text, fine): name the input with text_fields" in guessed.stderr
+    named = _run("train", *flags, "--text-fields", "text", cwd=tmp_path).stdout
+    assert named.startswith("task custom: input text; label label; classification")
+    lone = _run("train", "--task", "sst2", "--text-fields", "text", cwd=tmp_path, check=False)
+    assert lone.returncode == 2 and "--text-fields describe(s) the files of --train-file" in lone.stderr
     assert not (tmp_path / "outputs").exists()
 
 
@@ -143,6 +179,8 @@ def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path
                                          "models: [bert]\ntasks: [scores.yaml]\nmethods: [base]\n")
     dry = _run("search", "search.yaml", "--dry-run", "--tokens-per-second", "bert=50000", cwd=tmp_path).stdout
     assert "bert   scores  base    2               2       6" in dry and "GPU-hours" in dry
+    assert ("\n  task scores: input sentence1 + sentence2; label label; regression, scores 0.5 to 5; 64 train / 32 "
+            "validation examples\n") in dry
     _run("search", "search.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path)
     seeds = _run("search", "seeds.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path).stdout
     assert "search own-seeds: 2 trials, 2 finished" in seeds and "best spearman" in seeds

@@ -13,6 +13,7 @@ from istar_tune.errors import IstarTuneError
 from istar_tune.search.plan import PlannedGroup, counted, planned_configs
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
+from istar_tune.tasks import get_task
 
 
 @dataclass
@@ -83,6 +84,7 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
              f"scheduler {space.scheduler}"]
+    lines += [f"  {get_task(task).describe()}" for task in space.tasks]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines += _seeds_lines(space, planned) + _sharing_lines(planned) + (memory[1] if memory else [])
     lines.append(_total(planned, costs, measured, space))

@@ -28,6 +28,7 @@ from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan,
 from istar_tune.search.spaces.space import SearchSpace, trial_group
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
 from istar_tune.search.tune.trainable import OBJECTIVE, trainable
+from istar_tune.tasks import get_task
 from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
@@ -117,6 +118,8 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
                 raise type(err)("interrupted before the search started; nothing was written: run it again") from None
             say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
                 f"checked in {checked_s:.1f} s")
+            for task in dict.fromkeys(t for space in experiment.spaces for t in space.tasks):
+                say(f"  {get_task(task).describe()}")  # what the trials train on, as the preflight read it
             _guard(experiment, resume, accept_changed_space)
             try:
                 _open_tracking(experiment)

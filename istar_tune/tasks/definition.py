@@ -8,14 +8,16 @@ A definition (user-facing keys)::
 
     name: tickets                 # required; not the name of a shipped task
     display_name: Tickets         # tables and plots (default: name)
-    problem_type: classification  # classification (default), regression or extractive_qa
+    problem_type: classification  # classification, regression or extractive_qa (default: what the metric, label_names
+                                  # or score_range imply, else the labels: numbers with decimals are regression)
     train: data/train.csv         # files relative to this file's folder (csv, tsv, json/jsonl, parquet) ...
     validation: data/dev.csv
     format: csv                   # ... format from the extension unless given
     hub: {path: glue, name: mrpc, train_split: train, validation_split: validation}   # ... or a hub data set
-    text_fields: [subject, body]  # one field or a pair (default: the run_glue.py rule)
+    text_fields: [subject, body]  # one field or a pair (default only when the data holds one field besides the
+                                  # label, or just sentence1 and sentence2; else it must be named)
     label_field: label
-    label_names: [billing, bug]   # default: the training split's distinct values, sorted
+    label_names: [billing, bug]   # default: the training split's distinct values, sorted (2 or more)
     score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
 """
@@ -87,7 +89,9 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         if key not in KEYS:
             problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
     name = _name(raw, reserved, problem)
-    problem_type = raw.get("problem_type", CLASSIFICATION)
+    problem_type = raw.get("problem_type") or _implied_problem_type(raw)
+    infer = problem_type is None  # the data decides (numbers with decimals: regression), then the metric
+    problem_type = problem_type or CLASSIFICATION
     if problem_type not in PROBLEM_TYPES:
         problem("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {problem_type!r}")
         problem_type = CLASSIFICATION
@@ -107,15 +111,8 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     default_fields = ("question", "context") if problem_type == EXTRACTIVE_QA else ()
     text_fields = _strings(raw.get("text_fields", default_fields), "text_fields", problem, most=2)
     label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")
-    if not isinstance(label_field, str) or not label_field:
-        problem("label_field", f"must be a field name, got {label_field!r}")
-    label_names = _strings(raw.get("label_names", []), "label_names", problem)
-    if label_names and problem_type != CLASSIFICATION:
-        problem("label_names", f"only a classification task has class names; this one is {problem_type}")
-    if len(set(label_names)) < len(label_names):
-        problem("label_names", f"each class once, got {list(label_names)}")
-    if metric == "f1" and problem_type == CLASSIFICATION and label_names and len(label_names) != 2:
-        problem("metric", f"f1 is binary F1 (two classes); this task has {len(label_names)}: use f1_macro")
+    _check_fields(text_fields, label_field, problem)
+    label_names = _label_names(raw.get("label_names", []), problem_type, metric, problem)
     score_range = _score_range(raw.get("score_range"), problem_type, problem)
     examples = _examples(raw.get("examples", {}), problem)
     checksums = raw.get("checksums", {}) or {}
@@ -129,7 +126,44 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
                 metric=metric, text_fields=text_fields, label_field=label_field, label_names=label_names,
                 score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
-                checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped)
+                checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped,
+                infer_problem_type=infer)
+
+
+def _check_fields(text_fields: tuple[str, ...], label_field, problem) -> None:
+    if not isinstance(label_field, str) or not label_field:
+        problem("label_field", f"must be a field name, got {label_field!r}")
+    if len(set(text_fields)) < len(text_fields):
+        problem("text_fields", f"a field once, got {list(text_fields)}: name a single field, or two different ones")
+    if label_field in text_fields:
+        problem("text_fields", f"{label_field!r} is the label field: the model would read the answer; name the "
+                               "input fields only")
+    elif "label" in text_fields:
+        problem("text_fields", "'label' is the name every task's label takes once read: an input field of that "
+                               "name cannot be kept beside it; rename the column")
+
+
+def _label_names(value, problem_type: str, metric: str, problem) -> tuple[str, ...]:
+    label_names = _strings(value, "label_names", problem)
+    if label_names and problem_type != CLASSIFICATION:
+        problem("label_names", f"only a classification task has class names; this one is {problem_type}")
+    if len(set(label_names)) < len(label_names):
+        problem("label_names", f"each class once, got {list(label_names)}")
+    if len(label_names) == 1:
+        problem("label_names", f"a classifier needs two classes or more, got {list(label_names)}")
+    if metric == "f1" and problem_type == CLASSIFICATION and label_names and len(label_names) != 2:
+        problem("metric", f"f1 is binary F1 (two classes); this task has {len(label_names)}: use f1_macro")
+    return label_names
+
+
+def _implied_problem_type(raw: Mapping[str, Any]) -> str | None:
+    """The problem type a definition without ``problem_type`` implies: a metric that fits one type only, class names
+    (classification) or a scale (regression); ``None``: the data decides."""
+    regression = raw.get("metric") in METRICS[REGRESSION] or raw.get("score_range") is not None
+    classification = raw.get("metric") in METRICS[CLASSIFICATION] or bool(raw.get("label_names"))
+    if regression != classification:  # both: the definition contradicts itself, and its checks say how
+        return REGRESSION if regression else CLASSIFICATION
+    return None
 
 
 def _score_range(value, problem_type: str, problem) -> tuple[float, float] | None:

@@ -84,6 +84,9 @@ def _identity(task: Task) -> dict[str, Any]:
     mapping = definition_mapping(task)
     for key in ("label_names", "examples", "checksums", "text_fields"):
         mapping.pop(key, None)
+    if task.infer_problem_type or task.inferred:  # the data decides these (or decided them)
+        mapping.pop("problem_type")
+        mapping.pop("metric")
     return mapping
 
 

@@ -27,6 +27,8 @@ PAPER_FORMATS = ("glue", "ptb", "squad")
 """The paper's files as the GLUE layout ships them: GLUE TSVs (quoting off, a malformed row reported by its line),
 Stanford sentiment trees, SQuAD v1.1 JSON."""
 FORMATS = FILE_FORMATS + PAPER_FORMATS
+MAX_CLASSES_SHOWN = 8
+"""Class names a task's line shows (then a count of the rest)."""
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 SPLITS = ("train", "validation")
 IN_DEFINITION_FOLDER = "definition"
@@ -95,6 +97,13 @@ class Task:
     source: str = ""
     """Where the definition came from (a file, a search space, ``shipped``)."""
     shipped: bool = False
+    infer_problem_type: bool = False
+    """The definition states no problem type (nor a metric, class names or a scale that imply one): reading the data
+    decides it, then the metric is that type's default."""
+    inferred: str = ""
+    """How the data decided the problem type, once read (for the task's line: "labels are numbers with decimals")."""
+    observed_scores: tuple[float, float] | None = None
+    """Regression, once read: the lowest and highest training score."""
 
     @property
     def num_labels(self) -> int:
@@ -112,4 +121,24 @@ class Task:
         """Whether what trials and the cost model need is known without reading the data: the class names and
         the split sizes."""
         labels = self.problem_type != CLASSIFICATION or bool(self.label_names)
-        return labels and self.train_examples > 0 and self.eval_examples > 0
+        return labels and not self.infer_problem_type and self.train_examples > 0 and self.eval_examples > 0
+
+    def describe(self) -> str:
+        """One line of what a run trains on: the input fields, the label field, the problem type, the classes (or
+        the scores' range), the example counts."""
+        fields = " + ".join(self.text_fields) or "(not read yet)"
+        kind = self.problem_type + (f" ({self.inferred})" if self.inferred else "")
+        if self.problem_type == CLASSIFICATION:
+            shown = ", ".join(self.label_names[:MAX_CLASSES_SHOWN])
+            more = f", … {len(self.label_names) - MAX_CLASSES_SHOWN} more" if len(
+                self.label_names) > MAX_CLASSES_SHOWN else ""
+            kind += f", {len(self.label_names)} classes: {shown}{more}" if self.label_names else ""
+        elif self.problem_type == REGRESSION:
+            low_high = self.observed_scores or self.score_range
+            kind += f", scores {low_high[0]:g} to {low_high[1]:g}" if low_high else ""
+            kind += f" (scale {self.score_range[0]:g} to {self.score_range[1]:g})" if (
+                self.score_range and self.observed_scores) else ""
+        sizes = (f"; {self.train_examples:,} train / {self.eval_examples:,} validation examples"
+                 if self.train_examples and self.eval_examples else "")
+        return f"task {self.name}: input {fields}; label {self.label_field}; {kind}{sizes}"
+

@@ -110,6 +110,8 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     Σ_S is shared between runs (:func:`~istar_tune.training.sigma.reused_shrinkage`)."""
     run = prepare(hparams, settings)
     run.heartbeat = getattr(reporter, "heartbeat", None)
+    if (read := getattr(reporter, "task_read", None)) is not None:  # what it trains on, said before it starts
+        read(run.task)
     output_dir = Path(settings.output_dir) if settings.output_dir else None
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ files the search was planned on.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +22,8 @@ from istar_tune.errors import ConfigError, DataError, IstarTuneError
 from istar_tune.tasks import CLASSIFICATION, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
 from istar_tune.tasks.definition import label_text
-from istar_tune.tasks.labels import distinct_labels, label_value
-from istar_tune.tasks.task import IN_DATA_FOLDER, PAPER_FORMATS
+from istar_tune.tasks.labels import distinct_labels, label_value, mixed_labels
+from istar_tune.tasks.task import DEFAULT_METRIC, IN_DATA_FOLDER, PAPER_FORMATS
 from istar_tune.training.glue import PARSERS
 
 MAX_ROWS_SHOWN = 5
@@ -152,7 +153,9 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
     for split in SPLITS:
         if len(loaded[split]) == 0:
             problems.append(f"{where[split]}: the {split} split is empty: give at least one example")
-    text_fields = task.text_fields or _default_text_fields(loaded["train"].column_names, task.label_field)
+    if task.infer_problem_type and task.label_field in loaded["train"].column_names:
+        task = _infer_problem_type(task, loaded["train"][task.label_field])
+    text_fields = task.text_fields or _default_text_fields(task, loaded["train"], where["train"], problems)
     wanted = [*text_fields, task.label_field]
     for split in SPLITS:
         columns = loaded[split].column_names
@@ -169,6 +172,11 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
         return task, {split: _qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
     if task.problem_type == CLASSIFICATION and not task.label_names:
         task = replace(task, label_names=distinct_labels(loaded["train"][task.label_field]))
+        if mixed := mixed_labels(task.label_names):
+            problems.append(f"{where['train']}: {mixed}")
+        if len(task.label_names) == 1:
+            problems.append(f"{where['train']}: every training label is {task.label_names[0]!r}: a classifier needs "
+                            "two classes or more (check label_field, or the file)")
         if task.metric == "f1" and len(task.label_names) != 2:
             problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
                             f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
@@ -181,16 +189,65 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
             if empty:
                 problems.append(f"{where[split]}: rows {_rows(empty)}: text field {name!r} is empty")
         splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
+        if split == "train" and task.problem_type == REGRESSION and labels:
+            task = replace(task, observed_scores=(min(labels), max(labels)))
     return task, splits
 
 
-def _default_text_fields(columns: list[str], label_field: str) -> tuple[str, ...]:
-    """``run_glue.py``'s rule: ``sentence1`` and ``sentence2`` when both exist, else the first two fields that are not
-    the label (one when there is only one)."""
-    others = [c for c in columns if c != label_field]
-    if "sentence1" in others and "sentence2" in others:
-        return ("sentence1", "sentence2")
-    return tuple(others[:2])
+INFERRED_CLASSES_HINT = 10
+"""Whole-number labels with more distinct values than this are read as classes with a hint that they may be scores."""
+
+
+def _infer_problem_type(task: Task, labels: list) -> Task:
+    """The problem type the training labels say, as ``datasets`` read them (``run_glue.py`` asks the column's dtype):
+    numbers with decimals are scores (regression, metric pearson); whole numbers, words or yes/no are classes."""
+    values = [v for v in labels if v is not None]
+    numbers = bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if numbers and any(math.isfinite(v) and not float(v).is_integer() for v in values):
+        why = "labels are numbers with decimals; if they are classes, say problem_type: classification"
+        return replace(task, problem_type=REGRESSION, metric=DEFAULT_METRIC[REGRESSION], infer_problem_type=False,
+                       inferred=why)
+    distinct = len({label_text(v) for v in values})
+    why = "labels are whole numbers" if numbers else "labels are words"
+    if numbers and distinct > INFERRED_CLASSES_HINT:
+        why += (f", {distinct} distinct: if they are scores, say problem_type: regression (--problem-type "
+                "regression)")
+    return replace(task, infer_problem_type=False, inferred=why)
+
+
+def _default_text_fields(task: Task, train: datasets.Dataset, where: str, problems: list[str]) -> tuple[str, ...]:
+    """The input fields when the definition names none: the one field besides the label, or ``sentence1`` and
+    ``sentence2`` when they are the only two. Anything else is refused, naming the fields (``run_glue.py`` would take
+    the first two: a second label column or an id would become model input), and so is a field whose values decide
+    the label (every value of it belongs to one class)."""
+    others = [c for c in train.column_names if c != task.label_field]
+    if len(others) == 1 or sorted(others) == ["sentence1", "sentence2"]:
+        fields = ("sentence1", "sentence2") if len(others) == 2 else (others[0],)
+    else:
+        if others:
+            problems.append(f"{where}: which fields are the input? Besides the label {task.label_field!r} the data "
+                            f"has {len(others)} fields ({', '.join(others)}): name the input with text_fields: [...] "
+                            "(--text-fields A[,B] on the command line)")
+        return ()
+    if task.problem_type == CLASSIFICATION and task.label_field in train.column_names:
+        for field in fields:
+            if _decides(train[field], train[task.label_field]):
+                problems.append(f"{where}: field {field!r} decides the label (each of its values belongs to one "
+                                "class): it is not taken as input unless named with text_fields (--text-fields)")
+    return fields
+
+
+CATEGORY_ROWS = 5
+"""A column with at most one distinct value per this many rows is a category, not a text (rows repeated two or three
+times leave a text column a text)."""
+
+
+def _decides(values: list, labels: list) -> bool:
+    """Whether a column is a category (:data:`CATEGORY_ROWS`) whose every value belongs to one class."""
+    classes: dict[str, set[str]] = {}
+    for value, label in zip(values, labels):
+        classes.setdefault(label_text(value), set()).add(label_text(label))
+    return 2 <= len(classes) <= len(values) / CATEGORY_ROWS and all(len(c) == 1 for c in classes.values())
 
 
 def _labels(task: Task, values: list, where: str, split: str, problems: list[str]) -> list:

@@ -36,7 +36,8 @@ ISOLAYER_FILE = "isolayer.pt"
 
 
 class Reporter(Protocol):
-    """Receives each epoch's record. ``wants_checkpoint``: train writes a resumable state folder for it."""
+    """Receives each epoch's record. ``wants_checkpoint``: train writes a resumable state folder for it. A reporter
+    with a ``task_read(task)`` method is handed the task as read, before the first epoch (the CLI prints its line)."""
 
     wants_checkpoint: bool
 

@@ -99,9 +99,13 @@ def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path)
 
     files = own_data("sst2", "csv")
     task_reference({"name": "a", "train": str(files["train"]), "validation": str(files["validation"]),
-                    "label_field": "y"})
-    task_reference({"name": "b", "train": str(files["train"]), "validation": str(files["validation"]),
-                    "problem_type": "regression", "text_fields": ["text"], "label_field": "text"})
+                    "text_fields": ["text"], "label_field": "y"})
+    renamed = {}
+    for split, path in files.items():  # the texts in a field named as the scores
+        renamed[split] = tmp_path / f"b-{path.name}"
+        renamed[split].write_text(path.read_text().replace("text,label", "body,rating", 1))
+    task_reference({"name": "b", "train": str(renamed["train"]), "validation": str(renamed["validation"]),
+                    "problem_type": "regression", "text_fields": ["rating"], "label_field": "body"})
     (tmp_path / "RTE").mkdir()
     problems = preflight.check_data(["a", "b", "rte"], str(tmp_path))
     assert len(problems) == 5  # a: field y missing in both splits; b: texts are no scores in both; RTE: no files

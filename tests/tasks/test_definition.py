@@ -52,6 +52,9 @@ def test_every_problem_at_once_each_naming_the_file_and_key(tmp_path):
     ({"text_fields": ["a", "b", "c"]}, "at most 2 (one text or a pair)"),
     ({"examples": {"train": 0}}, "examples: must map train/validation to positive counts"),
     ({"glue": {"header": True}}, "glue: belongs to format glue"),
+    ({"text_fields": ["body", "body"]}, "text_fields: a field once, got"),
+    ({"text_fields": ["body", "label"]}, "text_fields: 'label' is the label field: the model would read the answer"),
+    ({"label_names": ["spam"]}, "label_names: a classifier needs two classes or more"),
 ])
 def test_a_value_that_does_not_fit(tmp_path, extra, message):
     _files(tmp_path)
@@ -69,7 +72,7 @@ def test_no_data_and_a_definition_that_is_no_mapping():
 def test_a_definition_rebuilds_the_same_task_without_its_file(tmp_path):
     _files(tmp_path)
     task = task_from_mapping({"name": "t", "train": "train.csv", "validation": "dev.csv", "text_fields": "text",
-                              "label_names": ["a"], "examples": {"train": 1, "validation": 1},
+                              "label_names": ["a", "b"], "examples": {"train": 1, "validation": 1},
                               "checksums": {"train": "sha256:1", "validation": "sha256:2"}}, tmp_path, source="x")
     again = task_from_mapping(definition_mapping(task), base_dir="/elsewhere", source="x")
     assert again == task

@@ -76,7 +76,8 @@ def test_a_name_is_taken_once(tmp_path):
 
 def test_a_resolved_copy_replaces_its_definition_and_readers_learn_a_task_from_its_facts(tmp_path):
     task = task_reference(_definition(tmp_path).name, tmp_path)
-    resolved = replace(task, label_names=("a", "b"), train_examples=2, eval_examples=2)
+    resolved = replace(task, label_names=("a", "b"), train_examples=2, eval_examples=2, infer_problem_type=False,
+                       inferred="labels are words")
     assert register_task(resolved) is resolved  # resolution adds what the data says: the same task
     assert remember_facts(facts(resolved), "MLflow") is resolved  # a reader's facts agree: the definition stays
     learnt = remember_facts({"name": "tickets", "display_name": "Tickets", "problem_type": "classification",

@@ -4,6 +4,7 @@ every problem of the data reported at once; a definition resolved (classes, size
 from __future__ import annotations
 
 import hashlib
+import re
 
 import datasets
 import numpy as np
@@ -46,16 +47,100 @@ def test_given_class_names_map_names_and_indices(own_data):
     assert raw["train"]["label"] == [0 if w == "positive" else 1 for w in words]
 
 
-def test_a_pair_by_the_run_glue_rule_or_by_name(own_data):
+def test_a_pair_is_named_unless_it_is_sentence1_and_sentence2(own_data):
     files = own_data("rte", "jsonl")
-    resolved, raw = read_task(_task(files))
-    assert resolved.text_fields == ("premise", "hypothesis")  # the first two fields that are not the label
+    with pytest.raises(ConfigError) as err:  # run_glue.py would take the first two fields that are not the label
+        read_task(_task(files))
+    assert "the data has 2 fields (premise, hypothesis): name the input with text_fields" in str(err.value)
+    resolved, raw = read_task(_task(files, text_fields=["premise", "hypothesis"]))
+    assert resolved.text_fields == ("premise", "hypothesis")
     assert resolved.label_names == ("entailment", "not_entailment")
     swapped, _ = read_task(_task(files, text_fields=["hypothesis", "premise"]))
     assert swapped.text_fields == ("hypothesis", "premise")
     tokenizer = load_tokenizer("tiny-bert")
     encoded = encode(resolved, raw, tokenizer, max_length=32)
     assert encoded.labels.tolist() == raw["validation"]["label"] and len(encoded.train) == 64
+    stsb = read_task(_task(own_data("stsb", "csv"), problem_type="regression"))[0]
+    assert stsb.text_fields == ("sentence1", "sentence2")  # the pair GLUE names: taken without being named
+
+
+def _write(folder, name, header, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def _files(tmp_path, header, train, dev, suffix="csv"):
+    return {"train": _write(tmp_path, f"train.{suffix}", header, train),
+            "validation": _write(tmp_path, f"dev.{suffix}", header, dev)}
+
+
+def test_a_second_label_column_is_never_taken_as_input_unless_named(tmp_path):
+    questions = [f"question number {i}?" for i in range(12)]
+    fine = ["DESC:def", "NUM:count", "LOC:city", "HUM:ind"]
+    rows = [f"{q},{'DESC NUM LOC HUM'.split()[i % 4]},{fine[i % 4]}" for i, q in enumerate(questions)]
+    files = _files(tmp_path, "text,label,fine", rows, rows[:4])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files))
+    (line,) = err.value.problems
+    assert "2 fields (text, fine)" in line and "text_fields" in line and "--text-fields" in line
+    resolved, raw = read_task(_task(files, text_fields=["text"]))
+    assert resolved.text_fields == ("text",) and raw["train"].column_names == ["text", "label"]
+    alone = _files(tmp_path / "alone", "fine,label", [f"{fine[i % 4]},{'DESC NUM LOC HUM'.split()[i % 4]}"
+                                                      for i in range(20)], ["DESC:def,DESC"])
+    with pytest.raises(ConfigError, match="field 'fine' decides the label .*unless named with text_fields"):
+        read_task(_task(alone))  # the one field besides the label, but its values give the label away
+    assert read_task(_task(alone, text_fields=["fine"]))[0].text_fields == ("fine",)  # named: the user's choice
+
+
+def test_the_problem_type_comes_from_the_labels_and_is_stated(tmp_path):
+    scores = _files(tmp_path / "s", "text,label", [f"pair {i},{i % 5 + 0.2 * (i % 3)}" for i in range(20)],
+                    ["a,1.4", "b,3"])
+    task = _task(scores)
+    assert task.infer_problem_type and not task.resolved
+    resolved, raw = read_task(task)
+    assert (resolved.problem_type, resolved.metric, resolved.num_labels) == ("regression", "pearson", 1)
+    assert raw["validation"]["label"] == [1.4, 3.0] and resolved.observed_scores == (0.0, 4.4)
+    assert resolved.describe() == ("task own: input text; label label; regression (labels are numbers with decimals; "
+                                   "if they are classes, say problem_type: classification), scores 0 to 4.4; "
+                                   "20 train / 2 validation examples")
+    many = _files(tmp_path / "m", "text,label", [f"t {i},{i}" for i in range(30)], ["a,3"])
+    resolved = read_task(_task(many))[0]
+    assert resolved.problem_type == "classification" and resolved.num_labels == 30
+    assert "30 distinct: if they are scores, say problem_type: regression" in resolved.describe()
+    assert read_task(_task(many, problem_type="regression"))[0].metric == "pearson"
+    stated = _task(scores, metric="accuracy")  # a classification metric states the type: the decimals are classes
+    assert not stated.infer_problem_type and read_task(stated)[0].problem_type == "classification"
+
+
+@pytest.mark.parametrize(("header", "train", "dev", "message"), [
+    # a 1 is not read as the index of class 2
+    ("text,label", ["a,0", "b,2", "c,0"], ["d,1"], "label '1' is not one of 0, 2 \\(the training split never"),
+    ("text,label", ["a,neg", "b,pos", "c,0", "d,1"], ["e,pos"], "labels mix numbers \\(0, 1\\) and words"),
+    ("text,label", ["a,yes", "b,yes"], ["c,yes"], "every training label is 'yes': a classifier needs two classes"),
+])
+def test_labels_that_would_be_read_silently_wrong_are_refused(tmp_path, header, train, dev, message):
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(_files(tmp_path, header, train, dev)))
+    assert any(re.search(message, p) for p in err.value.problems), err.value.problems
+
+
+def test_numeric_class_names_are_names_never_indices(tmp_path):
+    files = _files(tmp_path, "text,label", ["a,1", "b,5", "c,0"], ["d,1"])
+    with pytest.raises(ConfigError, match="rows 3: label '0' is not one of 1, 2, 3, 4, 5$"):
+        read_task(_task(files, label_names=[1, 2, 3, 4, 5]))  # not class '1' by its index
+    words = _files(tmp_path / "w", "text,label", ["a,0", "b,1"], ["c,1"])  # word names: 0/1 are their indices
+    assert read_task(_task(words, label_names=["neg", "pos"]))[1]["validation"]["label"] == [1]
+
+
+def test_yes_no_values_are_not_scores(tmp_path):
+    files = {"train": _write(tmp_path, "train.jsonl", '{"text": "a", "label": true}',
+                             ['{"text": "b", "label": false}']),
+             "validation": _write(tmp_path, "dev.jsonl", '{"text": "c", "label": true}', [])}
+    with pytest.raises(ConfigError, match="train.jsonl: rows 1, 2: scores 'True', 'False' are not numbers"):
+        read_task(_task(files, problem_type="regression"))  # not 1.0 and 0.0
+    assert read_task(_task(files))[0].label_names == ("False", "True")  # unsaid: yes/no are two classes
 
 
 @pytest.mark.parametrize("metric", ["pearson", "spearman"])
