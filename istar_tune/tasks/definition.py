@@ -20,6 +20,7 @@ A definition (user-facing keys)::
     label_names: [billing, bug]   # default: the training split's distinct values, sorted (2 or more)
     score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
+    encoding: latin-1             # csv, tsv, json: the files' text encoding (default utf-8)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 from istar_tune.errors import ConfigError
 from istar_tune.tasks.task import (
     CLASSIFICATION,
+    DEFAULT_ENCODING,
     DEFAULT_METRIC,
     EXTENSIONS,
     EXTRACTIVE_QA,
@@ -52,7 +54,8 @@ from istar_tune.tasks.task import (
 from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
-        "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue")
+        "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue",
+        "encoding")
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -120,6 +123,7 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         problem("checksums", f"must map train/validation to checksums, got {checksums!r}")
         checksums = {}
     glue = _glue(raw.get("glue"), file_format, problem)
+    encoding = _encoding(raw.get("encoding", DEFAULT_ENCODING), file_format, problem)
     if problems:
         raise ConfigError(problems)
     return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
@@ -127,7 +131,20 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
                 score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
                 checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped,
-                infer_problem_type=infer)
+                infer_problem_type=infer, encoding=encoding)
+
+
+def _encoding(value, file_format: str, problem) -> str:
+    import codecs
+
+    try:
+        codecs.lookup(str(value))
+    except LookupError:
+        problem("encoding", f"{value!r} is not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
+        return DEFAULT_ENCODING
+    if str(value) != DEFAULT_ENCODING and file_format not in ("csv", "tsv", "json"):
+        problem("encoding", f"only a csv, tsv or json file has an encoding to give; this one is {file_format!r}")
+    return str(value)
 
 
 def _check_fields(text_fields: tuple[str, ...], label_field, problem) -> None:
@@ -252,8 +269,17 @@ def _glue(value, file_format: str, problem) -> GlueLayout | None:
     if file_format != "glue" or not isinstance(value, Mapping) or set(value) - set(GLUE_KEYS):
         problem("glue", f"belongs to format glue, as a mapping of {', '.join(GLUE_KEYS)}; got {value!r}")
         return None
-    return GlueLayout(header=bool(value.get("header", True)), num_columns=int(value.get("num_columns", 0)),
-                      columns=dict(value.get("columns", {})))
+    header, columns, count = value.get("header", True), value.get("columns", {}), value.get("num_columns", 0)
+    if not isinstance(header, bool):
+        problem("glue", f"header: true or false (whether the first line names the columns), got {header!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        problem("glue", f"num_columns: the number of columns every row has, got {count!r}")
+    if not isinstance(columns, Mapping) or not all(
+            isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in columns.values()):
+        problem("glue", f"columns: a mapping of field to column (header name or 0-based index), got {columns!r}")
+        columns = {}
+    return GlueLayout(header=header is not False, num_columns=count if isinstance(count, int) else 0,
+                      columns=dict(columns))
 
 
 def _strings(value, key: str, problem, most: int | None = None) -> tuple[str, ...]:
@@ -300,6 +326,8 @@ def definition_mapping(task: Task) -> dict[str, Any]:
         mapping["glue"] = {"header": task.glue.header, "num_columns": task.glue.num_columns,
                            "columns": dict(task.glue.columns)}
     mapping.update({"text_fields": list(task.text_fields), "label_field": task.label_field})
+    if task.encoding != DEFAULT_ENCODING:
+        mapping["encoding"] = task.encoding
     if task.label_names:
         mapping["label_names"] = list(task.label_names)
     if task.score_range is not None:

@@ -27,6 +27,7 @@ PAPER_FORMATS = ("glue", "ptb", "squad")
 """The paper's files as the GLUE layout ships them: GLUE TSVs (quoting off, a malformed row reported by its line),
 Stanford sentiment trees, SQuAD v1.1 JSON."""
 FORMATS = FILE_FORMATS + PAPER_FORMATS
+DEFAULT_ENCODING = "utf-8"
 MAX_CLASSES_SHOWN = 8
 """Class names a task's line shows (then a count of the rest)."""
 EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -97,6 +98,8 @@ class Task:
     source: str = ""
     """Where the definition came from (a file, a search space, ``shipped``)."""
     shipped: bool = False
+    encoding: str = DEFAULT_ENCODING
+    """The text encoding of csv, tsv and json files."""
     infer_problem_type: bool = False
     """The definition states no problem type (nor a metric, class names or a scale that imply one): reading the data
     decides it, then the metric is that type's default."""

@@ -11,6 +11,7 @@ files the search was planned on.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from dataclasses import replace
@@ -109,21 +110,71 @@ def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Datase
         return {split: datasets.Dataset.from_dict(PARSERS[task.format](task, files[split])) for split in SPLITS}
     builder, options = {"csv": ("csv", {}), "tsv": ("csv", {"sep": "\t", "quoting": 3}), "json": ("json", {}),
                         "parquet": ("parquet", {})}[task.format]
+    if task.format != "parquet":
+        options["encoding"] = task.encoding
     splits = {}
     for split in SPLITS:
         try:
-            splits[split] = datasets.load_dataset(builder, data_files={split: str(files[split])}, split=split,
-                                                  **options)
+            with _quiet("datasets"):  # its own ERROR line would repeat, in library words, what is said below
+                splits[split] = datasets.load_dataset(builder, data_files={split: str(files[split])}, split=split,
+                                                      **options)
         except Exception as err:  # noqa: BLE001 — the builder's own words, on one line
             if isinstance(err, IstarTuneError):
                 raise
             if "corresponds to no data" in str(err):  # a header and no rows: reported as an empty split
                 splits[split] = datasets.Dataset.from_dict({})
                 continue
-            reason = " ".join(str(err).split())[:300]
-            raise DataError(f"{files[split]}: not a readable {task.format} file ({type(err).__name__}: "
-                            f"{reason})") from None
+            cause = _cause(err, task, files[split])
+            raise DataError(f"{files[split]}: not a readable {task.format} file: {cause}") from None
+        tabs = [c for c in splits[split].column_names if "\t" in c]
+        if task.format == "csv" and tabs:
+            raise DataError(f"{files[split]}: its header {tabs[0]!r} holds tabs, not commas: a tab-separated file "
+                            "named .csv? give format: tsv (or name it .tsv)")
     return splits
+
+
+def _undecodable(path: Path, encoding: str) -> str:
+    """Where a file first fails to decode: ``line 51: byte 0xf0 ...`` ("" if it decodes)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode(encoding)
+            except UnicodeDecodeError as err:
+                return f"line {number}: byte 0x{line[err.start:err.start + 1].hex()} cannot be decoded as {encoding}"
+    return ""
+
+
+def _cause(err: BaseException, task: Task, path: Path) -> str:
+    """The innermost error under a builder's wrapper (``DatasetGenerationError`` says only that generating failed),
+    on one line, with the way out where one is known."""
+    chain = [err]
+    while (chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 20:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    named = [e for e in chain if isinstance(e, UnicodeDecodeError) or "fields in line" in str(e)]
+    causes = [err]
+    while causes[-1].__cause__ is not None and len(causes) < 20:
+        causes.append(causes[-1].__cause__)
+    err = named[0] if named else causes[-1]
+    text = " ".join(str(err).split())[:300]
+    if isinstance(err, UnicodeDecodeError):
+        return (f"{_undecodable(path, task.encoding) or text} (the file is not {task.encoding}: give its encoding in "
+                "the task's definition, e.g. encoding: latin-1)")
+    if "Expected" in text and "fields in line" in text:
+        return f"{type(err).__name__}: {text} (a row with more separators than the header: quote it, or is the " \
+               "file tab-separated? format: tsv)"
+    return f"{type(err).__name__}: {text}"
+
+
+@contextlib.contextmanager
+def _quiet(logger: str):
+    import logging
+
+    log = logging.getLogger(logger)
+    level, log.level = log.level, logging.CRITICAL
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _from_hub(task: Task) -> dict[str, datasets.Dataset]:
@@ -291,6 +342,29 @@ def _qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str
         problems.append(f"{where}: rows {_rows(bad)}: {task.label_field} must be {{text: [...], answer_start: "
                         "[...]}} of the same length")
         return data
-    ids = data["id"] if "id" in data.column_names else [str(i) for i in range(len(data))]
-    return datasets.Dataset.from_dict({"id": [str(i) for i in ids], "question": data[question],
-                                       "context": data[context], "answers": data[task.label_field]})
+    ids = [str(i) for i in (data["id"] if "id" in data.column_names else range(len(data)))]
+    _check_answers(data[context], data[task.label_field], where, task.label_field, problems)
+    twice = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+    if twice:
+        problems.append(f"{where}: ids {', '.join(twice[:MAX_ROWS_SHOWN])} repeat: each question needs its own id "
+                        "(answers are scored per id)")
+    return datasets.Dataset.from_dict({"id": ids, "question": data[question], "context": data[context],
+                                       "answers": data[task.label_field]})
+
+
+def _check_answers(contexts: list, answers: list, where: str, field: str, problems: list[str]) -> None:
+    """Each question has an answer, and each answer is its context's text at its ``answer_start`` (else every window
+    of it would be read as "no answer", or train towards the wrong span)."""
+    empty, off = [], []
+    for row, (context, answer) in enumerate(zip(contexts, answers)):
+        if not answer["text"]:
+            empty.append(row)
+        elif any(not isinstance(start, int) or context[start:start + len(text)] != text
+                 for text, start in zip(answer["text"], answer["answer_start"])):
+            off.append(row)
+    if empty:
+        problems.append(f"{where}: rows {_rows(empty)}: no answer: an extractive QA question needs at least one answer "
+                        "in its context")
+    if off:
+        problems.append(f"{where}: rows {_rows(off)}: {field}: the context does not hold the answer text at its "
+                        "answer_start (a shifted offset, an answer past the context's end, or text not in it)")

@@ -241,3 +241,43 @@ def test_limits_take_the_first_rows_after_the_whole_split_is_checked(own_data):
     resolved, raw = read_task(_task(files), max_train_samples=5, max_eval_samples=3)
     assert (len(raw["train"]), len(raw["validation"])) == (5, 3)
     assert (resolved.train_examples, resolved.eval_examples) == (64, 32)
+
+
+def test_a_file_that_cannot_be_read_names_the_line_the_byte_and_the_way_out(tmp_path):
+    latin = {split: tmp_path / f"{split}.csv" for split in ("train", "validation")}
+    for path in latin.values():
+        path.write_bytes("text,label\ngood,1\ncafé crème,0\n".encode("latin-1"))
+    with pytest.raises(DataError, match="train.csv: not a readable csv file: line 3: byte 0xe9 cannot be decoded as "
+                                        "utf-8 .*encoding: latin-1"):
+        read_task(_task(latin))
+    assert read_task(_task(latin, encoding="latin-1"))[1]["train"]["text"] == ["good", "café crème"]
+    tabs = _files(tmp_path / "tabs", "text\tlabel", ["good\t1", "bad\t0"], ["fine\t1"])
+    with pytest.raises(DataError, match="its header 'text\\\\tlabel' holds tabs, not commas: .* give format: tsv"):
+        read_task(_task(tabs))
+    wide = _files(tmp_path / "wide", "text,label", ["good,1", "a,b,c,d,0"], ["fine,1"])
+    with pytest.raises(DataError, match="Expected 2 fields in line 3, saw 5 .*quote it"):
+        read_task(_task(wide))
+    with pytest.raises(ConfigError, match="encoding: 'klingon' is not an encoding Python knows"):
+        _task(latin, encoding="klingon")
+
+
+def test_extractive_qa_answers_are_checked_against_their_contexts_and_ids(own_data):
+    import json
+
+    files = own_data("squad", "jsonl")
+    rows = [json.loads(line) for line in files["train"].read_text().splitlines()]
+    rows[1]["answers"]["answer_start"] = [s + 3 for s in rows[1]["answers"]["answer_start"]]  # shifted
+    # an answer past the context's end
+    rows[2]["answers"]["answer_start"] = [len(rows[2]["context"]) + 10 for _ in rows[2]["answers"]["text"]]
+    rows[3]["answers"] = {"text": ["words nowhere in the context"], "answer_start": [0]}
+    rows[4]["id"] = rows[0]["id"]
+    files["train"].write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    dev = [json.loads(line) for line in files["validation"].read_text().splitlines()]
+    dev[0]["answers"] = {"text": [], "answer_start": []}
+    files["validation"].write_text("\n".join(json.dumps(r) for r in dev) + "\n")
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files, problem_type="extractive_qa"))
+    problems = err.value.problems
+    assert any("train.jsonl: rows 2, 3, 4: answers: the context does not hold the answer text" in p for p in problems)
+    assert any(f"train.jsonl: ids {rows[0]['id']} repeat" in p for p in problems)
+    assert any("dev.jsonl: rows 1: no answer" in p for p in problems) and len(problems) == 3
