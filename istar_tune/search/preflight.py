@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
-from istar_tune.models import check_max_length, check_model_name, max_positions
+from istar_tune.models import check_max_length, check_model_at_hand, check_model_name, max_positions
 from istar_tune.tasks import get_task, register_task
 from istar_tune.tasks.task import IN_DATA_FOLDER
 from istar_tune.tracking.storage import is_remote, unwritable
@@ -40,13 +40,14 @@ def check_storage(storage: str) -> list[str]:
 
 
 def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0,
-               definitions_only: bool = False) -> list[str]:
+               definitions_only: bool = False, read: bool = True) -> list[str]:
     """Every task's data reads as the trials will read it (files exist and parse; fields, labels and splits fit its
     definition), and each definition is resolved (class names, sizes, checksums) and registered, so its trials carry
     exactly that. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else every trial would
     fail after its retries); one whose classes and sizes its definition gives (the paper's) is then downloaded by its
     trials alone. ``definitions_only``: only the definitions not resolved yet (a rehearsal or a dry run needs their
-    sizes; it reads no other data)."""
+    sizes; it reads no other data). ``read=False``: only where the data comes from (files exist, the hub answers when
+    it is needed): what ``train`` checks before it reads the data itself."""
     import datasets
 
     from istar_tune.tasks.data_folder import hub_reachable
@@ -67,7 +68,8 @@ def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.
                     continue
                 if task.resolved:
                     continue
-            register_task(resolve(task, data_dir), replace=True)
+            if read:
+                register_task(resolve(task, data_dir), replace=True)
         except IstarTuneError as err:
             problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
     return problems
@@ -83,13 +85,14 @@ def _no_hub(task, hub_timeout_s: float) -> str:
             "instead, or run where the hub answers")
 
 
-def check_models(models: list[str], max_length: int | None = None) -> list[str]:
+def check_models(models: list[str], max_length: int | None = None, at_hand: bool = False) -> list[str]:
     """Each model resolves (:func:`istar_tune.models.check_model_name`: one line within seconds, no hub retries) and,
-    with ``max_length``, takes inputs that long (its config only, no weights)."""
+    with ``max_length``, takes inputs that long (its config only, no weights). ``at_hand``: its files are also here
+    or the hub answers (:func:`istar_tune.models.check_model_at_hand`)."""
     problems = []
     for model in models:
         try:
-            check_model_name(model)
+            (check_model_at_hand if at_hand else check_model_name)(model)
             if max_length is not None:
                 check_max_length(max_length, max_positions(model), model)
         except IstarTuneError as err:

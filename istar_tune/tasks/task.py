@@ -107,6 +107,9 @@ class Task:
     """How the data decided the problem type, once read (for the task's line: "labels are numbers with decimals")."""
     observed_scores: tuple[float, float] | None = None
     """Regression, once read: the lowest and highest training score."""
+    read_examples: tuple[int, int] | None = None
+    """Once read: the training and validation examples the data holds (a shipped task keeps the published sizes in
+    ``train_examples``/``eval_examples``, for the cost model, while its data may be a subset)."""
 
     @property
     def num_labels(self) -> int:
@@ -143,5 +146,8 @@ class Task:
                 self.score_range and self.observed_scores) else ""
         sizes = (f"; {self.train_examples:,} train / {self.eval_examples:,} validation examples"
                  if self.train_examples and self.eval_examples else "")
+        if self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):
+            sizes = (f"; {self.read_examples[0]:,} train / {self.read_examples[1]:,} validation examples read "
+                     f"(published: {self.train_examples:,} / {self.eval_examples:,})")
         return f"task {self.name}: input {fields}; label {self.label_field}; {kind}{sizes}"
 

@@ -60,13 +60,19 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
         splits, resolved = loaded, task
     else:
         resolved, splits = _normalise(task, loaded, files, problems)
+    if not task.shipped:  # the files' counts, not a definition's word, size the cost model
+        problems += [f"{task.source}: examples: {split} {given:,}, but the data holds {len(splits[split]):,}: leave "
+                     "examples out (the data is counted) or fix it" for split, given in
+                     (("train", task.train_examples), ("validation", task.eval_examples))
+                     if given and given != len(splits[split])]
     if problems:
         raise ConfigError(problems)
     resolved = replace(resolved, checksums={**resolved.checksums, **{s: c for s, c in checksums.items()
                                                                        if c != "hub"}})
     # Sizes a definition gives stay (the paper's tasks give the published ones; the data read may be a subset).
     resolved = replace(resolved, train_examples=task.train_examples or len(splits["train"]),
-                       eval_examples=task.eval_examples or len(splits["validation"]))
+                       eval_examples=task.eval_examples or len(splits["validation"]),
+                       read_examples=(len(splits["train"]), len(splits["validation"])))
     for split, limit in (("train", max_train_samples), ("validation", max_eval_samples)):
         if limit is not None and limit < len(splits[split]):
             splits[split] = splits[split].select(range(limit))

@@ -281,3 +281,10 @@ def test_extractive_qa_answers_are_checked_against_their_contexts_and_ids(own_da
     assert any("train.jsonl: rows 2, 3, 4: answers: the context does not hold the answer text" in p for p in problems)
     assert any(f"train.jsonl: ids {rows[0]['id']} repeat" in p for p in problems)
     assert any("dev.jsonl: rows 1: no answer" in p for p in problems) and len(problems) == 3
+
+
+def test_a_definitions_sizes_must_be_the_datas(own_data):
+    files = own_data("sst2", "csv")
+    with pytest.raises(ConfigError, match="examples: train 1,000, but the data holds 64: leave examples out"):
+        read_task(_task(files, examples={"train": 1000, "validation": 32}))
+    assert read_task(_task(files, examples={"train": 64, "validation": 32}))[0].train_examples == 64
