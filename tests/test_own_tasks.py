@@ -79,6 +79,20 @@ def test_table_status_and_plots_read_the_task_back_from_mlflow(searched):
     ).st_size > 1000
 
 
+def test_resume_after_the_data_changed_is_refused_at_the_preflight(searched):
+    root, _ = searched
+    train = root / "data" / "train.csv"
+    original = train.read_bytes()
+    try:
+        train.write_bytes(original + b"one more review,positive\n")
+        resumed = _run("search", "space.yaml", "--storage-path", "runs", "--resume", cwd=root, check=False)
+    finally:
+        train.write_bytes(original)  # the module's other tests read it
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert f"task reviews's train file {train} (sha256:" in resumed.stderr
+    assert "changed since the search started" in resumed.stderr and "Traceback" not in resumed.stderr
+
+
 def test_mlflow_keeps_the_definition_with_its_files_checksums(searched):
     from istar_tune import tracking
 

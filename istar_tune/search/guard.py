@@ -108,6 +108,29 @@ def check_plan(results_root: str, plan: dict[str, Any], resume: bool,
     return None
 
 
+DATA_FILE = "istar-tune-data.json"
+"""In the results folder: the checksum of every data file the search's trials read (compared on ``--resume``)."""
+
+
+def check_data_files(results_root: str, files: dict[str, str], resume: bool) -> None:
+    """On a new search, remember ``files`` (path → checksum); on ``--resume``, refuse a file whose checksum changed
+    since the search started (every trial not yet finished would refuse it, one by one, as a bad configuration)."""
+    if is_remote(results_root):
+        return
+    path = Path(results_root) / DATA_FILE
+    if resume and path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = [f"{file} ({before[file]}, now {checksum})" for file, checksum in sorted(files.items())
+                   if before.get(file, checksum) != checksum]
+        if changed:
+            raise ConfigError(f"--resume: {'; '.join(changed)} changed since the search started: its unfinished "
+                              "trials would refuse the file; restore it, or start a new search on the new data "
+                              "(--name NEW)")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(files, sort_keys=True, indent=1), encoding="utf-8")
+
+
 def keep_started(planned: dict[str, list[PlannedGroup]], stored: dict[str, Any]) -> None:
     """Trial counts of the plan a search started with (``stored``), for the groups it started with: what a resumed
     Tune experiment runs, whatever the space says now."""

@@ -178,6 +178,10 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) ->
     try:
         started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
                                    resume, accept_changed_space)
+        tasks = [get_task(t) for t in dict.fromkeys(t for space in experiment.spaces for t in space.tasks)]
+        guard.check_data_files(experiment.results_root, {
+            f"task {task.name}'s {split} file {task.files.get(split, '')}": checksum
+            for task in tasks for split, checksum in task.checksums.items()}, resume)
         if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
             guard.keep_started(experiment.planned, started)
     except BaseException:

@@ -40,3 +40,12 @@ def test_resume_refuses_a_changed_plan_unless_asked_to_go_on(tmp_path):
     assert [p.trials for p in planned["s"]] == [2]  # the grid the search started with
     assert (tmp_path / "s" / guard.PLAN_FILE).read_text() == __import__("json").dumps(started, sort_keys=True,
                                                                                       default=str)
+
+
+def test_resume_refuses_a_data_file_changed_since_the_search_started(tmp_path):
+    root = str(tmp_path / "runs" / "s")
+    guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:aa"}, resume=False)
+    guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:aa"}, resume=True)  # the same: goes on
+    with pytest.raises(ConfigError, match="--resume: task t's train file /d/train.csv \\(sha256:aa, now sha256:bb\\) "
+                                          "changed since the search started: .*restore it, or start a new search"):
+        guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:bb"}, resume=True)
