@@ -15,6 +15,7 @@ from istar_tune.methods import get_method
 from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.spaces.space import SEARCH_KEY, Group, trial_group
+from istar_tune.search.stopping import way_on
 from istar_tune.search.tune.trainable import configuration_results
 from istar_tune.tasks import get_task
 from istar_tune.trial_status import TrialStatus
@@ -91,7 +92,7 @@ class SearchSummary:
                  f"{len(self.failed)} failed" + (f", {unfinished} interrupted" if unfinished else "")]
         if self.interrupted:
             left = self.planned_trials - finished - stopped - len(self.failed)
-            label, then = (("STOPPED", "fix that, then continue with --resume") if self.systemic
+            label, then = (("STOPPED", way_on(self.interrupted)) if self.systemic
                            else ("INTERRUPTED", "continue with --resume"))
             unit = "configurations" if shared else "trials"
             lines.append(f"{label} ({self.interrupted}): {left} of {self.planned_trials} {unit} did not finish; {then}")

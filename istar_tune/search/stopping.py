@@ -32,6 +32,18 @@ SYSTEMIC = (
 """Error texts whose cause is the machine or a service, not the configuration a trial tried."""
 
 
+GONE = ("the storage folder is gone", "the results folder is gone")
+"""Systemic causes that take the search's saved state with them: ``--resume`` has nothing to continue."""
+
+
+def way_on(reason: str) -> str:
+    """What a search stopped by a systemic failure (``reason``) can do next."""
+    if any(cause in reason for cause in GONE):
+        return ("its saved state went with the folder, so --resume cannot continue it: move what is left of the "
+                "folder away and run the search again, or give --name for a new one (finished trials are in MLflow)")
+    return "fix that, then continue with --resume"
+
+
 def systemic_cause(error_text: str) -> str:
     """What in ``error_text`` no retry or other configuration can fix; empty when nothing is."""
     for pattern, cause in SYSTEMIC:

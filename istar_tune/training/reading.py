@@ -166,8 +166,8 @@ def _cause(err: BaseException, task: Task, path: Path) -> str:
         return (f"{_undecodable(path, task.encoding) or text} (the file is not {task.encoding}: give its encoding in "
                 "the task's definition, e.g. encoding: latin-1)")
     if "Expected" in text and "fields in line" in text:
-        return f"{type(err).__name__}: {text} (a row with more separators than the header: quote it, or is the " \
-               "file tab-separated? format: tsv)"
+        return (f"{type(err).__name__}: {text} (a row with more separators than the header: quote it, or is the "
+                "file tab-separated? format: tsv)")
     return f"{type(err).__name__}: {text}"
 
 

@@ -178,6 +178,7 @@ def test_a_results_folder_deleted_mid_search_stops_it_and_says_the_way_on(real_s
     returncode, text = _stop_after_first_trial(command, env, lambda driver: _delete(storage / "stops"))
     assert returncode == 1, text[-3000:]
     assert "STOPPED (systemic failure: the results folder is gone" in text and " FAILED" not in text
+    assert "--resume cannot continue it: move what is left of the folder away and run the search again" in text
     client = tracking.client(f"sqlite:///{storage / 'mlflow.db'}")
     runs = tracking.find_runs(client, client.get_experiment_by_name("stops").experiment_id)
     assert all(r.info.status != "RUNNING" for r in runs)
