@@ -48,7 +48,7 @@ class DemoReport:
             "", f"Best configuration per method ({self.name}, from MLflow):", markdown(self.best), "",
             "Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:", markdown(self.by_lambda), "",
             *READING, "",
-            "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000",
+            "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000/#/experiments?workflowType=machine_learning",
             f"Ray results and checkpoints: {self.storage_path} ({disk_size(folder_bytes(self.storage_path) or 0)} on "
             "disk; delete it when done)", ""])
 

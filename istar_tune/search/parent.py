@@ -58,6 +58,9 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
     log_task_definitions(mlflow_client, run_id, space.tasks)
 
 
+MODEL_TRAINING = "workflowType=machine_learning"
+"""The MLflow UI's model-training mode, in an address (MLflow 3.17 opens an experiment on its GenAI overview in the
+default GenAI mode, whatever the experiment's ``mlflow.experimentKind``)."""
 SHARED_VIEW = "istar-tune"
 """The key of the runs-table view each search's experiment shares (MLflow's ``mlflow.sharedViewState.<key>`` tag,
 opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""
@@ -80,7 +83,7 @@ def runs_view(space: SearchSpace) -> dict[str, Any]:
 def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
     """Save the search's runs-table view on its experiment and link it from the experiment's description (the first
     thing its page shows); the link's path within the MLflow UI."""
-    link = f"#/experiments/{experiment_id}/runs?viewStateShareKey={SHARED_VIEW}"
+    link = f"#/experiments/{experiment_id}/runs?viewStateShareKey={SHARED_VIEW}&{MODEL_TRAINING}"
     mlflow_client.set_experiment_tag(experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}",
                                      json.dumps(runs_view(space)))
     mlflow_client.set_experiment_tag(experiment_id, NOTE_TAG, (
@@ -118,8 +121,9 @@ def _description(space: SearchSpace, planned: list[PlannedGroup]) -> str:
             + (f" with {space.scheduler}" if space.scheduler != "none" else ""))
     return (f"**{space.name}** ({space.path}) {what}: {trials} configurations in {len(planned)} model × task × "
             f"method groups ({', '.join(space.models)} × {', '.join(space.tasks)} × {', '.join(space.methods)}). "
-            "Each configuration is a child run named by its method and hyperparameters; expand this run (or "
-            "search `tags.\"istar_tune.role\" = 'trial'`) to see them.")
+            "Each configuration is a run of its own in this experiment, named by its method and hyperparameters and "
+            "tagged with this run's id (`istar_tune.search_run_id`); the experiment's description links a table of "
+            "them (or search `tags.\"istar_tune.role\" = 'trial'`).")
 
 
 def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulated: bool) -> list[dict[str, Any]]:

@@ -75,6 +75,9 @@ def test_trial_folders_are_named_exactly_and_keep_their_resolved_config(smoke_on
         assert f"lr={hparams.learning_rate:.0e}".replace("e-0", "e-") in trial.name and settings.max_length == 48
 
 
+MODEL_TRAINING = "workflowType=machine_learning"
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
 def test_from_the_experiment_list_a_click_opens_the_runs_table_with_the_metric_the_searched_values_and_the_status(
         smoke_on_a_server, tmp_path):
@@ -90,11 +93,17 @@ def test_from_the_experiment_list_a_click_opens_the_runs_table_with_the_metric_t
         return subprocess.run([*browser, "--dump-dom", f"{uri}/{path}"], capture_output=True, text=True,
                               timeout=120).stdout
 
-    listing = render("#/experiments")
+    listing = render(f"#/experiments?{MODEL_TRAINING}")  # the address the demo and docs/watching.md give
     experiment_link = re.search(rf'href="[^"]*?(#/experiments/{experiment.experiment_id})"', listing)
-    assert experiment_link and ">smoke<" in listing
+    assert experiment_link and ">smoke<" in listing and ">Model training<" in listing
+    # MLflow 3.17 keeps the UI's mode (GenAI or model training) in the browser; a fresh profile per render here
+    # carries it in the address. In the model-training mode the click opens the runs table, every trial a row.
+    runs_page = render(f"{experiment_link.group(1)}?{MODEL_TRAINING}")
+    assert ">Run Name<" in runs_page and all(run.info.run_name in runs_page for run in runs)
+    assert ">Token Usage<" not in runs_page  # not the GenAI overview
     page = render(experiment_link.group(1))
-    view_link = re.search(r'href="[^"]*?(#/experiments/\d+/runs\?viewStateShareKey=[\w-]+)"', page)
+    view_link = re.search(r'href="[^"]*?(#/experiments/\d+/runs\?viewStateShareKey=[\w-]+&amp;'
+                          rf'{MODEL_TRAINING})"', page)
     assert view_link and "compare its trials" in page
     table = render(view_link.group(1).replace("&amp;", "&"))
     for column in (">accuracy<", ">learning_rate<", ">istar_tune.status<"):  # the metric, the searched value, status
