@@ -21,6 +21,7 @@ from typing import Any
 from istar_tune.errors import ConfigError
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
+from istar_tune.tasks import Task
 from istar_tune.tracking.storage import is_remote, join, storage_root
 
 PLAN_FILE = "istar-tune-plan.json"
@@ -112,11 +113,14 @@ DATA_FILE = "istar-tune-data.json"
 """In the results folder: the checksum of every data file the search's trials read (compared on ``--resume``)."""
 
 
-def check_data_files(results_root: str, files: dict[str, str], resume: bool) -> None:
-    """On a new search, remember ``files`` (path → checksum); on ``--resume``, refuse a file whose checksum changed
-    since the search started (every trial not yet finished would refuse it, one by one, as a bad configuration)."""
+def check_data_files(results_root: str, tasks: list[Task], resume: bool) -> None:
+    """On a new search, remember the checksum of each data file of ``tasks``; on ``--resume``, refuse a file whose
+    checksum changed since the search started (every trial not yet finished would refuse it, one by one, as a bad
+    configuration)."""
     if is_remote(results_root):
         return
+    files = {f"task {task.name}'s {split} file {task.files.get(split, '')}": checksum
+             for task in tasks for split, checksum in task.checksums.items()}
     path = Path(results_root) / DATA_FILE
     if resume and path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))

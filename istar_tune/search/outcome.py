@@ -67,6 +67,8 @@ class SearchSummary:
     """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
     ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
     disk_bytes: int | None = None
+    checkpoint: str = ""
+    """The search's ``settings.checkpoint``: what its finished trials kept (the last line says it)."""
     """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
     time_factor: float = 0.0
     """A rehearsal's seconds waited per modelled second of a trial (``--time-factor``); 0 when trials trained."""
@@ -118,7 +120,11 @@ class SearchSummary:
         if self.mlflow_errors:
             lines.append(f"  MLflow writes lost: {self.mlflow_errors[-1]}")
         on_disk = f" ({disk_size(self.disk_bytes)} on disk)" if self.disk_bytes is not None else ""
-        lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}{on_disk}")
+        kept = {"resume": ": finished trials kept their records, not their models (settings.checkpoint: weights "
+                          "keeps them)",
+                "none": ": no checkpoints (settings.checkpoint: weights keeps finished trials' models)"}
+        lines.append(f"MLflow: {self.tracking_uri} (experiment {self.name}); Ray results: {self.storage_path}{on_disk}"
+                     + kept.get(self.checkpoint, ""))
         return "\n".join(lines)
 
 

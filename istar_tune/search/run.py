@@ -178,10 +178,8 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) ->
     try:
         started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
                                    resume, accept_changed_space)
-        tasks = [get_task(t) for t in dict.fromkeys(t for space in experiment.spaces for t in space.tasks)]
-        guard.check_data_files(experiment.results_root, {
-            f"task {task.name}'s {split} file {task.files.get(split, '')}": checksum
-            for task in tasks for split, checksum in task.checksums.items()}, resume)
+        guard.check_data_files(experiment.results_root, [get_task(t) for t in dict.fromkeys(
+            t for space in experiment.spaces for t in space.tasks)], resume)
         if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
             guard.keep_started(experiment.planned, started)
     except BaseException:
@@ -350,7 +348,8 @@ def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, fl
                           mlflow_latencies_ms=list(experiment.loggers[n].writer.latencies_ms),
                           mlflow_errors=[*experiment.loggers[n].writer.errors, *lost], phases_s=phases,
                           time_factor=experiment.simulation.time_factor if experiment.simulated else 0.0,
-                          disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root))
+                          disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root),
+                          checkpoint=experiment.settings[n].checkpoint)
             for n in names]
 
 

@@ -56,8 +56,9 @@ class _KeepState:
 def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_path):
     state = tmp_path / "runs" / "trainable_abcde_00003_3_lr=0.001" / "checkpoint_000000"
     hp = Hyperparameters(model="tiny-bert", task="rte", method="istar", lam=-1.0, epochs=1, batch_size=16)
-    train(hp, RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=500),
-          _KeepState(state))
+    settings = RunSettings(data_dir=str(glue_tiny), max_length=32, progress=False, shrinkage_tokens=500,
+                           checkpoint="state")  # a trial checkpoint that holds the model
+    train(hp, settings, _KeepState(state))
     assert trial_id_of(state) == "abcde_00003"
     result = analyze(state)  # the trial's own data folder and max length, saved with its state
     _check(result, layers=2, d=32)

@@ -43,9 +43,15 @@ def test_resume_refuses_a_changed_plan_unless_asked_to_go_on(tmp_path):
 
 
 def test_resume_refuses_a_data_file_changed_since_the_search_started(tmp_path):
+    from istar_tune.tasks import Task
+
     root = str(tmp_path / "runs" / "s")
-    guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:aa"}, resume=False)
-    guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:aa"}, resume=True)  # the same: goes on
+    task = Task(name="t", display_name="t", problem_type="classification", metric="accuracy",
+                files={"train": "/d/train.csv", "validation": "/d/dev.csv"},
+                checksums={"train": "sha256:aa", "validation": "sha256:cc"})
+    guard.check_data_files(root, [task], resume=False)
+    guard.check_data_files(root, [task], resume=True)  # the same files: it goes on
+    changed = Task(**{**task.__dict__, "checksums": {"train": "sha256:bb", "validation": "sha256:cc"}})
     with pytest.raises(ConfigError, match="--resume: task t's train file /d/train.csv \\(sha256:aa, now sha256:bb\\) "
                                           "changed since the search started: .*restore it, or start a new search"):
-        guard.check_data_files(root, {"task t's train file /d/train.csv": "sha256:bb"}, resume=True)
+        guard.check_data_files(root, [changed], resume=True)

@@ -12,9 +12,10 @@ from istar_tune.config import Hyperparameters, RunSettings
 @pytest.fixture
 def make_settings(glue_tiny):
     """``make_settings(**overrides)``: run settings on glue-tiny, short sequences, a small Σ_S budget, no progress
-    bars."""
+    bars; a recorder's checkpoints hold the full state every epoch (``checkpoint: state``, what these tests read)."""
     def make(**overrides) -> RunSettings:
-        values = {"data_dir": str(glue_tiny), "max_length": 48, "progress": False, "shrinkage_tokens": 2000}
+        values = {"data_dir": str(glue_tiny), "max_length": 48, "progress": False, "shrinkage_tokens": 2000,
+                  "checkpoint": "state"}
         values.update(overrides)
         return RunSettings(**values)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import trial_epochs
+from istar_tune.config import RunSettings, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.search.spaces.cost import (
@@ -174,7 +174,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
 
     quiet_ray_loggers()
     settings, keep = for_search(config, settings), for_search(config, keep)
-    mode = settings.get("checkpoint", "state")
+    mode = settings.get("checkpoint", RunSettings.checkpoint)
     shrinkage = int(settings.get("shrinkage_tokens") or SHRINKAGE_TOKENS)
     closing = completes(config)
     reporter = TuneReporter(trial_task(config).metric, keep, wants_checkpoint=mode != "none", completes=closing)
