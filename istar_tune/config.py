@@ -141,10 +141,10 @@ class RunSettings:
     patience: int | None = None
     """With ``holdout``: end a stage after this many epochs without a better held-out metric (``None``: train every
     epoch)."""
-    checkpoint: str = "resume"
-    """What a search trial checkpoints: resume (the full state while the trial runs, only its records once it
-    finished: a few KB a trial), weights (as resume, plus the final model weights), state (the full resumable state
-    every epoch, kept) or none (a retried trial starts over)."""
+    checkpoint: str = "state"
+    """What a search trial checkpoints: state (the full resumable state every epoch, the newest
+    ``checkpoints_to_keep`` kept), resume (the full state while the trial runs, only its records once it finished: a
+    few KB a trial), weights (as resume, plus the final model weights) or none (a retried trial starts over)."""
 
 
 MAX_SEED = 2**32 - 1

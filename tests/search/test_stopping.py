@@ -137,7 +137,8 @@ def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_li
         assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
         stopped = [line for line in done.stdout.splitlines() if line.startswith("STOPPED (systemic failure")]
         assert len(stopped) == 1 and "no space left on the storage device" in stopped[0]
-        assert took < 120  # Ray's start, the first trial's failure, then at once the end (not 15-20 minutes)
+        assert took < 240  # Ray's start, the first trial's failure, then at once the end (not 15-20 minutes; 133 s
+        # measured on a loaded CI machine)
         assert "Traceback" not in done.stderr and done.stderr.count("\n") <= 3, done.stderr[-2000:]
         assert " FAILED" not in done.stdout  # a full disk says nothing of a configuration
         assert all(line.startswith(("search ", "STOPPED", "  ", "[", "== ", "preflight", "MLflow")) or not line
