@@ -30,7 +30,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
 
 # The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
 test-fast: $(STAMP)
