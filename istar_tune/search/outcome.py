@@ -67,9 +67,9 @@ class SearchSummary:
     """Wall seconds of the search's phases: ``setup`` (checks, planning, MLflow experiment and parent run),
     ``fit`` (Tune running every trial) and ``flush`` (MLflow writes still queued when the last trial ended)."""
     disk_bytes: int | None = None
+    """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
     checkpoint: str = ""
     """The search's ``settings.checkpoint``: what its finished trials kept (the last line says it)."""
-    """What the results folder holds on disk at the end (``None``: remote storage, not measured)."""
     time_factor: float = 0.0
     """A rehearsal's seconds waited per modelled second of a trial (``--time-factor``); 0 when trials trained."""
 
