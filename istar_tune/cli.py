@@ -242,6 +242,27 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from istar_tune.replay.run import CAPTION, replay_experiment
+    from istar_tune.replay.schedulers import NAMES
+
+    unknown = sorted(set(args.schedulers or ()) - set(NAMES))
+    if unknown:
+        raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from {', '.join(NAMES)}")
+    if args.replays < 1 or args.workers < 1:
+        raise ConfigError(f"replay: --replays and --workers must be at least 1, got {args.replays} and {args.workers}")
+    if args.format not in ("md", "csv", "parquet"):
+        raise ConfigError(f"replay: unknown format {args.format!r}: choose md, csv or parquet")
+    result = replay_experiment(_tracking_uri(args), args.experiment, args.replays, args.workers, args.seed,
+                               args.across_methods, args.simulated, args.noise_from,
+                               tuple(args.schedulers) if args.schedulers else None, not args.no_mlflow,
+                               progress=lambda line: print(line, file=sys.stderr))
+    text = render(result.table, args.format, args.output, caption=CAPTION)
+    print(text if text is not None else f"wrote {args.output}", end="" if text is not None else "\n")
+    print(f"{result.recommendation} (replayed in {result.seconds:.0f} s)")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     experiment = args.experiment or args.name
     if not experiment or (args.name and args.experiment and args.name != args.experiment):
@@ -313,7 +334,8 @@ QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_
 Ray notices below warnings (such as Tune's "Restored on ... from checkpoint" when a trial resumes)."""
 
 HANDLERS = {"train": cmd_train, "search": cmd_search, "table": cmd_table, "status": cmd_status, "demo": cmd_demo,
-            "plots": cmd_plots, "analyze": cmd_analyze, "calibrate": cmd_calibrate, "reference": cmd_reference}
+            "plots": cmd_plots, "replay": cmd_replay, "analyze": cmd_analyze, "calibrate": cmd_calibrate,
+            "reference": cmd_reference}
 """Each command's function (the parser, :mod:`istar_tune.cli_parser`, names the command)."""
 
 

@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_status_command(commands)
     _add_demo_command(commands)
     _add_plots_command(commands)
+    _add_replay_command(commands)
     _add_analyze_command(commands)
     _add_calibrate_command(commands)
     _add_reference_command(commands)
@@ -130,6 +131,29 @@ def _add_table_command(commands) -> None:
                                                                   "with --against-paper, the paper's nine too)")
     table.add_argument("--methods", nargs="+", metavar="NAME", help="methods to show (default: every method with "
                                                                     "runs)")
+
+
+def _add_replay_command(commands) -> None:
+    replay = commands.add_parser("replay", help="what cheaper searches would have chosen, replayed on a finished grid",
+                                 description="Replay random search, TPE, ASHA, Hyperband and median stopping on the "
+                                             "per-epoch records of a finished grid (no training): how often each "
+                                             "chose the grid's best configuration, and at what share of its cost.")
+    _add_store_flags(replay)
+    replay.add_argument("--replays", type=int, default=50, metavar="N",
+                        help="replays per strategy and setting, each with its own seed (default: %(default)s)")
+    replay.add_argument("--workers", type=int, default=4, metavar="N",
+                        help="parallel workers the asynchronous schedulers see results from (default: %(default)s)")
+    replay.add_argument("--seed", type=int, default=0, help="the replays' first seed (default: %(default)s)")
+    replay.add_argument("--across-methods", action="store_true",
+                        help="one choice per model × task among every method's configurations (default: per method)")
+    replay.add_argument("--schedulers", nargs="+", metavar="NAME",
+                        help="replay only these: random, tpe, asha, hyperband, median (default: all)")
+    replay.add_argument("--noise-from", metavar="NAME", help="the seeds stage whose spread is the seed noise "
+                                                            "(default: one whose best_of names the experiment)")
+    replay.add_argument("--format", default="md", metavar="FORMAT", help="md, csv or parquet (default: %(default)s)")
+    replay.add_argument("--output", metavar="FILE", help="write here instead of standard output (needed for parquet)")
+    replay.add_argument("--simulated", action="store_true", help="replay a rehearsal's grid (search --simulate)")
+    replay.add_argument("--no-mlflow", action="store_true", help="do not log the table to the search's MLflow run")
 
 
 def _add_status_command(commands) -> None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import pytest
 
 from istar_tune import tracking
+from istar_tune.errors import ConfigError
+from istar_tune.replay.reading import read_grid
+from istar_tune.replay.summary import replay_table
 from istar_tune.results.tables import build_table
 from istar_tune.search.run import run_search
 from istar_tune.search.spaces.file import load_search_space
@@ -84,3 +87,24 @@ def test_shared_and_unshared_grids_give_the_same_runs_and_table(extra, local_ray
     tables = [build_table(uri, n, "best", tasks=["rte"]).drop(columns=["trial_id"], errors="ignore")
               for n in names]
     assert tables[0].to_dict("records") == tables[1].to_dict("records")
+    _replays_agree(uri, names, tables[0], patience=bool(extra))
+
+
+def _replays_agree(uri: str, names: list[str], best, patience: bool) -> None:
+    """The replay reads both grids as the same curves and chooses as the table does; shared or not, every strategy
+    chooses the same, only the grid's cost differs (4 trials of 3 epochs against 12 configurations' 24 epochs)."""
+    if patience:
+        with pytest.raises(ConfigError, match="not a complete grid: its trials stop early"):
+            read_grid(uri, names[0])
+        return
+    shared, unshared = read_grid(uri, names[0]), read_grid(uri, names[1])
+    for unit in shared:
+        row = best[best.method == unit.method].iloc[0]
+        chosen = unit.model_of(unit.best)
+        assert (chosen["learning_rate"], chosen["epochs"]) == (row.learning_rate, row.epochs)
+    assert [u.grid_epochs for u in shared] == [6, 6] and [u.grid_epochs for u in unshared] == [12, 12]
+    assert [u.curves for u in shared] == [u.curves for u in unshared]  # each in the configurations' order
+    tables = [replay_table(units, replays=5) for units in (shared, unshared)]
+    costs = ["epochs_share", "gpu_hours_share"]
+    assert tables[0].drop(columns=costs).equals(tables[1].drop(columns=costs))
+    assert (tables[0].epochs_share == 2 * tables[1].epochs_share).all()

@@ -1,0 +1,71 @@
+"""``istar-tune replay``: a finished grid's curves read from MLflow, every strategy replayed on them, the table
+written (md, csv or parquet, like ``table``) and logged to the search's own MLflow run with its recommendation."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from istar_tune import tracking
+from istar_tune.replay.reading import read_grid
+from istar_tune.replay.summary import TARGET, recommendation, replay_table
+from istar_tune.results.formats import render
+
+CAPTION = ("Each search strategy replayed on the grid's recorded curves (no training): `chose_best`, the share of "
+           "replays that chose the grid's best configuration; `within_noise`, the share within the seed noise of its "
+           "score (a seeds stage's standard deviation; empty when no seeds stage re-ran the grid); regrets on the "
+           "selection metric (`dev_regret`: on the dev set, when held-out data chose); `epochs_share` and "
+           "`gpu_hours_share`, its cost as a share of the grid's (the cost model's GPU-hours).")
+REPLAY_TABLE_ARTIFACT = "replay"
+
+
+@dataclass
+class Replay:
+    """A replay's table, its recommendation line, and its units' sizes."""
+
+    table: pd.DataFrame
+    recommendation: str
+    seconds: float
+
+    def text(self) -> str:
+        return self.recommendation
+
+
+def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, workers: int = 4, seed: int = 0,
+                      across_methods: bool = False, simulated: bool = False, noise_from: str | None = None,
+                      schedulers: tuple[str, ...] | None = None, log_to_mlflow: bool = True,
+                      progress: Callable[[str], None] | None = None) -> Replay:
+    """Replay every default strategy (:func:`istar_tune.replay.summary.settings_for`) ``replays`` times on each
+    unit of the grid ``experiment``, and log the table and recommendation to its search run (unless told not to)."""
+    began = time.monotonic()
+    units = read_grid(tracking_uri, experiment, simulated, across_methods, noise_from)
+    if progress:
+        progress(f"read {sum(len(u.curves) for u in units)} configurations in {len(units)} groups in "
+                 f"{time.monotonic() - began:.1f} s")
+    table = replay_table(units, replays, workers, seed, schedulers, progress)
+    result = Replay(table, recommendation(table), time.monotonic() - began)
+    if log_to_mlflow:
+        _log(tracking_uri, experiment, result)
+    return result
+
+
+def _log(tracking_uri: str, experiment: str, result: Replay) -> None:
+    client = tracking.client(tracking_uri)
+    experiment_id = tracking.get_experiment(client, tracking_uri, experiment).experiment_id
+    parents = tracking.find_runs(client, experiment_id, **{tracking.TAG_ROLE: "search"})
+    with tempfile.TemporaryDirectory() as folder:
+        for fmt in ("md", "csv"):
+            path = Path(folder) / f"replay.{fmt}"
+            render(result.table, fmt, path, caption=CAPTION)
+            for parent in parents[:1]:
+                client.log_artifact(parent.info.run_id, str(path), artifact_path=REPLAY_TABLE_ARTIFACT)
+    for parent in parents[:1]:
+        client.set_tag(parent.info.run_id, "istar_tune.replay", result.recommendation[:5000])
+
+
+__all__ = ["CAPTION", "Replay", "TARGET", "replay_experiment"]

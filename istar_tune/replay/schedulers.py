@@ -1,0 +1,206 @@
+"""Search strategies replayed on a grid's recorded curves: each trial's results are the ones its configuration's
+trial reported, so a replay is exact arithmetic, no training. Each function takes the unit's curves, a seeded random
+generator (the strategy's own randomness: the order trials start in, which trials it samples) and its setting, and
+returns a :class:`~istar_tune.replay.curves.Choice`.
+
+The asynchronous schedulers (ASHA, asynchronous Hyperband, median stopping) run on ``workers`` parallel workers:
+a worker takes the next trial in the order when it is free, each epoch takes its configuration's modelled seconds,
+and the scheduler sees results in the order they finish (ties to the lower worker). The rules are Ray Tune's
+(``ASHAScheduler``, ``AsyncHyperBandScheduler``, ``MedianStoppingRule`` with a hard stop), with a trial's epoch as
+its time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from istar_tune.replay.curves import Choice, Curve, choose
+
+NAMES = ("random", "tpe", "asha", "hyperband", "median")
+"""The strategies a replay knows."""
+CONTINUE, STOP = "continue", "stop"
+Decide = Callable[[int, int, float], str]
+"""(trial index, epoch, reported score) → ``CONTINUE`` or ``STOP``."""
+
+
+def run_workers(curves: Sequence[Curve], order: Sequence[int], workers: int, decide: Decide,
+                completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
+    """Trials of ``order`` on ``workers`` workers, each epoch's result shown to ``decide`` as it finishes; a trial
+    ends at its own epochs, when it fails, or when ``decide`` stops it. The choice: the best model among the trials'
+    ends and, per ``completes`` (trial → epoch counts, :func:`~istar_tune.replay.curves.arms`), the shorter
+    configurations a trial completed on its way (:func:`~istar_tune.replay.curves.choose`)."""
+    pending = iter(order)
+    running: list[tuple[float, int, int, int]] = []  # (finishes at, worker, trial, epoch)
+
+    def start(worker: int, now: float) -> None:
+        index = next(pending, None)
+        if index is not None:
+            heapq.heappush(running, (now + curves[index].epoch_seconds, worker, index, 1))
+
+    for worker in range(workers):
+        start(worker, 0.0)
+    ended, epochs, seconds = [], 0, 0.0
+    while running:
+        now, worker, index, epoch = heapq.heappop(running)
+        curve = curves[index]
+        epochs, seconds = epochs + 1, seconds + curve.epoch_seconds
+        if not curve.reported(epoch):  # it failed in this epoch
+            start(worker, now)
+            continue
+        if decide(index, epoch, curve.score(epoch)) == STOP or epoch >= curve.epochs:
+            on_way = [(index, k) for k in (completes or {}).get(index, ()) if k < epoch]
+            ended += [*on_way, (index, epoch)]
+            start(worker, now)
+        else:
+            heapq.heappush(running, (now + curve.epoch_seconds, worker, index, epoch + 1))
+    return Choice(choose(curves, ended), epochs, seconds)
+
+
+def random_search(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:
+    """``k`` configurations drawn without replacement, each trained to its own epochs; the best of them."""
+    drawn = [int(i) for i in rng.choice(len(curves), size=min(k, len(curves)), replace=False)]
+    ended = [(i, curves[i].epochs) for i in drawn if curves[i].reported(curves[i].epochs)]
+    epochs = sum(min(curves[i].epochs, len(curves[i].values) + 1) for i in drawn)
+    seconds = sum(min(curves[i].epochs, len(curves[i].values) + 1) * curves[i].epoch_seconds for i in drawn)
+    return Choice(choose(curves, ended), epochs, seconds)
+
+
+class _Bracket:
+    """One bracket of asynchronous successive halving (Ray's ``_Bracket``): rungs at ``grace · η^(k + s)`` epochs
+    below the horizon; a trial reaching a rung goes on if its score is at least the ``1 - 1/η`` quantile (numpy's
+    linear one, NaNs left out) of the scores recorded there before it."""
+
+    def __init__(self, grace: int, horizon: int, eta: float, s: int) -> None:
+        count = int(np.log(horizon / grace) / np.log(eta) - s + 1)
+        self.quantile = 1 - 1 / eta
+        # Per rung: its epoch, the trials recorded there, their finite scores sorted.
+        self.rungs: list[tuple[float, set[int], list[float]]] = [(grace * eta ** (k + s), set(), [])
+                                                                 for k in reversed(range(count))]
+
+    def on_result(self, index: int, epoch: int, value: float) -> str:
+        for milestone, recorded, scores in self.rungs:
+            if epoch < milestone or index in recorded:
+                continue
+            cutoff = _quantile(scores, self.quantile) if scores else None
+            recorded.add(index)
+            if not math.isnan(value):
+                bisect.insort(scores, value)
+            return STOP if cutoff is not None and value < cutoff else CONTINUE
+        return CONTINUE
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """numpy's linear quantile of sorted values (its interpolation, to the last bit)."""
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    a, b, t = ordered[low], ordered[high], position - low
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
+def asha(curves: Sequence[Curve], rng: np.random.Generator, grace: int, eta: float, workers: int,
+         brackets: int = 1, completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
+    """Asynchronous successive halving (``brackets`` > 1: asynchronous Hyperband, each trial drawn into a bracket
+    with Ray's weights) over every configuration in a random order, the horizon the largest ``epochs``."""
+    horizon = max(c.epochs for c in curves)
+    grace = min(grace, horizon)
+    count = max(1, min(brackets, int(np.log(horizon / grace) / np.log(eta)) + 1))
+    built = [_Bracket(grace, horizon, eta, s) for s in range(count)]
+    sizes = np.array([len(b.rungs) for b in built])
+    weights = np.e ** (sizes - sizes.max())
+    order = [int(i) for i in rng.permutation(len(curves))]
+    draws = rng.choice(len(built), size=len(curves), p=weights / weights.sum())
+    bracket_of = {index: built[int(draw)] for index, draw in zip(order, draws)}
+
+    def decide(index: int, epoch: int, value: float) -> str:
+        if epoch >= horizon:
+            return STOP
+        return bracket_of[index].on_result(index, epoch, value)
+
+    return run_workers(curves, order, workers, decide, completes)
+
+
+def median_stopping(curves: Sequence[Curve], rng: np.random.Generator, grace: int, workers: int,
+                    min_samples: int = 3, completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
+    """Ray's median stopping rule with a hard stop: from epoch ``grace`` on, a trial whose best score so far is below
+    the median of the other trials' mean scores over epochs ``grace..t`` (trials that reached epoch t) stops; with
+    fewer than ``min_samples`` such trials it goes on."""
+    sums: dict[int, float] = {}
+    best: dict[int, float] = {}
+    means_at: dict[int, list[float]] = {}  # epoch t → the sorted finite means over grace..t of trials that reached t
+
+    def decide(index: int, epoch: int, value: float) -> str:
+        best[index] = value if epoch == 1 else max(best[index], value)  # max() as Ray's: a NaN stays where it is
+        if epoch < grace:
+            return CONTINUE
+        sums[index] = sums.get(index, 0.0) + value
+        others = means_at.setdefault(epoch, [])
+        action = CONTINUE
+        if len(others) >= min_samples:
+            middle = len(others) // 2
+            median = others[middle] if len(others) % 2 else (others[middle - 1] + others[middle]) / 2
+            action = STOP if median > best[index] else CONTINUE
+        mean = sums[index] / (epoch - grace + 1)
+        if math.isfinite(mean):
+            bisect.insort(others, mean)
+        return action
+
+    order = [int(i) for i in rng.permutation(len(curves))]
+    return run_workers(curves, order, workers, decide, completes)
+
+
+def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:
+    """Optuna's TPE sampler (its defaults, seeded from ``rng``) over the grid's values of each hyperparameter (the
+    method first where methods are compared, then that method's own), ``k`` trials; each point it proposes is
+    answered by that configuration's recorded score (a point proposed again is trained again, as a search would). A
+    failed configuration answers as a failed trial."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=int(rng.integers(2 ** 31)))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    ended, epochs, seconds = [], 0, 0.0
+    for _ in range(k):
+        trial = study.ask()
+        index = _propose(curves, trial)
+        if index is None:  # the grid is not a full product and lacks this point: nothing trained
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        curve = curves[index]
+        trained = min(curve.epochs, len(curve.values) + 1)
+        epochs, seconds = epochs + trained, seconds + trained * curve.epoch_seconds
+        value = curve.score()
+        if math.isnan(value):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+            ended.append((index, curve.epochs))
+    return Choice(choose(curves, ended), epochs, seconds)
+
+
+def _propose(curves: Sequence[Curve], trial) -> int | None:
+    """The curve whose configuration ``trial`` suggests, one hyperparameter at a time (the method first, then the
+    values that method's configurations take); ``None`` for a combination the grid does not hold."""
+    left = list(range(len(curves)))
+    keys = sorted({key for c in curves for key in c.config}, key=lambda key: (key != "method", key))
+    for key in keys:
+        method = curves[left[0]].config.get("method") if key != "method" else None
+        values = sorted({c.config.get(key) for c in curves if method is None or c.config.get("method") == method},
+                        key=_order_key)
+        if len(values) > 1:
+            chosen = trial.suggest_categorical(key if method is None else f"{method}.{key}", values)
+            left = [i for i in left if curves[i].config.get(key) == chosen]
+            if not left:
+                return None
+    return left[0]
+
+
+def _order_key(value) -> tuple:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))

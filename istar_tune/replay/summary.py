@@ -1,0 +1,130 @@
+"""Replays of each search strategy over many seeds of its own randomness, summarised per unit and setting: how often
+it chose the grid's best configuration (or one within the seed noise of it), its regret, and what it cost as a share
+of the grid; and the one recommendation: the cheapest setting that chose the best (or within noise) in at least
+:data:`TARGET` of the replays of every unit."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from istar_tune.replay import schedulers
+from istar_tune.replay.curves import Choice, Curve, Unit, arms
+
+TARGET = 0.95
+"""The share of replays a recommended setting must choose the best (or within noise) in."""
+SAMPLE_SHARES = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
+"""Random search and TPE: the configurations they try, as shares of the grid's."""
+TPE_LARGEST_SHARE = 1 / 4
+"""TPE's largest share (its cost per proposal grows with the trials told: half of a 648-point grid takes 1 s a
+replay)."""
+COLUMNS = ["model", "task", "method", "scheduler", "setting", "replays", "configurations", "chose_best",
+           "within_noise", "mean_regret", "worst_regret", "mean_dev_regret", "worst_dev_regret", "epochs_share",
+           "gpu_hours", "gpu_hours_share"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A search strategy with its parameters, as one row of the replay table names it."""
+
+    scheduler: str
+    setting: str
+    run: Callable[[list[Curve], np.random.Generator], Choice]
+
+
+def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None = None) -> list[Setting]:
+    """The default settings replayed on ``unit``: random search over :data:`SAMPLE_SHARES` of its configurations,
+    TPE over those up to :data:`TPE_LARGEST_SHARE`; ASHA with grace 1 and 2 × η 2, 3, 4; asynchronous Hyperband
+    with η 2 and 3; median stopping with grace 1 and 2 (the early-stopping ones only where a rung lies below the
+    largest epochs, on the unit's :func:`~istar_tune.replay.curves.arms`: with shared prefixes, ``epochs`` is their
+    budget, not a hyperparameter)."""
+    count, horizon = len(unit.curves), max(c.epochs for c in unit.curves)
+    sizes = sorted({max(1, round(count * share)) for share in SAMPLE_SHARES if round(count * share) < count})
+    found = [Setting("random", f"k={k}", lambda c, r, k=k: schedulers.random_search(c, r, k)) for k in sizes]
+    found += [Setting("tpe", f"k={k}", lambda c, r, k=k: schedulers.tpe(c, r, k)) for k in sizes
+              if k <= count * TPE_LARGEST_SHARE]
+    graces = [g for g in (1, 2) if g < horizon]
+    on = _on_arms(arms(unit.curves))
+    found += [Setting("asha", f"grace={g} eta={eta} workers={workers}",
+                      on(lambda c, r, done, g=g, eta=eta: schedulers.asha(c, r, g, eta, workers, completes=done)))
+              for g in graces for eta in (2, 3, 4) if g * eta < horizon]
+    found += [Setting("hyperband", f"grace=1 eta={eta} workers={workers}",
+                      on(lambda c, r, done, eta=eta: schedulers.asha(c, r, 1, eta, workers, horizon, done)))
+              for eta in (2, 3) if 1 in graces and eta < horizon]
+    found += [Setting("median", f"grace={g} workers={workers}",
+                      on(lambda c, r, done, g=g: schedulers.median_stopping(c, r, g, workers, completes=done)))
+              for g in graces]
+    return [s for s in found if schedulers_asked is None or s.scheduler in schedulers_asked]
+
+
+def _on_arms(found: dict[int, list[int]]):
+    """A strategy run on the curves ``found`` names (:func:`~istar_tune.replay.curves.arms`, with the epochs each
+    completes on its way), its choice named by the unit's own indices."""
+    indices = list(found)
+    completes = {j: found[i] for j, i in enumerate(indices)}
+
+    def wrap(run):
+        def on(curves, rng):
+            choice = run([curves[i] for i in indices], rng, completes)
+            chosen = (indices[choice.chosen[0]], choice.chosen[1]) if choice.chosen else None
+            return Choice(chosen, choice.epochs_trained, choice.seconds)
+        return on
+    return wrap
+
+
+def replay_unit(unit: Unit, setting: Setting, replays: int, seed: int) -> dict:
+    """One row: ``setting`` replayed ``replays`` times on ``unit`` (replay r draws from the seed (seed, r), the same
+    for every setting)."""
+    choices = [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(replays)]
+    best, best_dev = unit.score_of(unit.best), unit.dev_score_of(unit.best)
+    regrets = np.array([best - unit.score_of(c.chosen) if c.chosen else math.inf for c in choices])
+    dev_regrets = np.array([best_dev - unit.dev_score_of(c.chosen) if c.chosen else math.inf for c in choices])
+    has_dev = unit.curves[0].dev is not None
+    within = (float(np.mean(regrets <= unit.noise)) if unit.noise is not None else math.nan)
+    gpu_hours = float(np.mean([c.seconds for c in choices])) / 3600
+    return {"model": unit.model, "task": unit.task, "method": unit.method, "scheduler": setting.scheduler,
+            "setting": setting.setting, "replays": replays, "configurations": len(unit.curves),
+            "chose_best": float(np.mean([unit.is_best(c.chosen) for c in choices])), "within_noise": within,
+            "mean_regret": float(np.mean(regrets)), "worst_regret": float(np.max(regrets)),
+            "mean_dev_regret": float(np.mean(dev_regrets)) if has_dev else math.nan,
+            "worst_dev_regret": float(np.max(dev_regrets)) if has_dev else math.nan,
+            "epochs_share": float(np.mean([c.epochs_trained for c in choices])) / unit.grid_epochs,
+            "gpu_hours": gpu_hours, "gpu_hours_share": gpu_hours * 3600 / unit.grid_seconds}
+
+
+def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: int = 0,
+                 schedulers_asked: tuple[str, ...] | None = None,
+                 progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Every default setting (:func:`settings_for`) replayed on every unit; a row each."""
+    rows = []
+    for unit in units:
+        for setting in settings_for(unit, workers, schedulers_asked):
+            rows.append(replay_unit(unit, setting, replays, seed))
+        if progress:
+            progress(f"replayed {unit.model}/{unit.task}/{unit.method}: {len(unit.curves)} configurations")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def recommendation(table: pd.DataFrame) -> str:
+    """The cheapest setting (by its mean share of the grid's epochs over the units) that chose the grid's best, or one
+    within the seed noise of it, in at least :data:`TARGET` of the replays of every unit."""
+    if table.empty:
+        return "recommendation: nothing was replayed"
+    reached = table.chose_best.where(table.within_noise.isna(), np.maximum(table.chose_best, table.within_noise))
+    by = table.assign(reached=reached).groupby(["scheduler", "setting"], sort=False)
+    summary = by.agg(reached=("reached", "min"), share=("epochs_share", "mean"), units=("reached", "size"))
+    good = summary[(summary.reached >= TARGET) & (summary.share < 1) & (summary.units == table.groupby(
+        ["model", "task", "method"]).ngroups)].sort_values("share", kind="stable")
+    what = "the best or one within its seed noise" if table.within_noise.notna().any() else "the best"
+    if good.empty:
+        top = summary.sort_values(["reached", "share"], ascending=[False, True], kind="stable").iloc[0]
+        return (f"recommendation: keep the grid: no cheaper setting chose {what} in {TARGET:.0%} of the replays of "
+                f"every group (the most reliable, {' '.join(top.name)}, did in {top.reached:.0%} at "
+                f"{top.share:.0%} of the grid's epochs)")
+    top = good.iloc[0]
+    return (f"recommendation: {' '.join(top.name)} chose {what} in {top.reached:.0%} of the replays of every group "
+            f"(at least) for {top.share:.0%} of the grid's epochs")

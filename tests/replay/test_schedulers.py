@@ -1,0 +1,118 @@
+"""Each strategy's replay against a hand-computed run of it: which trials stop where, what is chosen, what it cost.
+The strategies' randomness (the order trials start in, the draws) is fixed by a stub generator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from istar_tune.replay import schedulers
+from istar_tune.replay.curves import Curve
+
+
+class Fixed:
+    """A generator whose permutation, draws and integers are given."""
+
+    def __init__(self, order=(), draws=(), integers=0):
+        self.order, self.draws, self.value = list(order), list(draws), integers
+
+    def permutation(self, n):
+        return np.array(self.order or range(n))
+
+    def choice(self, n, size=None, replace=True, p=None):
+        return np.array(self.draws if self.draws else [0] * size)
+
+    def integers(self, high):
+        return self.value
+
+
+def _curves(*values, seconds=(), failed=()):
+    return [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": 3 if i not in failed else 3},
+                  tuple(v), failed=i in failed, epoch_seconds=seconds[i] if seconds else 1.0)
+            for i, v in enumerate(values)]
+
+
+ASHA_CURVES = ([0.5, 0.6, 0.7], [0.4, 0.9, 0.95], [0.6, 0.5, 0.55], [0.55, 0.65, 0.66])
+
+
+def test_asha_on_one_worker_stops_at_each_rung_below_the_quantile_of_what_came_before():
+    # Rungs at epochs 2 and 1 (grace 1, η 2, horizon 3). c0 sets both rungs and ends at 3; c1 0.4 < 0.5 stops at
+    # rung 1; c2 passes rung 1 (0.6 >= median 0.45) and stops at rung 2 (0.5 < 0.6); c3 passes both (0.55 >= 0.5,
+    # 0.65 >= 0.55). Ended: c0@3 0.7, c1@1 0.4, c2@2 0.5, c3@3 0.66: c0, not the grid's best c1 (0.95).
+    choice = schedulers.asha(_curves(*ASHA_CURVES), Fixed(order=[0, 1, 2, 3]), grace=1, eta=2, workers=1)
+    assert (choice.chosen, choice.epochs_trained, choice.seconds) == ((0, 3), 9, 9.0)
+
+
+def test_asha_on_two_workers_sees_results_in_the_order_they_finish():
+    # c0's epochs take 10 s, the others' 1 s: c1 sets the rungs (0.4, 0.9) and ends at 3; c2 stops at rung 2
+    # (0.5 < 0.9); c3 passes rung 1 (0.55 >= median(0.4, 0.6)) and stops at rung 2 (0.65 < 0.7, the median of 0.9
+    # and 0.5); c0's first epoch ends at 10 s: 0.5 < median(0.4, 0.6, 0.55) = 0.55, stopped.
+    curves = _curves(*ASHA_CURVES, seconds=(10.0, 1.0, 1.0, 1.0))
+    choice = schedulers.asha(curves, Fixed(order=[0, 1, 2, 3]), grace=1, eta=2, workers=2)
+    assert (choice.chosen, choice.epochs_trained, choice.seconds) == ((1, 3), 8, 17.0)
+
+
+def test_hyperband_brackets_come_from_the_draws_and_a_later_bracket_starts_at_a_later_rung():
+    curves = _curves(*ASHA_CURVES)
+    first = schedulers.asha(curves, Fixed(order=[0, 1, 2, 3], draws=[0, 0, 0, 0]), 1, 2, 1, brackets=3)
+    assert first == schedulers.asha(curves, Fixed(order=[0, 1, 2, 3]), 1, 2, 1)  # bracket 0 is ASHA's
+    last = schedulers.asha(curves, Fixed(order=[0, 1, 2, 3], draws=[1, 1, 1, 1]), 1, 2, 1, brackets=3)
+    # Bracket 1's one rung is epoch 2: c0 sets it (0.6), c1 passes (0.9), c2 stops (0.5 < 0.75, the median of 0.6
+    # and 0.9), c3 passes (0.65 >= 0.6): 3 + 3 + 2 + 3 epochs, and c1 (0.95) chosen.
+    assert (last.chosen, last.epochs_trained) == ((1, 3), 11)
+
+
+def test_median_stopping_compares_the_best_so_far_with_the_median_of_the_others_means():
+    # Three others needed: c3 at epoch 1 sees 0.5, 0.7, 0.6 (median 0.6) > its 0.4, stopped; c4 sees 0.5, 0.7, 0.6,
+    # 0.4 (median 0.55) > 0.3, stopped. Chosen: c1 (0.8), not the grid's best c4 (0.95).
+    curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": 2}, v) for i, v in
+              enumerate([(0.5, 0.6), (0.7, 0.8), (0.6, 0.65), (0.4, 0.9), (0.3, 0.95)])]
+    choice = schedulers.median_stopping(curves, Fixed(order=[0, 1, 2, 3, 4]), grace=1, workers=1)
+    assert (choice.chosen, choice.epochs_trained) == ((1, 2), 8)
+
+
+def test_a_failed_trial_counts_its_epochs_and_results_but_is_never_chosen():
+    curves = _curves([0.9], [0.4, 0.5, 0.6], [0.45, 0.5, 0.55], failed=(0,))
+    choice = schedulers.asha(curves, Fixed(order=[0, 1, 2]), grace=1, eta=2, workers=1)
+    # c0 reports 0.9 at epoch 1 and fails in epoch 2 (2 epochs trained); c1 then stops at rung 1 (0.4 < 0.9), c2 too
+    assert (choice.chosen, choice.epochs_trained) == ((2, 1), 4)
+    drawn = schedulers.random_search(curves, Fixed(draws=[0, 1]), k=2)
+    assert (drawn.chosen, drawn.epochs_trained) == ((1, 3), 5)
+
+
+def test_random_search_chooses_the_best_of_its_draws_and_a_whole_draw_is_the_grid():
+    curves = _curves(*ASHA_CURVES)
+    assert schedulers.random_search(curves, Fixed(draws=[2, 3]), k=2).chosen == (3, 3)
+    whole = schedulers.random_search(curves, np.random.default_rng(0), k=4)
+    assert (whole.chosen, whole.epochs_trained) == ((1, 3), 12)
+
+
+def test_tpe_proposes_only_grid_points_and_the_same_seed_gives_the_same_choice():
+    curves = [Curve({"method": m, "learning_rate": lr, "epochs": e, **({"lam": 1.0} if m == "istar" else {})},
+                    tuple([0.5 + lr * 1e3 + (0.1 if m == "istar" else 0)] * e))
+              for m in ("base", "istar") for lr in (1e-5, 3e-5) for e in (1, 2)]
+    runs = [schedulers.tpe(curves, np.random.default_rng(seed), k=40) for seed in (1, 1, 2)]
+    assert runs[0] == runs[1]
+    assert all(r.chosen == (6, 1) for r in runs)  # istar lr 3e-5, 1 epoch: the best, fewest epochs
+    assert runs[0].epochs_trained <= 80
+
+
+@pytest.mark.parametrize("scheduler", ["asha", "median"])
+def test_configurations_that_differ_only_in_epochs_are_trials_of_their_own(scheduler):
+    # (lr, 1 epoch) is the first epoch of (lr, 3 epochs): both are trials; stopping the 3-epoch one after epoch 1
+    # leaves the 1-epoch configuration's model.
+    shared = [Curve({"method": "base", "learning_rate": 1e-5, "epochs": 3}, (0.9, 0.6, 0.5)),
+              Curve({"method": "base", "learning_rate": 1e-5, "epochs": 1}, (0.9,)),
+              Curve({"method": "base", "learning_rate": 3e-5, "epochs": 3}, (0.3, 0.4, 0.5))]
+    run = (schedulers.asha(shared, Fixed(order=[0, 1, 2]), 1, 2, 1) if scheduler == "asha" else
+           schedulers.median_stopping(shared, Fixed(order=[0, 1, 2]), 1, 1))
+    assert shared[run.chosen[0]].at(run.chosen[1]) == shared[1].config
+
+
+def test_a_trial_that_reaches_epoch_k_completes_the_k_epoch_configuration_on_its_way():
+    # One family, epochs {1, 2, 3} shared: the longest runs, stopped by nobody; the 2-epoch configuration (0.9) is
+    # the best, and the trial completed it on its way to 3 (0.6).
+    curves = [Curve({"method": "base", "learning_rate": 1e-5, "epochs": 3}, (0.5, 0.9, 0.6))]
+    alone = schedulers.asha(curves, Fixed(order=[0]), 1, 2, 1)
+    on_way = schedulers.asha(curves, Fixed(order=[0]), 1, 2, 1, completes={0: [1, 2, 3]})
+    assert alone.chosen == (0, 3) and on_way.chosen == (0, 2) and on_way.epochs_trained == 3

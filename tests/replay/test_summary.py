@@ -1,0 +1,71 @@
+"""A replay's row per strategy and setting, and the one recommendation line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from istar_tune.replay.curves import Choice, Curve, Unit
+from istar_tune.replay.schedulers import _quantile
+from istar_tune.replay.summary import COLUMNS, Setting, recommendation, replay_table, replay_unit, settings_for
+
+
+def _unit(noise=None, dev=False):
+    values = [(0.5, 0.6, 0.7), (0.4, 0.9, 0.95), (0.6, 0.5, 0.55), (0.55, 0.65, 0.66)]
+    curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": 3}, v,
+                    dev=tuple(x - 0.1 for x in v) if dev else None, epoch_seconds=60.0) for i, v in enumerate(values)]
+    return Unit("m", "t", "base", curves, grid_epochs=12, grid_seconds=720.0, noise=noise)
+
+
+def test_a_row_counts_choices_regrets_and_cost_over_the_replays():
+    unit = _unit(noise=0.3, dev=True)
+    picks = iter([0, 1, 1, 3, 1])  # a "strategy" that trains one configuration to its end: c0, c1, c1, c3
+    setting = Setting("fixed", "one", lambda curves, rng: Choice((next(picks), 3), 3, 180.0))
+    row = replay_unit(unit, setting, replays=4, seed=0)
+    assert row["chose_best"] == 0.5 and row["within_noise"] == 1.0  # regrets 0.25, 0, 0, 0.29: all within 0.3
+    assert row["mean_regret"] == pytest.approx((0.25 + 0.29) / 4) and row["worst_regret"] == pytest.approx(0.29)
+    assert row["mean_dev_regret"] == pytest.approx((0.25 + 0.29) / 4)  # the dev curves sit 0.1 lower
+    assert row["epochs_share"] == 0.25 and row["gpu_hours"] == 0.05 and row["gpu_hours_share"] == 0.25
+    assert math.isnan(replay_unit(_unit(), setting, 1, 0)["within_noise"])  # no seeds stage: unknown
+
+
+def test_the_default_settings_and_a_table_of_them():
+    unit = _unit()
+    names = [(s.scheduler, s.setting) for s in settings_for(unit, workers=2)]
+    assert names == [("random", "k=1"), ("random", "k=2"), ("tpe", "k=1"),
+                     ("asha", "grace=1 eta=2 workers=2"), ("hyperband", "grace=1 eta=2 workers=2"),
+                     ("median", "grace=1 workers=2"), ("median", "grace=2 workers=2")]
+    table = replay_table([unit], replays=3, workers=2, schedulers_asked=("random", "median"))
+    assert list(table.columns) == COLUMNS and set(table.scheduler) == {"random", "median"}
+    again = replay_table([unit], replays=3, workers=2, schedulers_asked=("random", "median"))
+    assert table.equals(again)  # seeded
+
+
+def _rows(*rows):
+    return pd.DataFrame([dict(zip(["scheduler", "setting", "model", "task", "method", "chose_best", "within_noise",
+                                   "epochs_share"], r)) for r in rows])
+
+
+def test_the_recommendation_is_the_cheapest_setting_that_reached_the_target_in_every_group():
+    nan = math.nan
+    table = _rows(("asha", "a", "m", "t1", "base", 1.0, nan, 0.4), ("asha", "a", "m", "t2", "base", 0.9, nan, 0.4),
+                  ("random", "k=2", "m", "t1", "base", 0.96, nan, 0.5),
+                  ("random", "k=2", "m", "t2", "base", 0.97, nan, 0.5),
+                  ("median", "g", "m", "t1", "base", 1.0, nan, 1.0), ("median", "g", "m", "t2", "base", 1.0, nan, 1.0))
+    assert recommendation(table) == ("recommendation: random k=2 chose the best in 96% of the replays of every group "
+                                     "(at least) for 50% of the grid's epochs")
+    noisy = table.assign(within_noise=[1.0, 0.95, 0.9, 0.9, 1.0, 1.0])  # asha within noise in both groups
+    assert recommendation(noisy).startswith("recommendation: asha a chose the best or one within its seed noise")
+    costly = table[table.scheduler == "median"]  # as dear as the grid itself
+    assert recommendation(costly).startswith("recommendation: keep the grid: no cheaper setting chose the best")
+
+
+def test_the_quantile_is_numpys_to_the_last_bit():
+    rng = np.random.default_rng(1)
+    for n in range(1, 40):
+        values = sorted(rng.normal(size=n).tolist())
+        for eta in (2, 3, 4):
+            assert _quantile(values, 1 - 1 / eta) == np.percentile(values, (1 - 1 / eta) * 100)
