@@ -28,6 +28,7 @@ _API = {
     "Simulation": "istar_tune.search.tune.simulate",
     "build_table": "istar_tune.results.tables",
     "render": "istar_tune.results.formats",
+    "replay_experiment": "istar_tune.replay.run",
     "trial_runs": "istar_tune.tracking",
     "METHODS": "istar_tune.methods",
     "TASKS": "istar_tune.tasks",

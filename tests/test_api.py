@@ -12,7 +12,8 @@ DOCUMENTED = {"train": "istar_tune.training.loop", "Hyperparameters": "istar_tun
               "RunSettings": "istar_tune.config", "load_search_space": "istar_tune.search.spaces.file",
               "run_search": "istar_tune.search.run", "run_searches": "istar_tune.search.run",
               "Simulation": "istar_tune.search.tune.simulate", "build_table": "istar_tune.results.tables",
-              "render": "istar_tune.results.formats", "trial_runs": "istar_tune.tracking.runs",
+              "render": "istar_tune.results.formats", "replay_experiment": "istar_tune.replay.run",
+              "trial_runs": "istar_tune.tracking.runs",
               "METHODS": "istar_tune.methods", "TASKS": "istar_tune.tasks.registry", "Task": "istar_tune.tasks.task",
               "task_reference": "istar_tune.tasks.registry", "load_task_file": "istar_tune.tasks.definition"}
 

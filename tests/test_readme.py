@@ -95,6 +95,8 @@ def _smoke(glue_tiny, argv: list[str], tmp_path: Path) -> list[str]:
                 "--epochs", "1", "--max-length", "32", "--no-progress", "--output-dir", str(tmp_path / "train")]
     if command == "analyze":
         return ["analyze", str(tmp_path / "train"), *rest[1:], "--max-eval-samples", "16"]
+    if command == "replay":
+        return ["replay", *rest, "--replays", "2", "--no-mlflow", "--storage-path", str(tmp_path / "runs")]
     if command in ("table", "plots", "status"):
         rest = [str(tmp_path / Path(a).name) if i and rest[i - 1] in ("--output", "--output-dir") else a
                 for i, a in enumerate(rest)]
@@ -149,7 +151,7 @@ def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, st
     (stores / "shared").symlink_to(ROOT.parent / "shared")
     _own_task_files(clone)
     monkeypatch.chdir(clone)
-    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5}
+    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5, "replay": 6}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
         if argv[0] == "train" and "--config" in argv:
             continue  # a file `table --format yaml` wrote: tests/docs/ run the pair verbatim

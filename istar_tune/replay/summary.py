@@ -126,5 +126,5 @@ def recommendation(table: pd.DataFrame) -> str:
                 f"every group (the most reliable, {' '.join(top.name)}, did in {top.reached:.0%} at "
                 f"{top.share:.0%} of the grid's epochs)")
     top = good.iloc[0]
-    return (f"recommendation: {' '.join(top.name)} chose {what} in {top.reached:.0%} of the replays of every group "
-            f"(at least) for {top.share:.0%} of the grid's epochs")
+    return (f"recommendation: {' '.join(top.name)}: chose {what} in {top.reached:.0%} of the replays (the lowest of "
+            f"any group), for {top.share:.0%} of the grid's epochs")

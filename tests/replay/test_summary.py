@@ -55,10 +55,10 @@ def test_the_recommendation_is_the_cheapest_setting_that_reached_the_target_in_e
                   ("random", "k=2", "m", "t1", "base", 0.96, nan, 0.5),
                   ("random", "k=2", "m", "t2", "base", 0.97, nan, 0.5),
                   ("median", "g", "m", "t1", "base", 1.0, nan, 1.0), ("median", "g", "m", "t2", "base", 1.0, nan, 1.0))
-    assert recommendation(table) == ("recommendation: random k=2 chose the best in 96% of the replays of every group "
-                                     "(at least) for 50% of the grid's epochs")
+    assert recommendation(table) == ("recommendation: random k=2: chose the best in 96% of the replays (the lowest of "
+                                     "any group), for 50% of the grid's epochs")
     noisy = table.assign(within_noise=[1.0, 0.95, 0.9, 0.9, 1.0, 1.0])  # asha within noise in both groups
-    assert recommendation(noisy).startswith("recommendation: asha a chose the best or one within its seed noise")
+    assert recommendation(noisy).startswith("recommendation: asha a: chose the best or one within its seed noise")
     costly = table[table.scheduler == "median"]  # as dear as the grid itself
     assert recommendation(costly).startswith("recommendation: keep the grid: no cheaper setting chose the best")
 
