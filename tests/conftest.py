@@ -32,6 +32,41 @@ def _no_ray_left_behind():
         ray.shutdown()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _new_stores_from_a_migrated_copy(tmp_path_factory):
+    """MLflow builds a new sqlite store by running every one of its schema migrations (4 s on an idle core, 10 s on
+    a busy one), and the suite's searches and tables make over a hundred: in this process a new store starts as a
+    copy of one MLflow built at the session's start (the same tables, at the same schema version). Searches run as
+    subprocesses (the fault tests, the docs' commands) still build theirs as a user's does."""
+    import shutil
+
+    import sqlalchemy
+
+    try:
+        import mlflow.store.db.utils as db_utils
+    except ImportError:
+        yield
+        return
+    build = db_utils._initialize_tables
+    template = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    engine = sqlalchemy.create_engine(f"sqlite:///{template}")
+    build(engine)
+    engine.dispose()
+
+    def from_template(engine) -> None:
+        path = engine.url.database
+        if engine.url.get_backend_name() != "sqlite" or not path or path == ":memory:" or Path(path).stat().st_size:
+            build(engine)
+            return
+        engine.dispose()  # no connection holds the empty file while it is replaced
+        shutil.copyfile(template, path)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(db_utils, "_initialize_tables", from_template)
+    yield
+    patch.undo()
+
+
 def pytest_collection_modifyitems(config, items):
     """Files with end-to-end (``slow``) tests first, in their order, then the others: with ``-n 2 --dist loadfile
     --no-loadscope-reorder`` (``make test``) both workers start on the long files and the short ones fill the end, so
