@@ -116,7 +116,7 @@ def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -
     if task.metric == "mcc":
         measures["mcc"] = matthews_corrcoef(predictions, labels)
     elif task.metric == "f1":
-        measures["f1"] = f1_binary(predictions, labels)
+        measures["f1"] = f1_binary(predictions, labels, task.positive_index)
     elif task.metric == "f1_macro":
         measures["f1_macro"] = f1_macro(predictions, labels, task.num_labels)
     return {task.metric: measures[task.metric], **{k: v for k, v in measures.items() if k != task.metric}}

@@ -191,7 +191,7 @@ CASES = {
     "task: score not a number": (lambda t: [*TRAIN, "--task", _own(t, OWN + "problem_type: regression\n",
                                                                    train="text,label\na,high\n")], "not a number"),
     "task: empty split": (lambda t: [*TRAIN, "--task", _own(t, OWN, dev="text,label\n")], "split is empty"),
-    "task: binary f1 of three classes": (lambda t: [*TRAIN, "--task", _own(t, OWN + "metric: f1\n",
+    "task: binary f1 of three classes": (lambda t: [*TRAIN, "--task", _own(t, OWN + "metric: f1\npositive_label: 1\n",
                                                                            train="text,label\na,0\nb,1\nc,2\n")],
                                          "use f1_macro"),
     "task: --train-file alone": (lambda t: [*TRAIN, "--train-file", _own(t, OWN)], "go together"),

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr
 
-from istar_tune.metrics import accuracy, matthews_corrcoef, normalize_answer, pearson, squad_scores
+from istar_tune.metrics import (
+    accuracy,
+    classification_metrics,
+    matthews_corrcoef,
+    normalize_answer,
+    pearson,
+    squad_scores,
+)
 
 
 def test_accuracy_and_binary_mcc_against_hand_computed_values():
@@ -84,3 +91,25 @@ def test_a_classification_task_reports_its_metric_and_accuracy(metric, expected)
     measured = classification_metrics(task, logits, np.array([1, 0, 0, 1]))
     assert list(measured)[0] == metric and measured[metric] == pytest.approx(expected)
     assert measured["accuracy"] == pytest.approx(0.5)
+
+
+def test_a_tasks_binary_f1_is_of_its_positive_class():
+    from istar_tune.tasks.task import Task
+
+    logits = np.array([[2.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 0.0]])  # predicts ham, ham, spam, ham
+    labels = np.array([0, 1, 1, 0])
+    spam = Task("spam", "Spam", "classification", "f1", label_names=("ham", "spam"), positive_label="spam")
+    ham = Task("spam", "Spam", "classification", "f1", label_names=("ham", "spam"), positive_label="ham")
+    assert classification_metrics(spam, logits, labels)["f1"] == pytest.approx(2 / 3)  # tp 1, fp 0, fn 1
+    assert classification_metrics(ham, logits, labels)["f1"] == pytest.approx(0.8)  # tp 2, fp 1, fn 0
+
+
+def test_what_the_docs_state_of_absent_classes_and_constant_predictions():
+    from istar_tune.metrics import f1_macro, spearman
+
+    predictions, labels = np.array([0, 1, 0, 1]), np.array([0, 1, 1, 1])  # class 2 neither occurs nor is predicted
+    per_class = [2 / 3, 0.8]
+    assert f1_macro(predictions, labels, num_classes=3) == pytest.approx(sum(per_class) / 3)
+    assert f1_macro(predictions, labels) == pytest.approx(sum(per_class) / 2)
+    constant = np.zeros(4)
+    assert pearson(constant, labels) == spearman(constant, labels) == matthews_corrcoef(np.zeros(4, int), labels) == 0

@@ -36,7 +36,8 @@ def searched(glue_tiny, write_own, tmp_path_factory):
     write_own(glue_tiny, root / "data", "sst2", "csv", string_labels=True)
     (root / "tasks").mkdir()
     (root / "tasks" / "reviews.yaml").write_text(
-        "name: reviews\ndisplay_name: Reviews\ntrain: ../data/train.csv\nvalidation: ../data/dev.csv\nmetric: f1\n")
+        "name: reviews\ndisplay_name: Reviews\ntrain: ../data/train.csv\nvalidation: ../data/dev.csv\nmetric: f1\n"
+        "positive_label: positive\n")
     (root / "space.yaml").write_text("""\
 name: own-search
 models: [tiny-bert]
@@ -66,7 +67,7 @@ def test_table_status_and_plots_read_the_task_back_from_mlflow(searched):
     root, _ = searched
     table = _run("table", "--experiment", "own-search", "--storage-path", "runs", cwd=root).stdout
     row = next(line for line in table.splitlines() if "| reviews |" in line)
-    assert row.startswith("| tiny-bert | reviews | istar | f1 |") and "| 2 |" in row
+    assert row.startswith("| tiny-bert | reviews | istar | f1 of 'positive' |") and "| 2 |" in row  # says which
     paper = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--against-paper", cwd=root).stdout
     reviews = next(line for line in paper.splitlines() if "| reviews |" in line)
     assert reviews.rstrip().endswith("| — |")  # no paper value beside a task of one's own
@@ -108,7 +109,8 @@ def test_mlflow_keeps_the_definition_with_its_files_checksums(searched):
     assert logged["label_names"] == ["negative", "positive"] and logged["examples"] == {"train": 64, "validation": 32}
     trials = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
     assert {t.data.tags["task"] for t in trials} == {"reviews"}
-    assert all('"metric": "f1"' in t.data.tags[tracking.TAG_TASK] for t in trials)
+    assert all('"metric": "f1"' in t.data.tags[tracking.TAG_TASK] and '"positive_label": "positive"' in
+               t.data.tags[tracking.TAG_TASK] for t in trials)
 
 
 def test_the_yaml_export_trains_again_from_another_folder(searched):

@@ -65,7 +65,7 @@ def _log(tracking_uri: str, experiment: str, result: Replay) -> None:
             for parent in parents[:1]:
                 client.log_artifact(parent.info.run_id, str(path), artifact_path=REPLAY_TABLE_ARTIFACT)
     for parent in parents[:1]:
-        client.set_tag(parent.info.run_id, "istar_tune.replay", result.recommendation[:5000])
+        client.set_tag(parent.info.run_id, tracking.TAG_REPLAY, result.recommendation[:tracking.MAX_TAG_CHARS])
 
 
 __all__ = ["CAPTION", "Replay", "TARGET", "replay_experiment"]

@@ -169,7 +169,8 @@ def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefi
             shown = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
             parts.append(f"{_center(method)(observed):.2f} ± {std:.2f}{shown}")
         published = _published(*papers, model, task, method, prefix, index)
-        typed.append({"model": model, "method": row, "task": task, "metric": metric,
+        typed.append({"model": model, "method": row, "task": task,
+                      "metric": get_task(task).metric_text if metric == get_task(task).metric else metric,
                       "summary": "median" if _reports_median(method) else "mean",
                       "value": float(_center(method)(observed)) if observed else None,
                       "std": std if observed else None, "ci_low": bounds[0] if bounds else None,

@@ -61,7 +61,7 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
                 best = best_scored(ranked, lambda r: r.config, lambda r: scores[r.run_id])
                 config = best.config if best else {}
                 rows.append({
-                    "model": model, "task": task, "method": method, "metric": get_task(task).metric,
+                    "model": model, "task": task, "method": method, "metric": get_task(task).metric_text,
                     "score": scores[best.run_id] if best else math.nan,
                     "batch_size": config.get("batch_size"), "epochs": config.get("epochs"),
                     "learning_rate": config.get("learning_rate"),

@@ -20,6 +20,7 @@ A definition (user-facing keys)::
     label_names: [billing, bug]   # default: the training split's distinct values, sorted (2 or more)
     score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
+    positive_label: bug           # metric f1 of a classification: the class whose F1 it is (required)
     encoding: latin-1             # csv, tsv, json: the files' text encoding (default utf-8)
 """
 
@@ -55,7 +56,7 @@ from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
         "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue",
-        "encoding")
+        "encoding", "positive_label")
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -116,6 +117,7 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")
     _check_fields(text_fields, label_field, problem)
     label_names = _label_names(raw.get("label_names", []), problem_type, metric, problem)
+    positive = _positive_label(raw.get("positive_label"), problem_type, metric, label_names, problem)
     score_range = _score_range(raw.get("score_range"), problem_type, problem)
     examples = _examples(raw.get("examples", {}), problem)
     checksums = raw.get("checksums", {}) or {}
@@ -131,7 +133,28 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
                 score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
                 checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped,
-                infer_problem_type=infer, encoding=encoding)
+                infer_problem_type=infer, encoding=encoding, positive_label=positive)
+
+
+def _positive_label(value, problem_type: str, metric: str, label_names: tuple[str, ...], problem) -> str:
+    """The class a binary F1 is of: required with ``metric: f1`` on a classification (the sorted class names would
+    otherwise decide it silently), one of ``label_names`` when they are given."""
+    binary_f1 = metric == "f1" and problem_type == CLASSIFICATION
+    if value is None:
+        if binary_f1:
+            known = f": one of {', '.join(map(repr, label_names))}" if label_names else " (one of its two classes)"
+            problem("positive_label", f"metric f1 is the F1 of one class: name it with positive_label{known}")
+        return ""
+    if not binary_f1:
+        problem("positive_label", f"only a binary F1 (metric: f1 on a classification) has a positive class; this "
+                                  f"task's metric is {metric}")
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        problem("positive_label", f"must be a class name, got {value!r}")
+        return ""
+    if label_names and str(value) not in label_names:
+        problem("positive_label", f"{str(value)!r} is not a class of this task ({', '.join(label_names)})")
+    return str(value)
 
 
 def _encoding(value, file_format: str, problem) -> str:
@@ -330,6 +353,8 @@ def definition_mapping(task: Task) -> dict[str, Any]:
         mapping["encoding"] = task.encoding
     if task.label_names:
         mapping["label_names"] = list(task.label_names)
+    if task.positive_label:
+        mapping["positive_label"] = task.positive_label
     if task.score_range is not None:
         mapping["score_range"] = list(task.score_range)
     if task.train_examples and task.eval_examples:
@@ -342,13 +367,14 @@ def definition_mapping(task: Task) -> dict[str, Any]:
 def facts(task: Task) -> dict[str, str]:
     """What a reader of MLflow needs of a task it has no definition of: its name, how it is shown and ranked."""
     return {"name": task.name, "display_name": task.display_name, "problem_type": task.problem_type,
-            "metric": task.metric}
+            "metric": task.metric, **({"positive_label": task.positive_label} if task.positive_label else {})}
 
 
 def task_from_facts(values: Mapping[str, str], source: str) -> Task:
     """The task of :func:`facts`, for tables and plots (no data: it cannot be trained)."""
     return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
-                problem_type=values["problem_type"], metric=values["metric"], source=source)
+                problem_type=values["problem_type"], metric=values["metric"], source=source,
+                positive_label=values.get("positive_label", ""))
 
 
 def with_source(task: Task, source: str) -> Task:

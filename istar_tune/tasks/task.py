@@ -100,6 +100,8 @@ class Task:
     shipped: bool = False
     encoding: str = DEFAULT_ENCODING
     """The text encoding of csv, tsv and json files."""
+    positive_label: str = ""
+    """With ``metric: f1`` on a classification: the class whose F1 is reported (a definition must name it)."""
     infer_problem_type: bool = False
     """The definition states no problem type (nor a metric, class names or a scale that imply one): reading the data
     decides it, then the metric is that type's default."""
@@ -114,6 +116,18 @@ class Task:
     @property
     def num_labels(self) -> int:
         return 1 if self.problem_type == REGRESSION else len(self.label_names)
+
+    @property
+    def positive_index(self) -> int:
+        """The class index a binary F1 is of: ``positive_label``'s, else the second (GLUE's MRPC and QQP)."""
+        return self.label_names.index(self.positive_label) if self.positive_label in self.label_names else 1
+
+    @property
+    def metric_text(self) -> str:
+        """The metric as tables name it: ``f1`` of a classification says its class (``f1 of 'equivalent'``)."""
+        if self.metric == "f1" and self.problem_type == CLASSIFICATION and self.positive_label:
+            return f"f1 of {self.positive_label!r}"
+        return self.metric
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -139,6 +153,7 @@ class Task:
             more = f", … {len(self.label_names) - MAX_CLASSES_SHOWN} more" if len(
                 self.label_names) > MAX_CLASSES_SHOWN else ""
             kind += f", {len(self.label_names)} classes: {shown}{more}" if self.label_names else ""
+            kind += f"; metric {self.metric_text}" if self.metric_text != self.metric else ""
         elif self.problem_type == REGRESSION:
             low_high = self.observed_scores or self.score_range
             kind += f", scores {low_high[0]:g} to {low_high[1]:g}" if low_high else ""

@@ -30,6 +30,7 @@ from istar_tune.tracking.store import (
     TAG_NODE,
     TAG_PARENT,
     TAG_PLAN,
+    TAG_REPLAY,
     TAG_RESTORED_FROM,
     TAG_ROLE,
     TAG_SEARCH,
@@ -63,7 +64,8 @@ from istar_tune.tracking.writer import RunWriter
 __all__ = [
     "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES",
     "STATUSES",
-    "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_RESTORED_FROM",
+    "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_REPLAY",
+    "TAG_RESTORED_FROM",
     "TAG_ROLE", "TAG_SEARCH_RUN",
     "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TASK", "TAG_TASK_FILES",
     "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",

@@ -237,6 +237,9 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
         if task.metric == "f1" and len(task.label_names) != 2:
             problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
                             f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
+        elif task.positive_label and task.positive_label not in task.label_names:
+            problems.append(f"{task.source}: positive_label {task.positive_label!r} is not a class of the training "
+                            f"split ({', '.join(task.label_names)})")
     splits = {}
     for split in SPLITS:
         data = loaded[split]

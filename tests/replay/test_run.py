@@ -22,7 +22,7 @@ def test_the_command_prints_the_table_and_logs_it_to_the_search_run(rehearsal, c
     parent = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "search"})[0]
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "replay")} == {"replay/replay.md",
                                                                                       "replay/replay.csv"}
-    assert parent.data.tags["istar_tune.replay"].startswith("recommendation: ")
+    assert parent.data.tags[tracking.TAG_REPLAY].startswith("recommendation: ")
     assert main(["replay", "--experiment", "landscape", "--tracking-uri", uri, "--simulated", "--replays", "2",
                  "--format", "parquet", "--output", str(tmp_path / "r.parquet"), "--no-mlflow"]) == 0
     assert (tmp_path / "r.parquet").is_file()

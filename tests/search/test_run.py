@@ -215,7 +215,8 @@ def test_a_task_definition_travels_with_its_trials_to_every_node(two_node_cluste
     own_data("sst2", "parquet", string_labels=True, folder=tmp_path / "data")
     (tmp_path / "tasks").mkdir()
     definition = tmp_path / "tasks" / "reviews.yaml"
-    definition.write_text("name: reviews\ntrain: ../data/train.parquet\nvalidation: ../data/dev.parquet\nmetric: f1\n")
+    definition.write_text("name: reviews\ntrain: ../data/train.parquet\nvalidation: ../data/dev.parquet\nmetric: f1\n"
+                          "positive_label: positive\n")
     (tmp_path / "space.yaml").write_text(
         "name: own\nmodels: [tiny-bert]\ntasks: [tasks/reviews.yaml]\nmethods: [base]\nhyperparameters:\n"
         "  batch_size: 16\n  epochs: 1\n  learning_rate: {grid: [1.0e-3, 3.0e-3]}\n"

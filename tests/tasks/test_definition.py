@@ -7,7 +7,7 @@ import pytest
 
 from istar_tune.errors import ConfigError
 from istar_tune.tasks import definition_mapping, load_task_file, task_from_mapping
-from istar_tune.tasks.definition import looks_like_definition_path
+from istar_tune.tasks.definition import facts, looks_like_definition_path, task_from_facts
 from istar_tune.tasks.registry import SHIPPED_ALIASES
 
 
@@ -85,3 +85,29 @@ def test_a_definition_rebuilds_the_same_task_without_its_file(tmp_path):
 def test_what_names_a_file():
     assert looks_like_definition_path("./tickets.yaml") and looks_like_definition_path("tasks/x")
     assert looks_like_definition_path("t.YML") and not looks_like_definition_path("sst2")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"metric": "f1"}, "positive_label: metric f1 is the F1 of one class: name it with positive_label (one of its "
+                       "two classes)"),
+    ({"metric": "f1", "label_names": ["no", "yes"]}, "name it with positive_label: one of 'no', 'yes'"),
+    ({"metric": "f1", "label_names": ["no", "yes"], "positive_label": "maybe"}, "'maybe' is not a class of this "
+                                                                                 "task (no, yes)"),
+    ({"metric": "accuracy", "positive_label": "yes"}, "only a binary F1 (metric: f1 on a classification) has a "
+                                                      "positive class; this task's metric is accuracy"),
+])
+def test_a_binary_f1_names_its_positive_class(tmp_path, extra, message):
+    with pytest.raises(ConfigError) as err:
+        task_from_mapping({"name": "spam", "train": "a.csv", "validation": "b.csv", **extra}, source="spam.yaml")
+    assert any(message in p for p in err.value.problems), err.value.problems
+
+
+def test_the_positive_class_travels_with_the_definition_and_the_facts_tables_read(tmp_path):
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text("text,label\nwin now,spam\nhello,ham\n")
+    task = task_from_mapping({"name": "spam", "train": str(tmp_path / "a.csv"), "validation": str(tmp_path / "b.csv"),
+                              "metric": "f1",
+                              "label_names": ["ham", "spam"], "positive_label": "ham"}, source="spam.yaml")
+    assert task.positive_index == 0 and task.metric_text == "f1 of 'ham'" and "metric f1 of 'ham'" in task.describe()
+    assert definition_mapping(task)["positive_label"] == "ham"
+    assert task_from_facts(facts(task), source="MLflow").metric_text == "f1 of 'ham'"

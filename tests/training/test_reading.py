@@ -221,7 +221,7 @@ def test_scores_that_are_not_numbers_and_a_binary_metric_of_three_classes(own_da
     three["train"].write_text(text + "so so,2\n")
     three["validation"].write_text(three["validation"].read_text() + "so so,2\n")
     with pytest.raises(ConfigError, match="f1 is binary F1, but the training split has 3 classes .*use f1_macro"):
-        read_task(_task(three, metric="f1"))
+        read_task(_task(three, metric="f1", positive_label=1))
 
 
 def test_a_file_changed_since_the_definition_was_resolved_is_refused(own_data):
@@ -288,3 +288,12 @@ def test_a_definitions_sizes_must_be_the_datas(own_data):
     with pytest.raises(ConfigError, match="examples: train 1,000, but the data holds 64: leave examples out"):
         read_task(_task(files, examples={"train": 1000, "validation": 32}))
     assert read_task(_task(files, examples={"train": 64, "validation": 32}))[0].train_examples == 64
+
+
+def test_a_positive_label_the_training_split_never_shows_is_refused(own_data):
+    files = own_data("sst2", "csv", string_labels=True)
+    with pytest.raises(ConfigError, match="positive_label 'good' is not a class of the training split "
+                                          r"\(negative, positive\)"):
+        read_task(_task(files, metric="f1", positive_label="good"))
+    task, _ = read_task(_task(files, metric="f1", positive_label="negative"))
+    assert task.positive_index == 0

@@ -92,7 +92,7 @@ def test_tasks_are_names_definition_files_beside_the_space_or_inline_definitions
     files = own_data("sst2", "csv", folder=tmp_path / "data")
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "reviews.yaml").write_text("name: reviews\ntrain: ../data/train.csv\n"
-                                                     "validation: ../data/dev.csv\nmetric: f1\n")
+                                                     "validation: ../data/dev.csv\nmetric: f1\npositive_label: 1\n")
     space = tmp_path / "space.yaml"
     space.write_text(BASE.replace("tasks: [sst2]", "tasks: [rte, tasks/reviews.yaml, {name: inline, train: "
                                                    "data/train.csv, validation: data/dev.csv}]"))
