@@ -28,3 +28,12 @@ def test_labels_and_metrics_per_problem_type():
 ])
 def test_resolved_means_classes_and_sizes_are_known(values, resolved):
     assert _task(**values).resolved is resolved
+
+
+def test_a_regression_on_a_wide_scale_is_told_to_rescale():
+    from istar_tune.tasks.task import Task
+
+    wide = Task("grades", "Grades", "regression", "pearson", observed_scores=(0.0, 100.0))
+    assert "scores 0 to 100 (trained on as they are, by squared error: a scale this wide trains poorly" in (
+        wide.describe())
+    assert "rescale" not in Task("stsb", "STS-B", "regression", "pearson", observed_scores=(0.0, 5.0)).describe()

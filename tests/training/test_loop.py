@@ -40,6 +40,14 @@ def test_same_seed_gives_the_same_metrics_and_lambda_zero_equals_base(make_hpara
 
 
 
+def test_a_progress_bar_changes_nothing_a_run_records(make_hparams, make_settings):
+    """The bars wrap the loaders (tqdm): the data order, dropout and Σ_S draws must not notice them."""
+    quiet = train(make_hparams(epochs=2), make_settings()).epochs
+    shown = train(make_hparams(epochs=2), make_settings(progress=True)).epochs
+    assert ([{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in quiet]
+            == [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in shown])
+
+
 def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(make_hparams, make_settings, monkeypatch):
     import istar_tune.training.loop as train_module
 
