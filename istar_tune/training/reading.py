@@ -245,9 +245,16 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
         data = loaded[split]
         labels = _labels(task, data[task.label_field], where[split], split, problems)
         for name in text_fields:
-            empty = [i for i, value in enumerate(data[name]) if value is None]
+            values = data[name]
+            empty = [i for i, value in enumerate(values) if value is None]
             if empty:
                 problems.append(f"{where[split]}: rows {_rows(empty)}: text field {name!r} is empty")
+            longest = max(range(len(values)), key=lambda i: len(values[i] or ""), default=0)
+            if values and len(values[longest] or "") > MAX_CELL_CHARS:
+                problems.append(f"{where[split]}: row {longest + 1}: text field {name!r} holds "
+                                f"{len(values[longest]):,} characters, over {MAX_CELL_CHARS:,} a cell (a model reads "
+                                "max_length tokens of it; every trial would hold it whole): cut it, or split it into "
+                                "rows")
         splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
         if split == "train" and task.problem_type == REGRESSION and labels:
             task = replace(task, observed_scores=(min(labels), max(labels)))
@@ -333,6 +340,10 @@ def _labels(task: Task, values: list, where: str, split: str, problems: list[str
             problems.append(f"{where}: rows {_rows(rows)}: label{'s' if plural else ''} {values} "
                             f"{'are' if plural else 'is'} not one of {', '.join(task.label_names)}{unseen}")
     return out
+
+
+MAX_CELL_CHARS = 1_000_000
+"""The most characters one text cell may hold (a 512-token window reads about 3,000)."""
 
 
 def _rows(indices: list[int]) -> str:

@@ -297,3 +297,14 @@ def test_a_positive_label_the_training_split_never_shows_is_refused(own_data):
         read_task(_task(files, metric="f1", positive_label="good"))
     task, _ = read_task(_task(files, metric="f1", positive_label="negative"))
     assert task.positive_index == 0
+
+
+def test_a_giant_text_cell_is_refused_before_any_trial_holds_it(own_data, monkeypatch):
+    from istar_tune.training import reading
+
+    files = own_data("sst2", "csv")
+    lines = files["train"].read_text().splitlines()
+    files["train"].write_text("\n".join([lines[0], *lines[1:4], "x" * 2_000 + ",1", *lines[4:]]) + "\n")
+    monkeypatch.setattr(reading, "MAX_CELL_CHARS", 1_000)  # a 200 MB cell, scaled down
+    with pytest.raises(ConfigError, match=r"row 4: text field 'text' holds 2,000 characters, over 1,000 a cell"):
+        read_task(_task(files))
