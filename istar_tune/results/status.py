@@ -11,6 +11,7 @@ import json
 import pandas as pd
 
 from istar_tune import tracking
+from istar_tune.console import say
 from istar_tune.errors import ConfigError
 from istar_tune.markdown import markdown
 from istar_tune.metrics import best_scored, score
@@ -63,7 +64,7 @@ def watch_status(tracking_uri: str, experiment: str, every_s: float = 0, redraw:
 
     if every_s < 0:
         raise ConfigError(f"--watch {every_s:g}: give the seconds between refreshes (more than 0), or leave it out")
-    write = write or (lambda text: print(text, flush=True))
+    write = write or say
     while True:
         table, headline = search_status(tracking_uri, experiment)
         write(("\033[H\033[2J" if redraw and every_s else "") + headline + "\n" + markdown(table))

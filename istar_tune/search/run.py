@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from istar_tune import tracking
+from istar_tune import console, tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError, repeated
 from istar_tune.search import cluster, guard, parent, preflight, stopping
@@ -36,9 +36,6 @@ from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
 
-
-def _print(text: str) -> None:
-    print(text, flush=True)
 
 
 def run_search(space: SearchSpace, **options) -> SearchSummary:
@@ -100,7 +97,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     of the cluster's GPUs, for the check that the space's packing (``resources.gpu``) fits (else the GPU type Ray
     reports says it).
     """
-    say = write or _print
+    say = write or console.say
     began = time.monotonic()
     stop = stopping.Stop()
     with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept

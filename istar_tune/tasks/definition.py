@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -375,10 +374,6 @@ def task_from_facts(values: Mapping[str, str], source: str) -> Task:
     return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
                 problem_type=values["problem_type"], metric=values["metric"], source=source,
                 positive_label=values.get("positive_label", ""))
-
-
-def with_source(task: Task, source: str) -> Task:
-    return replace(task, source=source)
 
 
 __all__ = ["KEYS", "PAPER_FORMATS", "definition_mapping", "facts", "label_text", "load_task_file",

@@ -26,11 +26,6 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
                         "save the file as UTF-8") from None
 
 
-def parse_file(task: Task, path: Path) -> dict[str, list]:
-    """One split file of ``task`` parsed into columns (the parser of its format)."""
-    return PARSERS[task.format](task, path)
-
-
 def parse_tsv(task: Task, path: Path) -> dict[str, list]:
     """Read one GLUE TSV into columns ``task.text_fields + ('label',)``."""
     lines = read_text(path, "utf-8-sig").split("\n")

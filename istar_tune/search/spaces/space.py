@@ -170,12 +170,6 @@ class Group:
         return trial_epochs({"method": self.method, "epochs": largest("epochs"),
                              "isolayer_epochs": largest("isolayer_epochs")})
 
-    @property
-    def slug(self) -> str:
-        """File-system-safe name, used for the group's Ray experiment folder."""
-        raw = f"{self.model}-{self.task}-{self.method}"
-        return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)
-
 
 def _yaml(key: str | None = None, shown: str | None = None, **default) -> Any:
     """A :class:`SearchSpace` field read from the YAML key ``key`` (dotted: under a section; default the field's

@@ -15,6 +15,7 @@ from ray.tune import Callback
 
 from istar_tune import tracking
 from istar_tune.config import trial_epochs
+from istar_tune.console import say
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.spaces.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
@@ -260,7 +261,7 @@ class ProgressPrinter(Callback):
     def __init__(self, total: int, write: Callable[[str], None] | None = None):
         self.total = total
         self.done = 0
-        self.write = write or _print
+        self.write = write or say
 
     def on_trial_start(self, iteration, trials, trial, **info):
         again = " again" if "epoch" in (trial.last_result or {}) else ""
@@ -288,6 +289,3 @@ class ProgressPrinter(Callback):
         said = f"INTERRUPTED ({cause})" if (cause := systemic_cause(error)) else f"FAILED: {error}"
         self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} {said} — {tracking.run_name(trial.config)}")
 
-
-def _print(text: str) -> None:
-    print(text, flush=True)

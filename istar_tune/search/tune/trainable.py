@@ -18,6 +18,7 @@ import yaml
 
 from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict, trial_epochs
+from istar_tune.console import say
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
 from istar_tune.search.spaces.space import (
@@ -75,7 +76,7 @@ class TuneReporter:
         rate = (done - 1) / max(now - self._beat[1], 1e-9)
         left = (total - done) / rate if rate else float("nan")
         trial, _, name = self.label.partition(" — ")
-        (write or _print)(f"  trial {trial} epoch {epoch}/{self.epochs}: batch {done}/{total} ({rate:.3g} batches/s, "
+        (write or say)(f"  trial {trial} epoch {epoch}/{self.epochs}: batch {done}/{total} ({rate:.3g} batches/s, "
                           f"about {left:.0f} s left of the epoch) — {name}")
 
     def remember(self, records: list[dict[str, Any]]) -> None:
@@ -213,6 +214,3 @@ def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, 
     return {**{k: v for k, v in values.items() if k not in unused},
             **{k: v for k, v in settings.items() if k not in SEARCH_ONLY_SETTINGS and v is not None}}
 
-
-def _print(text: str) -> None:
-    print(text, flush=True)
