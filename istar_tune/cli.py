@@ -28,9 +28,8 @@ from istar_tune.results.plots import write_plots
 from istar_tune.results.status import watch_status
 from istar_tune.results.tables import CAPTIONS, build_table
 from istar_tune.search.cluster import loopback_only
-from istar_tune.search.dry_run import dry_run_report, memory_column
+from istar_tune.search.dry_run import dry_run
 from istar_tune.search.outcome import exit_code
-from istar_tune.search.plan import plan
 from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
 from istar_tune.search.spaces.cost import Throughput, packing_of
@@ -170,7 +169,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise ConfigError(f"--gpu-memory-gb must be a positive number of GiB (e.g. 80 for an H100), got "
                           f"{args.gpu_memory_gb:g}")
     if args.dry_run:
-        print("\n\n".join(_dry_run(args, spaces)))
+        print("\n\n".join(dry_run(spaces, _tracking_uri(args), args.data_dir, args.gpu_memory_gb,
+                                  lambda space: _throughput(args, space))))
         return 0
     simulation = None
     if args.simulate:
@@ -186,36 +186,6 @@ def cmd_search(args: argparse.Namespace) -> int:
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)
-
-
-def _dry_run(args: argparse.Namespace, spaces: list) -> list[str]:
-    """Each space's dry-run report (:func:`istar_tune.search.dry_run.dry_run_report`), with one trial's memory per
-    group where the models' configs can be read, and the packing check against ``--gpu-memory-gb``."""
-    from istar_tune.models import config_is_local
-    from istar_tune.search.preflight import check_packing, trial_needs
-    from istar_tune.tasks.data_folder import hub_reachable
-
-    for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
-        run_checks([("models", lambda s=space: check_models(list(s.models))),
-                    ("tasks", lambda s=space: check_data(list(s.tasks), args.data_dir, definitions_only=True))])
-    models = {m for space in spaces for m in space.models}
-    readable = all(config_is_local(m) for m in models) or hub_reachable(2.0)
-    names, reports = [s.name for s in spaces], []
-    for index, space in enumerate(spaces):
-        tracking_uri = None
-        if space.stage == "seeds":  # the configurations to re-run, when the searches they come from exist
-            candidate = _tracking_uri(args)
-            store = Path(candidate[len("sqlite:///"):]) if candidate.startswith("sqlite:///") else None
-            tracking_uri = candidate if store is None or store.is_file() else None
-        planned = plan(space, tracking_uri, dry_run=True, chained=dict(zip(names[:index], spaces[:index])))
-        memory = memory_column(planned, space.run_settings(), readable)
-        if args.gpu_memory_gb and readable and space.gpu:
-            fits = check_packing(trial_needs(planned, space.run_settings()), space.gpu, args.gpu_memory_gb,
-                                 f"--gpu-memory-gb {args.gpu_memory_gb:g}")
-            memory[1].append(f"packing: {fits[0]}" if fits else f"packing: {packing_of(space.gpu)} trials a GPU "
-                             f"(resources.gpu {space.gpu:g}) fit in {args.gpu_memory_gb:g} GiB")
-        reports.append(dry_run_report(space, planned, _throughput(args, space), memory))
-    return reports
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:

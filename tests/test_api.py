@@ -13,6 +13,9 @@ DOCUMENTED = {"train": "istar_tune.training.loop", "Hyperparameters": "istar_tun
               "run_search": "istar_tune.search.run", "run_searches": "istar_tune.search.run",
               "Simulation": "istar_tune.search.tune.simulate", "build_table": "istar_tune.results.tables",
               "render": "istar_tune.results.formats", "replay_experiment": "istar_tune.replay.run",
+              "dry_run": "istar_tune.search.dry_run", "write_plots": "istar_tune.results.plots",
+              "watch_status": "istar_tune.results.status", "export_best": "istar_tune.results.export",
+              "analyze": "istar_tune.apps.analyze",
               "trial_runs": "istar_tune.tracking.runs",
               "METHODS": "istar_tune.methods", "TASKS": "istar_tune.tasks.registry", "Task": "istar_tune.tasks.task",
               "task_reference": "istar_tune.tasks.registry", "load_task_file": "istar_tune.tasks.definition"}

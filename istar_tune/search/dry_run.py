@@ -6,14 +6,47 @@ one; then the totals and why epochs are or are not shared. One cost model for al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from istar_tune.config import RunSettings, trial_epochs
 from istar_tune.errors import IstarTuneError
-from istar_tune.search.plan import PlannedGroup, counted, planned_configs
+from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
 from istar_tune.tasks import get_task
+
+
+def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir: str | None = None,
+            gpu_memory_gb: float | None = None,
+            measured: Callable[[SearchSpace], Throughput | None] | None = None) -> list[str]:
+    """What each of ``spaces`` would train, as :func:`dry_run_report` writes it (nothing runs, nothing is written):
+    one trial's memory per group where the models' configs can be read, the packing checked against
+    ``gpu_memory_gb``, GPU-hours by ``measured(space)`` rates; a seeds stage's configurations read from
+    ``tracking_uri`` when its searches have run there, else from the spaces before it."""
+    from istar_tune.models import config_is_local
+    from istar_tune.search.preflight import check_data, check_models, check_packing, run_checks, trial_needs
+    from istar_tune.tasks.data_folder import hub_reachable
+
+    for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
+        run_checks([("models", lambda s=space: check_models(list(s.models))),
+                    ("tasks", lambda s=space: check_data(list(s.tasks), data_dir, definitions_only=True))])
+    readable = all(config_is_local(m) for s in spaces for m in s.models) or hub_reachable(2.0)
+    store = Path(tracking_uri[len("sqlite:///"):]) if tracking_uri and tracking_uri.startswith("sqlite:///") else None
+    held = tracking_uri if tracking_uri and (store is None or store.is_file()) else None
+    names, reports = [s.name for s in spaces], []
+    for index, space in enumerate(spaces):
+        planned = plan(space, held if space.stage == "seeds" else None, dry_run=True,
+                       chained=dict(zip(names[:index], spaces[:index])))
+        memory = memory_column(planned, space.run_settings(), readable)
+        if gpu_memory_gb and readable and space.gpu:
+            fits = check_packing(trial_needs(planned, space.run_settings()), space.gpu, gpu_memory_gb,
+                                 f"--gpu-memory-gb {gpu_memory_gb:g}")
+            memory[1].append(f"packing: {fits[0]}" if fits else f"packing: {packing_of(space.gpu)} trials a GPU "
+                             f"(resources.gpu {space.gpu:g}) fit in {gpu_memory_gb:g} GiB")
+        reports.append(dry_run_report(space, planned, measured(space) if measured else None, memory))
+    return reports
 
 
 @dataclass

@@ -95,3 +95,12 @@ def test_the_dry_run_shows_each_groups_memory_and_checks_a_packing_against_the_g
     assert main(["search", "paper_base", "--models", "bert", "--tasks", "rte", "--dry-run"]) == 0
     out = capsys.readouterr().out  # bert's config is not on this machine and the hub is offline: said, not retried
     assert "GiB/trial" in out and "the models' configs are not on this machine" in out
+
+
+def test_the_dry_run_is_a_library_function(glue_tiny):
+    from istar_tune import dry_run, load_search_space
+
+    root = Path(__file__).resolve().parents[2]
+    space = load_search_space(root / "search_spaces" / "smoke.yaml")
+    report = dry_run([space], data_dir=str(glue_tiny))[0]
+    assert "total 8 configurations in 8 trials, 4 groups" in report and "tiny-bert  rte" in report
