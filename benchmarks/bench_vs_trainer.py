@@ -30,7 +30,7 @@ import torch
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.training.loop import train
-from istar_tune.training.setup import prepare
+from istar_tune.training.run import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 

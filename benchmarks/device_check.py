@@ -297,7 +297,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _determinism_variant(args, deterministic: bool, results) -> None:
     """One variant in a process of its own, as a trial is: cuBLAS's workspace is fixed at its first call, which
-    ``deterministic`` must precede (``training/setup.use_deterministic_algorithms``)."""
+    ``deterministic`` must precede (``training/run.use_deterministic_algorithms``)."""
     from istar_tune.training.loop import train
 
     run_settings = settings(args, deterministic=deterministic, recipe="paper",

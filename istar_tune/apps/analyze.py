@@ -41,7 +41,7 @@ from istar_tune.training.data import encode
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook
 from istar_tune.training.reading import load_raw
-from istar_tune.training.setup import quiet_libraries
+from istar_tune.training.run import quiet_libraries
 from istar_tune.training.state import (
     BEST_CHECKPOINT,
     CONFIG_FILE,

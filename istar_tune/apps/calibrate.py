@@ -70,7 +70,7 @@ def _train_steps(job: Job, barrier, results) -> None:
     from istar_tune.config import Hyperparameters, RunSettings
     from istar_tune.methods import get_method
     from istar_tune.training.epoch import method_loss, train_epoch
-    from istar_tune.training.setup import make_optimizer, prepare
+    from istar_tune.training.run import make_optimizer, prepare
     from istar_tune.training.sigma import estimate_shrinkage
 
     try:

@@ -14,7 +14,7 @@ from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
 from istar_tune.random_streams import DATA_ORDER, stream_seed
 from istar_tune.recipes import RECIPES
-from istar_tune.training.setup import Run
+from istar_tune.training.run import Run
 
 TRAIN_TOKENS = "train_tokens"
 """An epoch's count of the tokens it trained on (inputs padded to each batch's longest)."""

@@ -17,7 +17,7 @@ from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.tasks import EXTRACTIVE_QA
 from istar_tune.training.data import squad_predictions, squad_references
 from istar_tune.training.forward import forward_pass
-from istar_tune.training.setup import Run
+from istar_tune.training.run import Run
 from istar_tune.training.sigma import token_cloud
 
 

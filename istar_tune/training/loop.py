@@ -40,8 +40,8 @@ from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
+from istar_tune.training.run import Run, make_optimizer, prepare
 from istar_tune.training.selection import Selection
-from istar_tune.training.setup import Run, make_optimizer, prepare
 from istar_tune.training.sigma import estimate_shrinkage, reused_shrinkage, token_cloud
 from istar_tune.training.state import (
     BEST_CHECKPOINT,

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from istar_tune.metrics import HOLDOUT_PREFIX, SCORED_PREFIX
-from istar_tune.training.setup import Run
+from istar_tune.training.run import Run
 
 
 class Selection:

@@ -22,7 +22,7 @@ from istar_tune.models import (
 from istar_tune.random_streams import SIGMA_DRAW, stream_seed
 from istar_tune.shrinkage import StreamingCovariance
 from istar_tune.training.forward import forward_pass
-from istar_tune.training.setup import Run
+from istar_tune.training.run import Run
 
 # ------------------------------------------------------------------------------------- the pieces of an epoch
 

@@ -25,7 +25,7 @@ from istar_tune.models import (
     resolve_source,
 )
 from istar_tune.tasks import Task, definition_mapping
-from istar_tune.training.setup import Run
+from istar_tune.training.run import Run
 
 STATE_FILE = "trainer_state.pt"
 BEST_CHECKPOINT = "best-checkpoint"

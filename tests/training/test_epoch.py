@@ -47,7 +47,7 @@ def test_weights_that_become_non_finite_fail_the_epoch(make_hparams, make_settin
 
     from istar_tune.errors import TrainingError
     from istar_tune.training.epoch import method_loss, train_epoch
-    from istar_tune.training.setup import prepare
+    from istar_tune.training.run import prepare
 
     run = prepare(make_hparams(method="base", batch_size=8), make_settings(max_train_samples=8, max_eval_samples=8))
     params = [p for p in run.model.parameters() if p.requires_grad]

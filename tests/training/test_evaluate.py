@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
-from istar_tune.training.setup import prepare
+from istar_tune.training.run import prepare
 from istar_tune.training.sigma import estimate_shrinkage
 
 

@@ -14,7 +14,7 @@ def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(make_hpa
     import torch
 
     from istar_tune.training.forward import model_inputs
-    from istar_tune.training.setup import prepare
+    from istar_tune.training.run import prepare
     from istar_tune.training.sigma import estimate_shrinkage
 
     run = prepare(make_hparams(task="rte", layer=2), make_settings(max_train_samples=8, shrinkage_tokens=10**6))
@@ -32,7 +32,7 @@ def test_with_layer_set_sigma_s_is_the_covariance_of_that_layers_tokens(make_hpa
 def test_sigma_s_is_estimated_in_float32_under_a_mixed_precision_run(make_hparams, make_settings):
     import torch
 
-    from istar_tune.training.setup import prepare
+    from istar_tune.training.run import prepare
     from istar_tune.training.sigma import estimate_shrinkage
 
     full = prepare(make_hparams(task="rte"), make_settings(max_train_samples=8, precision="fp32"))

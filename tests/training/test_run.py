@@ -14,7 +14,7 @@ def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping
     import torch
 
     from istar_tune.training import loop as train_module
-    from istar_tune.training.setup import make_optimizer, prepare
+    from istar_tune.training.run import make_optimizer, prepare
 
     run = prepare(make_hparams(weight_decay=0.01, warmup_ratio=0.1),
                   make_settings(max_train_samples=64, recipe=recipe))
@@ -38,7 +38,7 @@ def test_the_paper_recipe_is_adamw_without_decay_a_constant_rate_and_no_clipping
 def test_the_paper_recipe_uses_fp16_with_a_scaler_on_cuda():
     import torch
 
-    from istar_tune.training.setup import resolve_precision
+    from istar_tune.training.run import resolve_precision
 
     assert resolve_precision("auto", torch.device("cuda"), "paper") == torch.float16
     assert resolve_precision("auto", torch.device("cpu"), "paper") is None  # float32 on CPU, as every recipe
@@ -63,7 +63,7 @@ def test_adamw_takes_the_recipes_epsilon_and_an_inserted_layer_no_weight_decay(r
     import torch
 
     from istar_tune.config import Hyperparameters, RunSettings
-    from istar_tune.training.setup import make_optimizer
+    from istar_tune.training.run import make_optimizer
 
     layer = torch.nn.Linear(4, 4)
     run = SimpleNamespace(settings=RunSettings(recipe=recipe), hparams=Hyperparameters(weight_decay=0.01),
@@ -81,7 +81,7 @@ def test_deterministic_turns_torchs_deterministic_kernels_on_for_its_run_and_off
                                                                                               monkeypatch):
     import torch
 
-    from istar_tune.training.setup import prepare
+    from istar_tune.training.run import prepare
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     seen = []
@@ -110,7 +110,7 @@ def test_a_run_loads_the_attention_kernel_and_sets_the_matmul_precision_its_sett
                                                                                          attention, precision):
     import torch
 
-    from istar_tune.training.setup import prepare
+    from istar_tune.training.run import prepare
 
     try:
         run = prepare(make_hparams(), make_settings(max_train_samples=16, max_eval_samples=16,
