@@ -3,8 +3,8 @@
 Training examples of the task × epochs ÷ a per-model, per-batch-size throughput × the method's relative step cost,
 plus a fixed start-up cost per trial, an evaluation pass per epoch, and a Σ_S pass per epoch for a method whose
 loss uses Σ_S (I-STAR), per completed configuration for the others (their eval IsoScore* at the scored epoch). The
-throughput is an assumption written down here (:data:`MODEL_THROUGHPUT`) unless the user measured it
-(:class:`Throughput`, tokens per second per model).
+throughput is an assumption written down with each model (``models.ModelSpec.throughput``) unless the user
+measured it (:class:`Throughput`, tokens per second per model).
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ from typing import Any
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
+from istar_tune.models import model_spec
 from istar_tune.search.spaces.space import completes
 from istar_tune.tasks import get_task
 
-MODEL_THROUGHPUT = {"bert": 600.0, "albert": 550.0, "distilbert": 1100.0, "minilm": 3000.0, "tiny-bert": 30000.0}
-"""Training examples per second at batch size 32 and 256 tokens on one data-centre GPU (assumed, not measured);
-other models get :data:`DEFAULT_THROUGHPUT`."""
-DEFAULT_THROUGHPUT = 600.0
 STARTUP_SECONDS = 45.0
 """Loading the model and tokenising the data, once per trial start (also after a retry)."""
 EVAL_SPEEDUP = 3.0
@@ -136,7 +133,7 @@ def throughput(model: str, batch_size: int, measured: Throughput | None = None) 
     rate = measured.examples_per_second(model) if measured is not None else None
     if rate is not None:
         return rate
-    base = MODEL_THROUGHPUT.get(model, DEFAULT_THROUGHPUT)
+    base = model_spec(model).throughput
     return base * (batch_size / (batch_size + 16.0)) / (32.0 / 48.0)
 
 
