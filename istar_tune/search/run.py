@@ -263,14 +263,14 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     the MLflow records and summarise each search."""
     from ray.tune.logger import JsonLoggerCallback
 
-    from istar_tune.search.tune.callbacks import ProgressPrinter
+    from istar_tune.search.tune.callbacks import ProgressPrinter, TrialStatuses
 
     names, planned = experiment.names, experiment.planned
     phases: dict[str, float] = {}
     for logger in experiment.loggers.values():
         logger.stop = stop
-    printer = ProgressPrinter(experiment.total, say)
-    callbacks = [*experiment.loggers.values(), printer, JsonLoggerCallback()]
+    printer, statuses = ProgressPrinter(experiment.total, say), TrialStatuses()
+    callbacks = [*experiment.loggers.values(), printer, statuses, JsonLoggerCallback()]
     if len(names) > 1:
         printer.write("== " + " then ".join(f"{n} ({planned_size(planned[n])})" for n in names))
     else:
@@ -297,7 +297,7 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
             raise
         finally:
             phases["fit"] = time.monotonic() - began - phases["setup"]
-            summaries = _close(experiment, grid, interrupted, phases, stop)
+            summaries = _close(experiment, grid, statuses.statuses, interrupted, phases, stop)
     return summaries
 
 
@@ -307,12 +307,11 @@ def _errors_log(experiment: _Experiment) -> Path:
     return folder / f"{experiment.name}.errors.log"
 
 
-def _close(experiment: _Experiment, grid, interrupted: str, phases: dict[str, float],
+def _close(experiment: _Experiment, grid, statuses: dict[str, str], interrupted: str, phases: dict[str, float],
            stop: stopping.Stop) -> list[SearchSummary]:
     """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
     names, planned = experiment.names, experiment.planned
     results = list(grid) if grid is not None else []
-    statuses = {t.trial_id: t.status for t in getattr(getattr(grid, "_experiment_analysis", None), "trials", [])}
     outcomes = {n: group_outcomes(planned[n], results, statuses, n, stopped=bool(stop.reason)) for n in names}
     ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in names for g in outcomes[n])
     if not interrupted and ended < expected_trials(names, planned, outcomes):

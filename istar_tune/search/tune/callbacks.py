@@ -289,3 +289,20 @@ class ProgressPrinter(Callback):
         said = f"INTERRUPTED ({cause})" if (cause := systemic_cause(error)) else f"FAILED: {error}"
         self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} {said} — {tracking.run_name(trial.config)}")
 
+
+
+class TrialStatuses(Callback):
+    """Each Tune trial's last status (``TERMINATED``, ``ERROR``, ...), for the summary: a trial's results alone do
+    not say how it ended. Kept as Tune reports trials ending, and whole when the experiment ends."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[str, str] = {}
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+        self.statuses[trial.trial_id] = trial.status
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
+        self.statuses[trial.trial_id] = trial.status
+
+    def on_experiment_end(self, trials: list, **info) -> None:
+        self.statuses.update({t.trial_id: t.status for t in trials})

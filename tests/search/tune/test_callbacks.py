@@ -243,3 +243,19 @@ def test_a_trial_that_ended_before_the_kill_gets_every_epoch_the_killed_driver_n
 
 def test_a_trial_without_a_readable_result_file_has_no_reported_epochs():
     assert reported_epochs(_trial("t9")) == []  # the reconcile then falls back on Tune's last result
+
+
+def test_trial_statuses_follow_tune_as_trials_end_and_whole_at_the_experiments_end():
+    from types import SimpleNamespace
+
+    from istar_tune.search.tune.callbacks import TrialStatuses
+
+    a, b = SimpleNamespace(trial_id="a", status="ERROR"), SimpleNamespace(trial_id="b", status="RUNNING")
+    statuses = TrialStatuses()
+    statuses.on_trial_error(iteration=3, trials=[a, b], trial=a)
+    assert statuses.statuses == {"a": "ERROR"}
+    b.status = "TERMINATED"
+    statuses.on_trial_complete(iteration=4, trials=[a, b], trial=b)
+    restored = SimpleNamespace(trial_id="c", status="TERMINATED")  # ended in the run before a resume
+    statuses.on_experiment_end(trials=[a, b, restored])
+    assert statuses.statuses == {"a": "ERROR", "b": "TERMINATED", "c": "TERMINATED"}
