@@ -32,6 +32,13 @@ def _no_ray_left_behind():
         ray.shutdown()
 
 
+@pytest.fixture
+def trial_config() -> dict:
+    """A tiny-bert I-STAR trial's configuration as the search hands it to a trial (a fresh dict each test)."""
+    return {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
+            "epochs": 2, "lam": -1.0, "zeta": 0.2}
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _new_stores_from_a_migrated_copy(tmp_path_factory):
     """MLflow builds a new sqlite store by running every one of its schema migrations (4 s on an idle core, 10 s on

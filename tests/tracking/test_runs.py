@@ -8,9 +8,6 @@ import pytest
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
 
-CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
-          "epochs": 2, "lam": -1.0, "zeta": 0.2}
-
 
 def test_simulated_runs_are_refused_by_tables_of_real_runs_and_the_reverse(mlflow_store):
     uri, client, experiment = mlflow_store

@@ -4,9 +4,6 @@ import pytest
 
 from istar_tune import tracking
 
-CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
-          "epochs": 2, "lam": -1.0, "zeta": 0.2}
-
 
 def test_find_runs_reads_every_page(mlflow_store, monkeypatch):
     uri, client, experiment = mlflow_store

@@ -2,9 +2,6 @@ from __future__ import annotations
 
 from istar_tune import tracking
 
-CONFIG = {"model": "tiny-bert", "task": "rte", "method": "istar", "learning_rate": 1e-3, "batch_size": 16,
-          "epochs": 2, "lam": -1.0, "zeta": 0.2}
-
 
 class Flaky:
     """A client whose first ``failures`` writes raise, as a server that is briefly away would."""
@@ -26,13 +23,13 @@ class Flaky:
         return call
 
 
-def test_the_writer_retries_until_the_store_answers_and_logs_each_epoch_once(mlflow_store):
+def test_the_writer_retries_until_the_store_answers_and_logs_each_epoch_once(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     parent = client.create_run(experiment, tags={tracking.TAG_ROLE: "search"}).info.run_id
     flaky = Flaky(client, failures=3)
     writer = tracking.RunWriter(uri, experiment, "exp", parent, {"extra": "1"}, threads=1,
                                 make_client=lambda _uri: flaky)
-    writer.start("t1", CONFIG)
+    writer.start("t1", trial_config)
     for epoch in (1, 2, 2):  # epoch 2 re-reported, as after a restore
         writer.metrics("t1", epoch, {"accuracy": 0.5 + epoch / 10, "epoch": epoch, "training_iteration": epoch})
     writer.end("t1", "finished", "FINISHED")
@@ -46,14 +43,14 @@ def test_the_writer_retries_until_the_store_answers_and_logs_each_epoch_once(mlf
     assert len(writer.latencies_ms) == 5
 
 
-def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_store):
+def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     first = tracking.RunWriter(uri, experiment, "exp", "p", {})
-    first.start("t1", CONFIG)
+    first.start("t1", trial_config)
     first.metrics("t1", 1, {"accuracy": 0.6})
     assert first.close(timeout=30)
     second = tracking.RunWriter(uri, experiment, "exp", "p", {})
-    second.start("t1", CONFIG)
+    second.start("t1", trial_config)
     second.metrics("t1", 1, {"accuracy": 0.99})  # already logged: skipped
     second.metrics("t1", 2, {"accuracy": 0.7})
     second.end("t1", "finished", "FINISHED")
@@ -64,10 +61,10 @@ def test_a_resumed_writer_finds_the_trials_run_and_skips_epochs_it_holds(mlflow_
             [(1, 0.6), (2, 0.7)])
 
 
-def test_a_trials_run_has_its_params_and_group_as_soon_as_it_exists(mlflow_store):
+def test_a_trials_run_has_its_params_and_group_as_soon_as_it_exists(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    writer.start("t1", CONFIG)
+    writer.start("t1", trial_config)
     assert writer.flush(timeout=30)  # no epoch yet
     (run,) = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
     assert run.data.params["learning_rate"] == "0.001" and run.data.params["model"] == "tiny-bert"
@@ -75,7 +72,7 @@ def test_a_trials_run_has_its_params_and_group_as_soon_as_it_exists(mlflow_store
     assert writer.close(timeout=30)
 
 
-def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_starts_again(mlflow_store):
+def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_starts_again(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     # What a driver killed between creating the run and writing its params leaves behind.
     client.create_run(experiment, run_name="t1", tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: "t1",
@@ -85,7 +82,7 @@ def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_st
     (orphan,) = tracking.trial_runs(uri, "exp")
     assert orphan.group == ("tiny-bert", "rte", "istar")  # read from its tags, not filled in with defaults
     writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    writer.start("t1", CONFIG)
+    writer.start("t1", trial_config)
     writer.metrics("t1", 1, {"accuracy": 0.6})
     writer.end("t1", "finished", "FINISHED")
     assert writer.close(timeout=30)
@@ -93,21 +90,21 @@ def test_a_run_a_killed_driver_left_without_params_is_repaired_when_its_trial_st
     assert run.config["learning_rate"] == 1e-3 and run.config["lam"] == -1.0 and run.status == "finished"
 
 
-def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_the_epochs_it_lost(mlflow_store):
+def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_the_epochs_it_lost(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     killed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    killed.start("t1", CONFIG)
+    killed.start("t1", trial_config)
     killed.metrics("t1", 1, {"accuracy": 0.6})
-    killed.start("t2", CONFIG)
+    killed.start("t2", trial_config)
     killed.metrics("t2", 2, {"accuracy": 0.8})
     killed.end("t2", "finished", "FINISHED")
-    killed.start("t4", CONFIG)
+    killed.start("t4", trial_config)
     assert killed.flush(timeout=30)  # then the driver dies: t1's epoch 2 and end, t4's three epochs never written
     resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    resumed.reconcile("t1", CONFIG, [(1, {"accuracy": 0.6}), (2, {"accuracy": 0.7})], "finished", "FINISHED")
-    resumed.reconcile("t2", CONFIG, [(2, {"accuracy": 0.1})], "failed", "FAILED")  # ended before: untouched
-    resumed.reconcile("t3", CONFIG, [(2, {"accuracy": 0.5})], "finished", "FINISHED")  # never had a run
-    resumed.reconcile("t4", CONFIG, [(e, {"accuracy": e / 10}) for e in (1, 2, 3)], "finished", "FINISHED")
+    resumed.reconcile("t1", trial_config, [(1, {"accuracy": 0.6}), (2, {"accuracy": 0.7})], "finished", "FINISHED")
+    resumed.reconcile("t2", trial_config, [(2, {"accuracy": 0.1})], "failed", "FAILED")  # ended before: untouched
+    resumed.reconcile("t3", trial_config, [(2, {"accuracy": 0.5})], "finished", "FINISHED")  # never had a run
+    resumed.reconcile("t4", trial_config, [(e, {"accuracy": e / 10}) for e in (1, 2, 3)], "finished", "FINISHED")
     assert resumed.close(timeout=30)
     runs = {r.trial_id: r for r in tracking.trial_runs(uri, "exp")}
     assert ({k: (r.status, r.metrics["accuracy"]) for k, r in runs.items()} ==
@@ -119,20 +116,20 @@ def test_reconcile_ends_a_run_an_earlier_driver_left_running_with_the_epochs_it_
     assert runs["t3"].config["learning_rate"] == 1e-3
 
 
-def test_a_run_finished_by_a_resume_drops_the_interrupted_attempts_error(mlflow_store):
+def test_a_run_finished_by_a_resume_drops_the_interrupted_attempts_error(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     first = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    first.start("t1", CONFIG)
+    first.start("t1", trial_config)
     first.metrics("t1", 1, {"accuracy": 0.6})
     first.end("t1", "interrupted", "KILLED", {tracking.TAG_ERROR: "interrupted by SIGINT (Ctrl-C)"})
     assert first.close(timeout=30)
     run_id = tracking.trial_runs(uri, "exp")[0].run_id
     assert client.get_run(run_id).data.tags[tracking.TAG_ERROR] == "interrupted by SIGINT (Ctrl-C)"
     resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    resumed.start("t1", CONFIG)
+    resumed.start("t1", trial_config)
     resumed.metrics("t1", 2, {"accuracy": 0.7})
     resumed.end("t1", "finished", "FINISHED")
-    resumed.start("t2", {**CONFIG, "learning_rate": 2e-3})  # a run that never had an error starts and ends cleanly
+    resumed.start("t2", {**trial_config, "learning_rate": 2e-3})  # never had an error: starts and ends cleanly
     resumed.end("t2", "finished", "FINISHED")
     assert resumed.close(timeout=30) and not resumed.errors
     run = client.get_run(run_id)
@@ -140,18 +137,18 @@ def test_a_run_finished_by_a_resume_drops_the_interrupted_attempts_error(mlflow_
     assert run.info.status == "FINISHED"
 
 
-def test_end_unknown_ends_the_runs_left_running_whose_trials_tune_no_longer_knows(mlflow_store):
+def test_end_unknown_ends_the_runs_left_running_whose_trials_tune_no_longer_knows(mlflow_store, trial_config):
     uri, client, experiment = mlflow_store
     killed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
     for trial_id in ("t1", "t2", "t3"):
-        killed.start(trial_id, CONFIG)
+        killed.start(trial_id, trial_config)
     killed.end("t3", "finished", "FINISHED")
     assert killed.flush(timeout=30)  # the driver dies with t1 and t2 running
     neighbour = tracking.RunWriter(uri, experiment, "other", "p2", {}, threads=1)
-    neighbour.start("x1", CONFIG)  # another search's run in the same experiment: not this writer's to end
+    neighbour.start("x1", trial_config)  # another search's run in the same experiment: not this writer's to end
     assert neighbour.close(timeout=30)
     resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
-    resumed.start("t4", CONFIG)  # open here: Tune knows it, whatever the caller says
+    resumed.start("t4", trial_config)  # open here: Tune knows it, whatever the caller says
     assert resumed.end_unknown({"t2", "t3"}, "interrupted", "KILLED", {tracking.TAG_ERROR: "lost"}) == ["t1"]
     assert resumed.end_unknown({"t2", "t3"}, "interrupted", "KILLED", {tracking.TAG_ERROR: "lost"}) == []  # once
     assert resumed.close(timeout=30) and not resumed.errors
