@@ -249,10 +249,11 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
             empty = [i for i, value in enumerate(values) if value is None]
             if empty:
                 problems.append(f"{where[split]}: rows {_rows(empty)}: text field {name!r} is empty")
-            longest = max(range(len(values)), key=lambda i: len(values[i] or ""), default=0)
-            if values and len(values[longest] or "") > MAX_CELL_CHARS:
+            sizes = [len(value) if isinstance(value, str) else 0 for value in values]
+            longest = max(range(len(sizes)), key=sizes.__getitem__, default=0)
+            if sizes and sizes[longest] > MAX_CELL_CHARS:
                 problems.append(f"{where[split]}: row {longest + 1}: text field {name!r} holds "
-                                f"{len(values[longest]):,} characters, over {MAX_CELL_CHARS:,} a cell (a model reads "
+                                f"{sizes[longest]:,} characters, over {MAX_CELL_CHARS:,} a cell (a model reads "
                                 "max_length tokens of it; every trial would hold it whole): cut it, or split it into "
                                 "rows")
         splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
