@@ -52,7 +52,7 @@ def _new_stores_from_a_migrated_copy(tmp_path_factory):
     try:
         import mlflow.store.db.utils as db_utils
     except ImportError:
-        yield
+        yield None
         return
     build = db_utils._initialize_tables
     template = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
@@ -70,8 +70,24 @@ def _new_stores_from_a_migrated_copy(tmp_path_factory):
 
     patch = pytest.MonkeyPatch()
     patch.setattr(db_utils, "_initialize_tables", from_template)
-    yield
+    yield template
     patch.undo()
+
+
+@pytest.fixture(scope="session")
+def migrated_store(_new_stores_from_a_migrated_copy):
+    """``migrated_store(folder)``: ``folder/mlflow.db`` as a copy of the session's migrated store (made once), for a
+    search the test runs as a subprocess with ``--storage-path folder`` (its store then exists, as after a first
+    search)."""
+    import shutil
+
+    def make(folder: Path) -> None:
+        if _new_stores_from_a_migrated_copy is None:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_new_stores_from_a_migrated_copy, folder / "mlflow.db")
+
+    return make
 
 
 def pytest_collection_modifyitems(config, items):

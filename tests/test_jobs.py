@@ -78,10 +78,12 @@ settings: {max_length: 32, shrinkage_tokens: 1000}
 """
 
 
-def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_runs(glue_tiny, tmp_path):
+def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_runs(glue_tiny, tmp_path,
+                                                                                   migrated_store):
     space = tmp_path / "resume.yaml"
     space.write_text(RESUME_SPACE)
     storage = tmp_path / "runs"
+    migrated_store(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=_env(glue_tiny), start_new_session=True)

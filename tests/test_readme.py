@@ -111,7 +111,8 @@ def stores(log_trial, tmp_path):
 
     (tmp_path / "runs").mkdir()
     client = tracking.client(default_tracking_uri(tmp_path / "runs"))
-    for name in ("smoke", "first-hour", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal", "reviews-search"):
+    for name in ("smoke", "first-hour", "paper-istar", "paper-seeds", "paper-figure3", "rehearsal", "reviews-search",
+                 "minilm-sst2", "minilm-sst2-seeds"):
         exp = tracking.ensure_experiment(client, name, str(tmp_path / "runs" / "mlartifacts"))
         tracking.parent_run(client, exp, name, {})
         for seed in (1, 2):
@@ -120,7 +121,7 @@ def stores(log_trial, tmp_path):
     rehearsal = client.get_experiment_by_name("rehearsal").experiment_id
     for run in tracking.find_runs(client, rehearsal, **{tracking.TAG_ROLE: "trial"}):
         client.set_tag(run.info.run_id, tracking.TAG_SIMULATED, "true")
-    for name in ("paper-seeds", "paper-figure3"):  # seeds stages
+    for name in ("paper-seeds", "paper-figure3", "minilm-sst2-seeds"):  # seeds stages
         for run in tracking.find_runs(client, client.get_experiment_by_name(name).experiment_id,
                                       **{tracking.TAG_ROLE: "trial"}):
             client.set_tag(run.info.run_id, tracking.TAG_STAGE, "seeds")

@@ -32,6 +32,9 @@ NOT_HERE = {
     "make demo": "six MiniLM trials (about 6 minutes on 2 idle cores); `istar-tune demo --smoke` runs in "
                  "tests/apps/test_demo.py",
     "make test": "the test suite this test is part of",
+    "minilm_sst2": "the first page's comparison: MiniLM on 2,000 SST-2 examples, 14 grid and 9 seed trials (about 90 "
+                   "minutes on two cores; the page shows its measured output)",
+    "--storage-path comparison": "reads the comparison above",
     "paper_base paper_cosreg paper_istar paper_seeds --models bert": "the paper's protocol: GPU-days",
     "paper_figure3 paper_figure7 paper_figure8 --models bert": "the paper's figures: GPU-days",
     "--experiment paper-figure3": "reads the figure searches above",

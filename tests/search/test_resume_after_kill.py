@@ -62,9 +62,11 @@ def _driver(space: Path, storage: Path, env: dict) -> tuple[list[str], subproces
 
 
 @pytest.mark.parametrize("moment", ["start", "mid-epoch", "finishing"])
-def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, real_search, tmp_path):
+def test_kill_9_of_the_driver_then_resume_gives_one_complete_run_per_configuration(moment, real_search, tmp_path,
+                                                                                   migrated_store):
     space, env = real_search("killed", epochs=2, rates=["1.0e-3", "2.0e-3", "3.0e-3"], concurrency=1)
     storage = tmp_path / "runs"
+    migrated_store(storage)
     uri = default_tracking_uri(storage)
     command, driver = _driver(space, storage, env)
     try:
@@ -104,10 +106,11 @@ SHARED_RATES = ["1.0e-3", "3.0e-3"]
 
 
 @pytest.fixture(scope="module")
-def unshared_reference(real_search_for_module) -> dict:
+def unshared_reference(real_search_for_module, migrated_store) -> dict:
     """The records of an unshared, uninterrupted search of the grid the shared tests stop and resume (run once)."""
     space, env = real_search_for_module("reference", epochs=[1, 2], rates=SHARED_RATES, concurrency=1, share=False)
     storage = space.parent / "runs"
+    migrated_store(storage)
     plain = subprocess.run([str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)],
                            capture_output=True, text=True, env=env, timeout=400)
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
@@ -116,12 +119,13 @@ def unshared_reference(real_search_for_module) -> dict:
 
 @pytest.mark.parametrize("stop", ["kill-9", "sigint"])
 def test_a_shared_trial_stopped_in_its_last_epoch_then_resumed_gives_each_configuration_its_records(
-        stop, real_search, unshared_reference, tmp_path):
+        stop, real_search, unshared_reference, tmp_path, migrated_store):
     """Shared trials of epochs {1, 2}: the driver stopped half way through epoch 2 of the first trial (its 1-epoch
     configuration already finished), then ``--resume``; every configuration has one run whose records are those of
     an unshared, uninterrupted search of the same grid."""
     space, env = real_search("killed", epochs=[1, 2], rates=SHARED_RATES, concurrency=1)
     storage = tmp_path / "runs"
+    migrated_store(storage)
     uri = default_tracking_uri(storage)
     command, driver = _driver(space, storage, env)
     try:

@@ -94,9 +94,11 @@ def _stop_after_first_trial(command, env, send) -> tuple[int, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143),
                                                       (signal.SIGTERM, True, 143)])
-def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, real_search, tmp_path):
+def test_a_signal_after_the_first_trial_ends_the_search_as_interrupted(sig, to_group, code, real_search, tmp_path,
+                                                                       migrated_store):
     space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
     storage = tmp_path / "runs"
+    migrated_store(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
 
     def send(driver):  # Ctrl-C in a terminal signals the whole group, as docker stop, timeout or systemd send SIGTERM
@@ -172,9 +174,10 @@ def _delete(folder: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_results_folder_deleted_mid_search_stops_it_and_says_the_way_on(real_search, tmp_path):
+def test_a_results_folder_deleted_mid_search_stops_it_and_says_the_way_on(real_search, tmp_path, migrated_store):
     space, env = real_search("stops", epochs=3, rates=["1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"], concurrency=2)
     storage = tmp_path / "runs"
+    migrated_store(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]
     returncode, text = _stop_after_first_trial(command, env, lambda driver: _delete(storage / "stops"))
     assert returncode == 1, text[-3000:]
