@@ -26,14 +26,11 @@ REPLAY_TABLE_ARTIFACT = "replay"
 
 @dataclass
 class Replay:
-    """A replay's table, its recommendation line, and its units' sizes."""
+    """A replay's table, its recommendation line, and how long it took (reading included)."""
 
     table: pd.DataFrame
     recommendation: str
     seconds: float
-
-    def text(self) -> str:
-        return self.recommendation
 
 
 def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, workers: int = 4, seed: int = 0,
