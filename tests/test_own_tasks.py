@@ -57,8 +57,8 @@ settings: {max_length: 32, shrinkage_tokens: 1000, eval_batch_size: 32}
 def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
     root, output = searched
     assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
-    assert ("\n  task reviews: input text; label label; classification, 2 classes: negative, positive; 64 train / 32 "
-            "validation examples\n") in output  # said once, after the preflight line
+    assert ("\n  task reviews: input text; label label; classification, 2 classes: negative, positive; metric f1 of "
+            "'positive'; 64 train / 32 validation examples\n") in output  # said once, after the preflight line
     assert "tiny-bert/reviews/istar: best f1 " in output
     assert " on disk)" in output.splitlines()[-1]  # what its results take
 
