@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from istar_tune.metrics import tie_order
+from istar_tune.metrics import best_scored
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,11 @@ class Curve:
     @property
     def epochs(self) -> int:
         return int(self.config["epochs"])
+
+    @property
+    def trained_epochs(self) -> int:
+        """Epochs its trial trains when let run: all of them, or up to the one it failed in."""
+        return min(self.epochs, len(self.values) + self.failed)
 
     def reported(self, epoch: int) -> bool:
         """Whether the trial reported a result after ``epoch`` (a failed trial stops reporting)."""
@@ -106,15 +111,9 @@ class Unit:
 
 def choose(curves: Sequence[Curve], ended: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
     """The (curve index, epoch) among ``ended`` (each trial's index and the epoch it ended at) whose model scores
-    highest, ties to the configuration (with the epoch it ended at) first in :func:`~istar_tune.metrics.tie_order`;
-    failed trials and NaN scores never win (``None`` when nothing scored). The tables' rule
-    (:func:`~istar_tune.metrics.best_scored`)."""
-    best, best_value = None, -math.inf
-    for index, epoch in sorted(ended, key=lambda item: tie_order(curves[item[0]].at(item[1]))):
-        value = curves[index].score(epoch)
-        if not math.isnan(value) and (best is None or value > best_value):
-            best, best_value = (index, epoch), value
-    return best
+    highest: :func:`~istar_tune.metrics.best_scored`, the tables' rule, on the configuration each trial left (ties
+    to fewer epochs, failed trials and NaN scores never win; ``None`` when nothing scored)."""
+    return best_scored(ended, lambda end: curves[end[0]].at(end[1]), lambda end: curves[end[0]].score(end[1]))
 
 
 def arms(curves: Sequence[Curve]) -> dict[int, list[int]]:

@@ -57,8 +57,7 @@ def read_grid(tracking_uri: str, experiment: str, simulated: bool = False, acros
         trainer = {r.run_id: raw[r.run_id].data.tags.get(tracking.TAG_TRAINED_BY) or r.trial_id for r in members}
         trained: dict[str, int] = {}
         for run, curve in zip(members, curves):
-            ran = min(curve.epochs, len(curve.values) + curve.failed)
-            trained[trainer[run.run_id]] = max(trained.get(trainer[run.run_id], 0), ran)
+            trained[trainer[run.run_id]] = max(trained.get(trainer[run.run_id], 0), curve.trained_epochs)
         seconds = {trainer[r.run_id]: c.epoch_seconds for r, c in zip(members, curves)}
         found = Unit(model, task, method, curves, grid_epochs=sum(trained.values()),
                      grid_seconds=sum(epochs * seconds[t] for t, epochs in trained.items()))

@@ -65,8 +65,8 @@ def random_search(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> 
     """``k`` configurations drawn without replacement, each trained to its own epochs; the best of them."""
     drawn = [int(i) for i in rng.choice(len(curves), size=min(k, len(curves)), replace=False)]
     ended = [(i, curves[i].epochs) for i in drawn if curves[i].reported(curves[i].epochs)]
-    epochs = sum(min(curves[i].epochs, len(curves[i].values) + 1) for i in drawn)
-    seconds = sum(min(curves[i].epochs, len(curves[i].values) + 1) * curves[i].epoch_seconds for i in drawn)
+    epochs = sum(curves[i].trained_epochs for i in drawn)
+    seconds = sum(curves[i].trained_epochs * curves[i].epoch_seconds for i in drawn)
     return Choice(choose(curves, ended), epochs, seconds)
 
 
@@ -172,7 +172,7 @@ def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
         curve = curves[index]
-        trained = min(curve.epochs, len(curve.values) + 1)
+        trained = curve.trained_epochs
         epochs, seconds = epochs + trained, seconds + trained * curve.epoch_seconds
         value = curve.score()
         if math.isnan(value):
