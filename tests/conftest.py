@@ -54,7 +54,10 @@ def _new_stores_from_a_migrated_copy(tmp_path_factory):
     except ImportError:
         yield None
         return
-    build = db_utils._initialize_tables
+    build = getattr(db_utils, "_initialize_tables", None)
+    if build is None:  # another MLflow: its stores are built as a user's are
+        yield None
+        return
     template = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
     engine = sqlalchemy.create_engine(f"sqlite:///{template}")
     build(engine)
