@@ -172,9 +172,11 @@ def test_no_test_imports_another_test_file():
     assert offenders == []
 
 
-UNPICKLING = {"istar_tune/search/tune/searcher.py", "istar_tune/search/tune/scheduler.py"}
-"""The only modules that unpickle: Tune saves and restores a searcher's and a scheduler's state through them (Ray Tune
-pickles its experiment state anyway); SECURITY.md says the storage path must be trusted for that reason."""
+UNPICKLING = {"istar_tune/search/tune/searcher.py", "istar_tune/search/tune/scheduler.py",
+              "istar_tune/search/tune/state.py"}
+"""The only modules that unpickle: Tune saves and restores a searcher's and a scheduler's state through them, and
+``--resume`` reads Tune's state back before restoring it (Ray Tune pickles its experiment state anyway); SECURITY.md
+says the storage path must be trusted for that reason."""
 
 
 def test_checkpoints_load_as_data_only_and_pickle_is_read_only_where_the_readme_says():

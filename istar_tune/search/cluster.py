@@ -16,6 +16,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.search.spaces.cost import packing_of
 from istar_tune.search.spaces.space import SearchSpace
@@ -192,3 +193,10 @@ def run_config(space: SearchSpace, name: str, storage: str, callbacks):
                           checkpoint_config=tune.CheckpointConfig(num_to_keep=None))
 
 
+def trial_dirname(trial) -> str:
+    """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
+    rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
+    words = tracking.run_name(trial.config).rsplit(" (", 1)[0]
+    for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
+        words = words.replace(symbol, name)
+    return f"trainable_{trial.trial_id}_{words}"[:200]

@@ -60,6 +60,8 @@ class _Experiment:
     parents: dict[str, str] = field(default_factory=dict)
     loggers: dict[str, Any] = field(default_factory=dict)
     lock: guard.Lock = field(default_factory=lambda: guard.Lock(None))
+    restored: set[str] | None = None
+    """A resumed search: the trial ids Tune's (repaired) state holds."""
 
     @property
     def results_root(self) -> str:
@@ -117,7 +119,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
                 f"checked in {checked_s:.1f} s")
             for task in dict.fromkeys(t for space in experiment.spaces for t in space.tasks):
                 say(f"  {get_task(task).describe()}")  # what the trials train on, as the preflight read it
-            _guard(experiment, resume, accept_changed_space)
+            _guard(experiment, resume, accept_changed_space, say)
             try:
                 _open_tracking(experiment)
                 cluster.tune_environment(experiment.total, experiment.spaces[0])
@@ -169,8 +171,11 @@ def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
     return checked_s
 
 
-def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) -> None:
-    """The results folder's lock, then the plan check (after every other check: a refusal creates nothing)."""
+def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:
+    """The results folder's lock, then the plan check (after every other check: a refusal creates nothing), then
+    Tune's state repaired for ``--resume`` (:mod:`~istar_tune.search.tune.state`)."""
+    from istar_tune.search.tune import state
+
     experiment.lock = guard.hold(experiment.storage, experiment.name)
     try:
         started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
@@ -179,6 +184,7 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool) ->
             t for space in experiment.spaces for t in space.tasks)], resume)
         if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
             guard.keep_started(experiment.planned, started)
+        experiment.restored = state.repair(experiment.results_root, say) if resume else None
     except BaseException:
         experiment.lock.release()
         raise
@@ -217,7 +223,8 @@ def _open_tracking(experiment: _Experiment) -> None:
         parent.describe(mlflow, experiment.parents[n], space, experiment.planned[n], experiment.settings[n])
         parent.share_view(mlflow, experiment_id, space)
         experiment.loggers[n] = MlflowTrialLogger(experiment.tracking_uri, n, experiment.parents[n], experiment_id,
-                                                  tags, threads=8, settings=logged_settings(experiment.settings[n]))
+                                                  tags, threads=8, settings=logged_settings(experiment.settings[n]),
+                                                  restored=experiment.restored)
 
 
 def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks: list, resume: bool):
@@ -253,7 +260,7 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
         metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
         # Trials are independent (each seeds and loads its own model): starting a new worker process per trial
         # would cost more than a short trial.
-        reuse_actors=True, trial_dirname_creator=trial_dirname),
+        reuse_actors=True, trial_dirname_creator=cluster.trial_dirname),
         run_config=cluster.run_config(first, experiment.name, experiment.storage, callbacks))
 
 
@@ -264,6 +271,7 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     from ray.tune.logger import JsonLoggerCallback
 
     from istar_tune.search.tune.callbacks import ProgressPrinter, TrialStatuses
+    from istar_tune.search.tune.state import StateCopier
 
     names, planned = experiment.names, experiment.planned
     phases: dict[str, float] = {}
@@ -271,6 +279,8 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
         logger.stop = stop
     printer, statuses = ProgressPrinter(experiment.total, say), TrialStatuses()
     callbacks = [*experiment.loggers.values(), printer, statuses, JsonLoggerCallback()]
+    if not is_remote(experiment.storage):  # a whole copy of Tune's state, for a --resume after a full disk
+        callbacks.append(StateCopier(experiment.results_root))
     if len(names) > 1:
         printer.write("== " + " then ".join(f"{n} ({planned_size(planned[n])})" for n in names))
     else:
@@ -375,15 +385,6 @@ def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
         log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
         return None
     return f"sqlite:///{Path(storage) / 'optuna.db'}"
-
-
-def trial_dirname(trial) -> str:
-    """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
-    rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
-    words = tracking.run_name(trial.config).rsplit(" (", 1)[0]
-    for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
-        words = words.replace(symbol, name)
-    return f"trainable_{trial.trial_id}_{words}"[:200]
 
 
 def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:

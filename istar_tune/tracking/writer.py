@@ -15,6 +15,7 @@ from typing import Any
 
 from istar_tune.config import group_key
 from istar_tune.errors import storage_failure
+from istar_tune.tracking.earlier import Takeover, earlier_runs, forget_error
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
@@ -26,7 +27,6 @@ from istar_tune.tracking.store import (
     TAG_STATUS,
     TAG_TRIAL_ID,
     client,
-    find_runs,
     log,
 )
 from istar_tune.trial_status import TrialStatus
@@ -65,8 +65,12 @@ class RunWriter:
 
     def __init__(self, tracking_uri: str, experiment_id: str, search_name: str, parent_run_id: str,
                  tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None,
-                 window_s: float = 0.5, settings: dict[str, Any] | None = None):
+                 window_s: float = 0.5, settings: dict[str, Any] | None = None, restored: set[str] | None = None):
         self.tracking_uri = tracking_uri
+        self.restored = restored
+        """A resumed search: the trial ids Tune's restored state holds (the runs of its other trials are taken over
+        by the trials that run their configurations again); ``None``: no run is taken over."""
+        self._takeover: Takeover | None = None
         self.settings = dict(settings or {})
         """The search's run settings, logged with each run's params (``setting.<name>``)."""
         self.make_client = make_client or client
@@ -244,21 +248,22 @@ class RunWriter:
                 delay = min(delay * 2, 10.0)
 
     def _load_existing(self, mlflow_client) -> None:
-        """The runs of trials an earlier driver of this search created: one paginated read, before the first
-        run is created."""
+        """The runs of trials an earlier driver of this search created (:mod:`~istar_tune.tracking.earlier`): one
+        paginated read, before the first run is created."""
         with self._load_lock:
             if self._loaded:
                 return
-            for run in find_runs(mlflow_client, self.experiment_id, **{TAG_ROLE: "trial"}):
-                trial_id = run.data.tags.get(TAG_TRIAL_ID)
-                if trial_id and trial_id not in self._runs:
-                    self._runs[trial_id] = run.info.run_id
-                    self._logged_epoch[trial_id] = int(run.data.metrics.get("epoch", 0))
-                    if not run.data.params:  # the driver died between creating the run and writing its params
-                        self._incomplete.add(trial_id)
-                    mine = run.data.tags.get(TAG_SEARCH, self.search_name) == self.search_name
-                    if mine and run.data.tags.get(TAG_STATUS, TrialStatus.RUNNING) == TrialStatus.RUNNING:
-                        self._unended.add(trial_id)
+            runs = earlier_runs(mlflow_client, self.experiment_id, self.search_name)
+            for run in runs:
+                if run.trial_id not in self._runs:
+                    self._runs[run.trial_id] = run.run_id
+                    self._logged_epoch[run.trial_id] = run.logged_epoch
+                    if not run.has_params:
+                        self._incomplete.add(run.trial_id)
+                    if run.unended:
+                        self._unended.add(run.trial_id)
+            if self.restored is not None:
+                self._takeover = Takeover(runs, self.restored)
             self._loaded = True
 
     def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None,
@@ -272,6 +277,14 @@ class RunWriter:
                 self._incomplete.discard(trial_id)
                 self._params[run_id] = _params(config, self.settings)
             return run_id, False
+        taken = self._takeover.claim(config) if config and self._takeover is not None else None
+        if taken is not None:  # a configuration whose trial Tune's state lost: its run goes on
+            with self._load_lock:
+                self._runs.pop(taken.trial_id, None)
+                self._unended.discard(taken.trial_id)
+                self._runs[trial_id], self._logged_epoch[trial_id] = taken.run_id, taken.logged_epoch
+                self._unended.add(trial_id)
+            return taken.run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: TrialStatus.RUNNING, "model": str(config.get("model")),
@@ -320,8 +333,8 @@ class RunWriter:
         for event in batch:
             run_id = self._run_id(mlflow_client, event.trial_id, None)[0]
             if event.kind == "start":
-                if run_id not in created:  # a retried or resumed trial's existing run
-                    tags.setdefault(run_id, {})[TAG_STATUS] = TrialStatus.RUNNING
+                if run_id not in created:  # a retried or resumed trial's existing run (or one it took over)
+                    tags.setdefault(run_id, {}).update({TAG_STATUS: TrialStatus.RUNNING, TAG_TRIAL_ID: event.trial_id})
                     states[run_id] = "RUNNING"
                     restarted.add(run_id)
             elif event.kind == "metrics":
@@ -350,7 +363,7 @@ class RunWriter:
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
                             [RunTag(k, v) for k, v in tags.get(run_id, {}).items()])
         for run_id in restarted - {r for r, t in tags.items() if TAG_ERROR in t}:
-            _forget_error(mlflow_client, run_id)  # the earlier attempt's error does not describe this one
+            forget_error(mlflow_client, run_id)  # the earlier attempt's error does not describe this one
         for run_id, state in states.items():
             if state == "RUNNING":
                 mlflow_client.update_run(run_id, status="RUNNING")
@@ -370,17 +383,6 @@ class RunWriter:
                 into.extend(Metric(k, v, event.payload["time"], epoch) for k, v in values.items())
                 done = epoch
         return done
-
-def _forget_error(mlflow_client, run_id: str) -> None:
-    """Delete a run's error tag, if it has one."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        mlflow_client.delete_tag(run_id, TAG_ERROR)
-    except MlflowException as err:
-        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-            raise
-
 
 def _params(config: dict[str, Any], settings: dict[str, Any] | None = None) -> list:
     from mlflow.entities import Param

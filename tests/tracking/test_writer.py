@@ -170,3 +170,41 @@ def test_end_unknown_on_a_store_it_cannot_read_ends_nothing_and_counts_the_error
     assert writer.end_unknown(set(), "interrupted", "KILLED", {}) == []
     assert writer.errors == ["ConnectionError: tracking server unreachable"]
     assert writer.close(timeout=30)
+
+
+def test_a_resumed_writer_hands_a_lost_trials_run_to_the_trial_of_its_configuration(mlflow_store, trial_config):
+    uri, client, experiment = mlflow_store
+    other = {**trial_config, "learning_rate": 5e-5}
+    killed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1, settings={"max_length": 32})
+    for trial_id, config in (("t1", trial_config), ("t2", other)):
+        killed.start(trial_id, config)
+        killed.metrics(trial_id, 1, {"accuracy": 0.6})
+    assert killed.flush(timeout=30)  # the driver dies; Tune's restored state holds t1 only (t2 was lost)
+    resumed = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1, settings={"max_length": 64},
+                                 restored={"t1"})
+    resumed.start("t1", trial_config)
+    resumed.start("n1", trial_config)  # a new trial of t1's configuration: t1 goes on, so a run of its own
+    resumed.start("n2", other)  # t2's configuration again: it goes on in t2's run (the settings are not compared)
+    resumed.metrics("n2", 1, {"accuracy": 0.99})  # held already: skipped
+    resumed.metrics("n2", 2, {"accuracy": 0.7})
+    for trial_id in ("t1", "n1", "n2"):
+        resumed.end(trial_id, "finished", "FINISHED")
+    assert resumed.end_unknown({"t1", "n1", "n2"}, "interrupted", "KILLED", {}) == []  # t2's run is n2's now
+    assert resumed.close(timeout=30) and not resumed.errors
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment)}
+    assert sorted(runs) == ["n1", "n2", "t1"]
+    assert all(r.info.status == "FINISHED" and r.data.tags[tracking.TAG_STATUS] == "finished" for r in runs.values())
+    assert runs["n2"].data.params["learning_rate"] == "5e-05"
+    assert (sorted((m.step, m.value) for m in client.get_metric_history(runs["n2"].info.run_id, "accuracy")) ==
+            [(1, 0.6), (2, 0.7)])
+
+
+def test_a_writer_takes_over_no_run_unless_resumed_with_tunes_restored_trials(mlflow_store, trial_config):
+    uri, client, experiment = mlflow_store
+    first = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    first.start("t1", trial_config)
+    assert first.close(timeout=30)
+    again = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)  # restored=None: a new search
+    again.start("n1", trial_config)
+    assert again.close(timeout=30)
+    assert sorted(r.data.tags[tracking.TAG_TRIAL_ID] for r in tracking.find_runs(client, experiment)) == ["n1", "t1"]

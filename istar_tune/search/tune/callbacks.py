@@ -40,8 +40,11 @@ class MlflowTrialLogger(Callback):
     """
 
     def __init__(self, tracking_uri: str, search_name: str, parent_run_id: str, experiment_id: str,
-                 tags: dict[str, str], threads: int = 8, settings: dict[str, Any] | None = None):
+                 tags: dict[str, str], threads: int = 8, settings: dict[str, Any] | None = None,
+                 restored: set[str] | None = None):
         self.tracking_uri = tracking_uri
+        self.restored = restored
+        """A resumed search: the trial ids Tune's restored state holds (see :class:`~istar_tune.tracking.RunWriter`)."""
         self.settings = dict(settings or {})
         self.search_name = search_name
         self.parent_run_id = parent_run_id
@@ -63,7 +66,7 @@ class MlflowTrialLogger(Callback):
         if self._writer is None:
             self._writer = tracking.RunWriter(self.tracking_uri, self.experiment_id, self.search_name,
                                               self.parent_run_id, self.tags, threads=self.threads,
-                                              settings=self.settings)
+                                              settings=self.settings, restored=self.restored)
         return self._writer
 
     def _mine(self, trial) -> bool:

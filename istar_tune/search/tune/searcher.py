@@ -121,6 +121,9 @@ class GroupSearcher(Searcher):
         self.configs: dict[str, dict] = {}
         """Configurations of the live trials of groups with dependents."""
         self.released = 0
+        self.handed: dict[str, tuple[int, int, dict | None]] | None = {}
+        """Every trial handed out: (group, place in the order, its configuration; ``None``: an Optuna suggestion),
+        what :meth:`give_back` returns to its group (``None``: restored from a state that did not record them)."""
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
@@ -147,14 +150,14 @@ class GroupSearcher(Searcher):
             plan = self.plans[index]
             if plan.configs:
                 config = plan.configs.pop()
-                plan.order.pop()
+                self._hand(trial_id, index, plan.order.pop(), config)
             else:
                 suggestion = self._searcher(plan).suggest(trial_id)
                 if suggestion is None:
                     continue
                 config = {**plan.base, **suggestion}
                 plan.budget -= 1
-                plan.order.pop()
+                self._hand(trial_id, index, plan.order.pop(), None)
             plan.live += 1
             self.owner[trial_id] = index
             if index in self.dependents:
@@ -164,6 +167,10 @@ class GroupSearcher(Searcher):
         if all(p.exhausted for p in self.plans):
             return Searcher.FINISHED
         return None
+
+    def _hand(self, trial_id: str, index: int, place: int, config: dict | None) -> None:
+        if self.handed is not None:
+            self.handed[trial_id] = (index, place, config)
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         index = self.owner.get(trial_id)
@@ -199,6 +206,25 @@ class GroupSearcher(Searcher):
             self.released += 1
             plan.order = [-(2**40) + self.released] * len(plan.configs)  # before every group that never waited
 
+    def give_back(self, trial_ids: set[str]) -> None:
+        """Take back what was handed out to ``trial_ids`` (trials Tune's saved state lost): each configuration goes
+        back to its place in its group's order (an Optuna suggestion: one more trial of the budget)."""
+        for trial_id in trial_ids:
+            if trial_id not in (self.handed or {}):
+                continue
+            index, place, config = self.handed.pop(trial_id)
+            plan = self.plans[index]
+            at = sum(p > place for p in plan.order)  # the order runs from the last place to the next one
+            plan.order.insert(at, place)
+            if config is None:
+                plan.budget += 1
+            else:
+                plan.configs.insert(at, config)
+            if self.owner.pop(trial_id, None) is not None:
+                plan.live -= 1
+            self.configs.pop(trial_id, None)
+            self.suggested -= 1
+
     def save(self, checkpoint_path: str):
         with open(checkpoint_path, "wb") as handle:
             pickle.dump(self.__dict__, handle)
@@ -206,3 +232,4 @@ class GroupSearcher(Searcher):
     def restore(self, checkpoint_path: str):
         with open(checkpoint_path, "rb") as handle:
             self.__dict__.update(pickle.load(handle))
+        self.__dict__.setdefault("handed", None)  # a state saved before trials were recorded

@@ -158,3 +158,34 @@ def test_a_group_waiting_for_a_shared_group_reruns_its_best_configuration_not_it
     reruns = [searcher.suggest("s1"), searcher.suggest("s2")]
     assert [(c["epochs"], c["seed"]) for c in reruns] == [(4, 1), (4, 2)]
     assert all(SHARED_EPOCHS_KEY not in c for c in reruns)
+
+
+def test_what_was_handed_to_lost_trials_is_given_back_in_its_place_and_handed_out_again(tmp_path):
+    space = load_search_space(SPACES / "paper_istar.yaml").narrow(models=["bert"], tasks=["rte", "mrpc"])
+    straight = GroupSearcher(group_plans(space, plan(space)))
+    order = _drain(straight, "s")
+    searcher = GroupSearcher(group_plans(space, plan(space)))
+    first = [searcher.suggest(f"t{i}") for i in range(5)]
+    searcher.on_trial_complete("t0", {"objective": 0.5})
+    searcher.save(str(tmp_path / "state.pkl"))
+    restored = GroupSearcher.__new__(GroupSearcher)
+    restored.restore(str(tmp_path / "state.pkl"))
+    restored.give_back({"t2", "t4", "unknown"})  # lost: two running trials (and one this searcher never knew)
+    assert restored.suggested == 3 and set(restored.handed) == {"t0", "t1", "t3"}
+    assert sum(p.live for p in restored.plans) == 2  # t1 and t3 still run
+    again = _drain(restored, "r")
+    # The given-back configurations come first (their places were the earliest left), then the rest in order.
+    assert [c for _, c in again[:2]] == [first[2], first[4]]
+    assert [c for _, c in again] == [first[2], first[4], *[c for _, c in order[5:]]]
+    assert restored.suggest("end") == Searcher.FINISHED
+
+
+def test_a_searcher_state_saved_before_trials_were_recorded_still_restores(tmp_path):
+    searcher = GroupSearcher([GroupPlan(key="a", configs=[{"model": "bert", "task": "rte", "method": "base"}])])
+    state = {k: v for k, v in searcher.__dict__.items() if k != "handed"}
+    import pickle
+
+    (tmp_path / "old.pkl").write_bytes(pickle.dumps(state))
+    restored = GroupSearcher.__new__(GroupSearcher)
+    restored.restore(str(tmp_path / "old.pkl"))
+    assert restored.handed is None and restored.suggest("t0")["task"] == "rte"

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from istar_tune import tracking
+from istar_tune.tracking.earlier import EarlierRun, Takeover, config_identity, earlier_runs, identity
+
+
+def _run(trial_id: str, config: dict, has_params: bool = True) -> EarlierRun:
+    return EarlierRun(f"run-{trial_id}", trial_id, 1, has_params, True, config_identity(config))
+
+
+def test_a_configuration_is_its_logged_hyperparameters_without_the_searchs_settings(trial_config):
+    params = tracking.logged_params(trial_config, {"max_length": 32})
+    assert identity(params) == config_identity(trial_config) == identity(tracking.logged_params(trial_config))
+    assert config_identity({**trial_config, "learning_rate": 5e-5}) != config_identity(trial_config)
+    assert EarlierRun("r", "a1b2c3d4-e3", 0, True, False, ()).trial == "a1b2c3d4"
+    assert EarlierRun("r", "a1b2c3d4", 0, True, False, ()).trial == "a1b2c3d4"
+
+
+def test_only_runs_of_trials_tune_did_not_restore_are_taken_over_once_each(trial_config):
+    other, third = {**trial_config, "learning_rate": 5e-5}, {**trial_config, "learning_rate": 7e-5}
+    takeover = Takeover([_run("kept", trial_config), _run("lost-e2", other), _run("bare", third, has_params=False)],
+                        restored={"kept"})
+    assert len(takeover) == 1  # kept goes on itself; bare has no params to match
+    assert takeover.claim(trial_config) is None and takeover.claim(third) is None
+    assert takeover.claim(other).run_id == "run-lost-e2"
+    assert takeover.claim(other) is None
+
+
+def test_earlier_runs_are_read_with_their_epochs_params_and_whether_they_ended(mlflow_store, trial_config):
+    uri, client, experiment = mlflow_store
+    writer = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    writer.start("t1", trial_config)
+    writer.metrics("t1", 2, {"accuracy": 0.5})
+    writer.start("t2", trial_config)
+    writer.end("t2", "finished", "FINISHED")
+    assert writer.close(timeout=30)
+    found = {r.trial_id: r for r in earlier_runs(client, experiment, "exp")}
+    assert (found["t1"].logged_epoch, found["t1"].unended, found["t2"].unended) == (2, True, False)
+    assert found["t1"].identity == config_identity(trial_config) and found["t1"].has_params
+    assert all(not r.unended and r.identity == () for r in earlier_runs(client, experiment, "another search"))
