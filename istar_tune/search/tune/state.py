@@ -17,7 +17,9 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +64,15 @@ def _newest(folder: Path) -> list[Path]:
     return [max(found) for pattern in KINDS.values() if (found := list(folder.glob(pattern)))]
 
 
-def read(folder: Path) -> TuneState | str:
-    """The state in ``folder``, or why it cannot be read back (the file, its size, what is wrong with it)."""
+_TRIAL_ID = re.compile(rb'\\"trial_id\\": \\"([^\\"]+)\\"')
+"""A trial's id in the experiment state file (each trial's state is a JSON string inside the file's JSON)."""
+
+
+def read(folder: Path, quick: bool = False) -> TuneState | str:
+    """The state in ``folder``, or why it cannot be read back (the file, its size, what is wrong with it).
+    ``quick``: the experiment state (about 20 KB a trial) is not parsed but checked to end as Tune ends it (Tune
+    writes it front to back, so a cut leaves no end), its trial ids found in its text; what a restore reads is always
+    parsed."""
     import ray.cloudpickle as cloudpickle
 
     files, trials, handed = _newest(folder), set(), None
@@ -73,7 +82,11 @@ def read(folder: Path) -> TuneState | str:
         data = b""
         try:
             data = path.read_bytes()
-            if path.match(KINDS["experiment"]):
+            if path.match(KINDS["experiment"]) and quick:
+                if not data.rstrip().endswith(b"}}") or b'"stats": {' not in data[-4096:]:
+                    raise ValueError("the file does not end as Tune ends it")
+                trials = {t.decode() for t in _TRIAL_ID.findall(data)}
+            elif path.match(KINDS["experiment"]):
                 trials = {json.loads(t[0])["trial_id"] for t in json.loads(data)["trial_data"]}
             elif path.match(KINDS["searcher"]):
                 handed = _handed(pickle.loads(data))
@@ -152,22 +165,33 @@ def _give_back(path: Path, trial_ids: set[str]) -> None:
 
 class StateCopier(Callback):
     """Keeps ``.istar-tune-state/``: a copy of the newest Tune state of the results folder that reads back whole and
-    agrees with itself, taken at most every ``every_s`` seconds (longer when reading the state takes long) and at the
-    experiment's end. The copy replaces the one before only once it is complete."""
+    agrees with itself, looked for at most every ``every_s`` seconds (longer when a copy takes long) in a thread of its
+    own (Tune's loop never waits for it), and once more at the experiment's end. A copy replaces the one before only
+    once it is complete."""
 
     def __init__(self, results_root: str, every_s: float = 1.0):
         self.root = Path(results_root)
         self.every_s = every_s
         self._next = 0.0
         self._copied: tuple = ()
+        self._thread: threading.Thread | None = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_thread": None}
 
     def on_step_end(self, iteration, trials, **info):
-        if time.monotonic() >= self._next:
-            began = time.monotonic()
-            self.copy()
-            self._next = time.monotonic() + max(self.every_s, 20 * (time.monotonic() - began))
+        if time.monotonic() >= self._next and (self._thread is None or not self._thread.is_alive()):
+            self._thread = threading.Thread(target=self._timed_copy, name="istar-tune-state-copy", daemon=True)
+            self._thread.start()
+
+    def _timed_copy(self) -> None:
+        began = time.monotonic()
+        self.copy()
+        self._next = time.monotonic() + max(self.every_s, 20 * (time.monotonic() - began))
 
     def on_experiment_end(self, trials, **info):
+        if self._thread is not None:
+            self._thread.join()
         self.copy()
 
     def copy(self) -> bool:
@@ -175,7 +199,8 @@ class StateCopier(Callback):
         files = _newest(self.root)
         try:
             seen = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
-            if seen == self._copied or not isinstance(state := read(self.root), TuneState) or not state.agrees:
+            state = read(self.root, quick=True) if seen != self._copied else None
+            if not isinstance(state, TuneState) or not state.agrees:
                 return False
             fresh, copy, old = (self.root / f"{COPY}{s}" for s in ("-new", "", "-old"))
             shutil.rmtree(fresh, ignore_errors=True)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def _write(folder: Path, session: str, trials: list[str], handed: int | None = N
     folder.mkdir(parents=True, exist_ok=True)
     rows = [[json.dumps({"trial_id": t, "config": {}}), json.dumps({"last_result_time": -float("inf")})]
             for t in trials]
-    (folder / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": rows, "runner_data": {}}))
+    (folder / f"experiment_state-{session}.json").write_text(
+        json.dumps({"trial_data": rows, "runner_data": {}, "stats": {"start_time": 0.0}}))  # Tune's order
     (folder / f"search_gen_state-{session}.json").write_bytes(cloudpickle.dumps({"counter": len(trials)}))
     searcher.save(str(folder / f"searcher-state-{session}.pkl"))
     (folder / "tuner.pkl").write_bytes(cloudpickle.dumps({"tuner": 1}))
@@ -49,12 +51,14 @@ def test_a_whole_state_reads_back_with_its_trials_and_what_its_searcher_handed_o
     assert state.read(tmp_path).trials == {"t0", "t1", "t2"}
 
 
+@pytest.mark.parametrize("quick", [False, True])
 @pytest.mark.parametrize("kind", ["experiment_state", "search_gen_state", "searcher-state", "tuner"])
-def test_a_state_file_cut_short_is_named_with_its_size(tmp_path, kind):
-    _write(tmp_path, "s", ["t0"])
+def test_a_state_file_cut_short_is_named_with_its_size(tmp_path, kind, quick):
+    _write(tmp_path, "s", ["t0", "t1"])
+    assert state.read(tmp_path, quick=quick).trials == {"t0", "t1"}
     path = next(tmp_path.glob(f"{kind}*"))
     _cut(path)
-    said = state.read(tmp_path)
+    said = state.read(tmp_path, quick=quick)
     assert isinstance(said, str) and said.startswith(f"{path.name} ({path.stat().st_size:,} bytes) does not read back")
 
 
@@ -111,3 +115,18 @@ def test_resume_leaves_a_whole_state_alone_and_refuses_a_cut_one_without_a_copy(
         state.repair(str(tmp_path), print)
     assert state.repair(str(tmp_path / "never-written"), print) == set()  # no state: every trial starts again
     assert state.repair("s3://bucket/runs/search", print) is None
+
+
+def test_the_copier_copies_in_its_own_thread_and_once_more_at_the_end(tmp_path):
+    copier = state.StateCopier(str(tmp_path), every_s=3600)
+    _write(tmp_path, "s", ["t0"])
+    copier.on_step_end(iteration=1, trials=[])
+    copier._thread.join(timeout=30)
+    assert state.read(tmp_path / state.COPY).trials == {"t0"}
+    _write(tmp_path, "s", ["t0", "t1"])
+    os.utime(tmp_path / "experiment_state-s.json", ns=(2, 2))
+    copier.on_step_end(iteration=2, trials=[])  # within every_s: no new copy
+    assert copier._thread.is_alive() is False and state.read(tmp_path / state.COPY).trials == {"t0"}
+    copier.on_experiment_end(trials=[])
+    assert state.read(tmp_path / state.COPY).trials == {"t0", "t1"}
+    assert pickle.loads(pickle.dumps(copier)).root == tmp_path  # Tune keeps its callbacks with the experiment
