@@ -72,19 +72,20 @@ class Takeover:
 
     def __init__(self, runs: list[EarlierRun], restored: set[str]):
         self._lock = threading.Lock()
-        self._by_identity: dict[tuple, EarlierRun] = {}
-        for run in runs:
+        self._by_identity: dict[tuple, list[EarlierRun]] = {}
+        for run in runs:  # a grid's repeats can hold one configuration several times: one run each
             if run.identity and run.has_params and run.trial not in restored:
-                self._by_identity.setdefault(run.identity, run)
+                self._by_identity.setdefault(run.identity, []).append(run)
 
     def __len__(self) -> int:
-        return len(self._by_identity)
+        return sum(len(runs) for runs in self._by_identity.values())
 
     def claim(self, config: dict[str, Any]) -> EarlierRun | None:
         if not self._by_identity:
             return None
         with self._lock:
-            return self._by_identity.pop(config_identity(config), None)
+            runs = self._by_identity.get(config_identity(config))
+            return runs.pop(0) if runs else None
 
 
 def forget_error(mlflow_client, run_id: str) -> None:

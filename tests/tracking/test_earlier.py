@@ -18,11 +18,12 @@ def test_a_configuration_is_its_logged_hyperparameters_without_the_searchs_setti
 
 def test_only_runs_of_trials_tune_did_not_restore_are_taken_over_once_each(trial_config):
     other, third = {**trial_config, "learning_rate": 5e-5}, {**trial_config, "learning_rate": 7e-5}
-    takeover = Takeover([_run("kept", trial_config), _run("lost-e2", other), _run("bare", third, has_params=False)],
-                        restored={"kept"})
-    assert len(takeover) == 1  # kept goes on itself; bare has no params to match
+    takeover = Takeover([_run("kept", trial_config), _run("lost-e2", other), _run("bare", third, has_params=False),
+                         _run("again", other)], restored={"kept"})
+    assert len(takeover) == 2  # kept goes on itself; bare has no params to match
     assert takeover.claim(trial_config) is None and takeover.claim(third) is None
-    assert takeover.claim(other).run_id == "run-lost-e2"
+    assert takeover.claim(other).run_id == "run-lost-e2"  # a repeated configuration: one run per new trial
+    assert takeover.claim(other).run_id == "run-again"
     assert takeover.claim(other) is None
 
 
