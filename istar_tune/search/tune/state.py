@@ -207,6 +207,9 @@ class StateCopier(Callback):
             fresh.mkdir()
             for path in state.files:
                 shutil.copy2(path, fresh / path.name)
+            copied = read(fresh, quick=True)  # Tune may have rewritten a file since it was read: check the copy itself
+            if not isinstance(copied, TuneState) or not copied.agrees:
+                return False
             shutil.rmtree(old, ignore_errors=True)
             if copy.exists():
                 copy.rename(old)

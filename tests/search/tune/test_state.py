@@ -77,6 +77,23 @@ def test_the_copier_keeps_the_newest_whole_state_and_not_one_cut_short(tmp_path)
     assert not copier.copy() and state.read(tmp_path / state.COPY).trials == {"t0", "t1"}
 
 
+def test_a_copy_cut_while_it_was_taken_never_replaces_the_whole_one(tmp_path, monkeypatch):
+    copier = state.StateCopier(str(tmp_path))
+    _write(tmp_path, "s", ["t0"])
+    assert copier.copy()
+    _write(tmp_path, "s", ["t0", "t1"])
+    os.utime(tmp_path / "experiment_state-s.json", ns=(3, 3))
+    copy2 = state.shutil.copy2
+
+    def cut_while_copying(source, target):  # Tune rewrites the file between the check and the copy
+        copy2(source, target)
+        if Path(target).name.startswith("experiment_state"):
+            _cut(Path(target))
+
+    monkeypatch.setattr(state.shutil, "copy2", cut_while_copying)
+    assert not copier.copy() and state.read(tmp_path / state.COPY).trials == {"t0"}
+
+
 def test_resume_puts_the_whole_copy_back_in_place_of_a_state_cut_short_and_sets_that_aside(tmp_path):
     _write(tmp_path, "s", ["t0", "t1"])
     state.StateCopier(str(tmp_path)).copy()
