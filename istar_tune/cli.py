@@ -219,14 +219,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.schedulers or ()) - set(NAMES))
     if unknown:
         raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from {', '.join(NAMES)}")
-    if args.replays < 1 or args.workers < 1:
-        raise ConfigError(f"replay: --replays and --workers must be at least 1, got {args.replays} and {args.workers}")
+    if args.replays < 1 or args.workers < 1 or (args.processes is not None and args.processes < 1):
+        raise ConfigError(f"replay: --replays, --workers and --processes must be at least 1, got {args.replays}, "
+                          f"{args.workers} and {args.processes}")
     if args.format not in ("md", "csv", "parquet"):
         raise ConfigError(f"replay: unknown format {args.format!r}: choose md, csv or parquet")
     result = replay_experiment(_tracking_uri(args), args.experiment, args.replays, args.workers, args.seed,
                                args.across_methods, args.simulated, args.noise_from,
                                tuple(args.schedulers) if args.schedulers else None, not args.no_mlflow,
-                               progress=lambda line: print(line, file=sys.stderr))
+                               progress=lambda line: print(line, file=sys.stderr), processes=args.processes)
     text = render(result.table, args.format, args.output, caption=CAPTION)
     print(text if text is not None else f"wrote {args.output}", end="" if text is not None else "\n")
     print(f"{result.recommendation} (replayed in {result.seconds:.0f} s)")

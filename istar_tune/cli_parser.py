@@ -143,6 +143,9 @@ def _add_replay_command(commands) -> None:
                         help="replays per strategy and setting, each with its own seed (default: %(default)s)")
     replay.add_argument("--workers", type=int, default=4, metavar="N",
                         help="parallel workers the asynchronous schedulers see results from (default: %(default)s)")
+    replay.add_argument("--processes", type=int, metavar="N",
+                        help="replay side by side in N processes; the table is the same (default: one per core, one "
+                             "for a grid under 200 configurations)")
     replay.add_argument("--seed", type=int, default=0, help="the replays' first seed (default: %(default)s)")
     replay.add_argument("--across-methods", action="store_true",
                         help="one choice per model × task among every method's configurations (default: per method)")

@@ -36,15 +36,16 @@ class Replay:
 def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, workers: int = 4, seed: int = 0,
                       across_methods: bool = False, simulated: bool = False, noise_from: str | None = None,
                       schedulers: tuple[str, ...] | None = None, log_to_mlflow: bool = True,
-                      progress: Callable[[str], None] | None = None) -> Replay:
+                      progress: Callable[[str], None] | None = None, processes: int | None = None) -> Replay:
     """Replay every default strategy (:func:`istar_tune.replay.summary.settings_for`) ``replays`` times on each
-    unit of the grid ``experiment``, and log the table and recommendation to its search run (unless told not to)."""
+    unit of the grid ``experiment``, and log the table and recommendation to its search run (unless told not to).
+    ``processes``: as :func:`~istar_tune.replay.summary.replay_table`'s."""
     began = time.monotonic()
     units = read_grid(tracking_uri, experiment, simulated, across_methods, noise_from)
     if progress:
         progress(f"read {sum(len(u.curves) for u in units)} configurations in {len(units)} groups in "
                  f"{time.monotonic() - began:.1f} s")
-    table = replay_table(units, replays, workers, seed, schedulers, progress)
+    table = replay_table(units, replays, workers, seed, schedulers, progress, processes)
     result = Replay(table, recommendation(table), time.monotonic() - began)
     if log_to_mlflow:
         _log(tracking_uri, experiment, result)

@@ -16,6 +16,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -164,10 +165,11 @@ def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=int(rng.integers(2 ** 31)))
     study = optuna.create_study(direction="maximize", sampler=sampler)
+    grid = _Proposals(curves)
     ended, epochs, seconds = [], 0, 0.0
     for _ in range(k):
         trial = study.ask()
-        index = _propose(curves, trial)
+        index = grid.propose(trial)
         if index is None:  # the grid is not a full product and lacks this point: nothing trained
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
@@ -183,21 +185,52 @@ def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:
     return Choice(choose(curves, ended), epochs, seconds)
 
 
-def _propose(curves: Sequence[Curve], trial) -> int | None:
-    """The curve whose configuration ``trial`` suggests, one hyperparameter at a time (the method first, then the
-    values that method's configurations take); ``None`` for a combination the grid does not hold."""
-    left = list(range(len(curves)))
-    keys = sorted({key for c in curves for key in c.config}, key=lambda key: (key != "method", key))
-    for key in keys:
-        method = curves[left[0]].config.get("method") if key != "method" else None
-        values = sorted({c.config.get(key) for c in curves if method is None or c.config.get("method") == method},
-                        key=_order_key)
-        if len(values) > 1:
-            chosen = trial.suggest_categorical(key if method is None else f"{method}.{key}", values)
-            left = [i for i in left if curves[i].config.get(key) == chosen]
-            if not left:
+class _Proposals:
+    """A grid's configurations as TPE proposes them, one hyperparameter at a time: the method first, then the values
+    that method's configurations take (a hyperparameter with one value is not asked). Read from the curves once: a
+    proposal is then a few lookups, not a pass over the grid per hyperparameter."""
+
+    def __init__(self, curves: Sequence[Curve]) -> None:
+        self.keys = sorted({key for c in curves for key in c.config}, key=lambda key: (key != "method", key))
+        methods = {c.config.get("method") for c in curves}
+        self.values: dict[tuple[Any, str], list] = {}
+        """(method, or None for the method itself, hyperparameter) → the values a proposal chooses among."""
+        for key in self.keys:
+            for method in ((None,) if key == "method" else methods):
+                self.values[(method, key)] = sorted(
+                    {c.config.get(key) for c in curves if method is None or c.config.get("method") == method},
+                    key=_order_key)
+        self.first: dict[tuple, int] = {}
+        """Each proposal so far (the values chosen, in order) → the first configuration that holds it."""
+        for index, curve in enumerate(curves):
+            chosen: tuple = ()
+            self.first.setdefault(chosen, index)
+            for key, _ in self._asked(curve.config.get("method")):
+                chosen += (curve.config.get(key),)
+                self.first.setdefault(chosen, index)
+
+    def _asked(self, method):
+        """(hyperparameter, values) of each question a proposal asks for ``method`` (after the method itself)."""
+        for key in self.keys:
+            values = self.values[(None, key)] if key == "method" else self.values[(method, key)]
+            if len(values) > 1:
+                yield key, values
+
+    def propose(self, trial) -> int | None:
+        """The first configuration that holds what ``trial`` suggests; ``None`` for a combination the grid lacks
+        (asked no further)."""
+        method = self.values[(None, "method")][0] if (None, "method") in self.values else None
+        chosen: tuple = ()
+        for key in self.keys:
+            values = self.values[(None, key)] if key == "method" else self.values[(method, key)]
+            if len(values) < 2:
+                continue
+            value = trial.suggest_categorical(key if key == "method" or method is None else f"{method}.{key}", values)
+            method = value if key == "method" else method
+            chosen += (value,)
+            if chosen not in self.first:
                 return None
-    return left[0]
+        return self.first[chosen]
 
 
 def _order_key(value) -> tuple:

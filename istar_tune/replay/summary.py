@@ -6,7 +6,10 @@ of the grid; and the one recommendation: the cheapest setting that chose the bes
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,15 +82,19 @@ def _on_arms(found: dict[int, list[int]]):
 def replay_unit(unit: Unit, setting: Setting, replays: int, seed: int) -> dict:
     """One row: ``setting`` replayed ``replays`` times on ``unit`` (replay r draws from the seed (seed, r), the same
     for every setting)."""
-    choices = [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(replays)]
+    return _row(unit, setting.scheduler, setting.setting, replays,
+                [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(replays)])
+
+
+def _row(unit: Unit, scheduler: str, name: str, replays: int, choices: list[Choice]) -> dict:
     best, best_dev = unit.score_of(unit.best), unit.dev_score_of(unit.best)
     regrets = np.array([best - unit.score_of(c.chosen) if c.chosen else math.inf for c in choices])
     dev_regrets = np.array([best_dev - unit.dev_score_of(c.chosen) if c.chosen else math.inf for c in choices])
     has_dev = unit.curves[0].dev is not None
     within = (float(np.mean(regrets <= unit.noise)) if unit.noise is not None else math.nan)
     gpu_hours = float(np.mean([c.seconds for c in choices])) / 3600
-    return {"model": unit.model, "task": unit.task, "method": unit.method, "scheduler": setting.scheduler,
-            "setting": setting.setting, "replays": replays, "configurations": len(unit.curves),
+    return {"model": unit.model, "task": unit.task, "method": unit.method, "scheduler": scheduler,
+            "setting": name, "replays": replays, "configurations": len(unit.curves),
             "chose_best": float(np.mean([unit.is_best(c.chosen) for c in choices])), "within_noise": within,
             "mean_regret": float(np.mean(regrets)), "worst_regret": float(np.max(regrets)),
             "mean_dev_regret": float(np.mean(dev_regrets)) if has_dev else math.nan,
@@ -98,15 +105,62 @@ def replay_unit(unit: Unit, setting: Setting, replays: int, seed: int) -> dict:
 
 def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: int = 0,
                  schedulers_asked: tuple[str, ...] | None = None,
-                 progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Every default setting (:func:`settings_for`) replayed on every unit; a row each."""
-    rows = []
-    for unit in units:
-        for setting in settings_for(unit, workers, schedulers_asked):
-            rows.append(replay_unit(unit, setting, replays, seed))
-        if progress:
+                 progress: Callable[[str], None] | None = None, processes: int | None = None) -> pd.DataFrame:
+    """Every default setting (:func:`settings_for`) replayed on every unit; a row each. The replays run side by side
+    in ``processes`` processes (default: one per core this process may use; one below :data:`PARALLEL_FROM`
+    configurations); the table is the same whatever their number: each replay draws from its own seed."""
+    settings = [settings_for(unit, workers, schedulers_asked) for unit in units]
+    if processes is None:
+        processes = cores() if sum(len(unit.curves) for unit in units) >= PARALLEL_FROM else 1
+    # A piece: some replays of one setting on one unit (a setting's replays split, so no long one runs alone).
+    step = math.ceil(replays / max(1, processes))
+    pieces = [(u, index, first) for u, found in enumerate(settings) for index in range(len(found))
+              for first in range(0, replays, step)]
+    choices: dict[tuple[int, int], list[tuple[int, Choice]]] = {}  # (unit, setting) → (replay, its choice)
+    left = [sum(1 for p in pieces if p[0] == u) for u in range(len(units))]
+
+    def done(piece: tuple[int, int, int], found: list[Choice]) -> None:
+        u, index, first = piece
+        choices.setdefault((u, index), []).extend(enumerate(found, start=first))
+        left[u] -= 1
+        if progress and not left[u]:
+            unit = units[u]
             progress(f"replayed {unit.model}/{unit.task}/{unit.method}: {len(unit.curves)} configurations")
+
+    if processes <= 1:
+        for u, index, first in pieces:
+            done((u, index, first), _replays(units[u], workers, schedulers_asked, index, first, replays, seed))
+    else:  # spawned, not forked: the caller may hold threads (MLflow's, Ray's)
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pending = {pool.submit(_replays, units[u], workers, schedulers_asked, index, first,
+                                   min(first + step, replays), seed): (u, index, first)
+                       for u, index, first in pieces}
+            for future in as_completed(pending):
+                done(pending[future], future.result())
+    rows = []
+    for u, found in enumerate(settings):
+        for index, setting in enumerate(found):
+            ordered = [choice for _, choice in sorted(choices[(u, index)], key=lambda item: item[0])]
+            rows.append(_row(units[u], setting.scheduler, setting.setting, replays, ordered))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+PARALLEL_FROM = 200
+"""Configurations from which :func:`replay_table` replays in several processes by default (below, starting them, a
+second or two each, costs more than they save)."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _replays(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None, index: int, first: int, end: int,
+             seed: int) -> list[Choice]:
+    """Replays ``first``..``end - 1`` of the ``index``-th setting of ``unit`` (settings hold closures, so a process
+    builds its own)."""
+    setting = settings_for(unit, workers, schedulers_asked)[index]
+    return [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(first, end)]
 
 
 def recommendation(table: pd.DataFrame) -> str:

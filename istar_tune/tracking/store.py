@@ -13,6 +13,7 @@ from typing import Any
 from istar_tune.config import trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.tracking.storage import unwritable
+from istar_tune.tracking.template import start_from_template
 from istar_tune.trial_status import COUNTED, RECORDED, TrialStatus
 
 TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
@@ -66,7 +67,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 def prepare_store(tracking_uri: str) -> None:
     """Create a new sqlite store's tables once, under a file lock, so searches starting together on a new store do
-    not race MLflow's schema creation."""
+    not race MLflow's schema creation: a copy of the empty store this MLflow version built before
+    (:mod:`istar_tune.tracking.template`), else MLflow's own build."""
     if not tracking_uri.startswith("sqlite:///"):
         return
     import fcntl
@@ -76,6 +78,7 @@ def prepare_store(tracking_uri: str) -> None:
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            start_from_template(path)
             _open(tracking_uri)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -97,6 +97,35 @@ def test_tpe_proposes_only_grid_points_and_the_same_seed_gives_the_same_choice()
     assert runs[0].epochs_trained <= 80
 
 
+class _Asked:
+    """A trial that answers each question from ``answers`` and records what it was asked."""
+
+    def __init__(self, answers: dict):
+        self.answers, self.asked = answers, []
+
+    def suggest_categorical(self, name, values):
+        self.asked.append((name, list(values)))
+        return self.answers[name]
+
+
+def test_tpe_asks_the_method_then_its_own_values_and_no_further_once_the_grid_lacks_the_point():
+    curves = [Curve({"method": m, "learning_rate": lr, "epochs": 1, **({"lam": lam} if m == "istar" else {})}, (0.5,))
+              for m, lr, lam in [("base", 1e-5, None), ("base", 3e-5, None), ("istar", 1e-5, -1), ("istar", 1e-5, 1),
+                                 ("istar", 3e-5, -1)]]  # istar lr 3e-5 λ 1 is missing
+    proposals = schedulers._Proposals(curves)
+    base = _Asked({"method": "base", "base.learning_rate": 3e-5})
+    assert proposals.propose(base) == 1
+    assert base.asked == [("method", ["base", "istar"]), ("base.learning_rate", [1e-5, 3e-5])]  # no λ for Base
+    full = _Asked({"method": "istar", "istar.lam": 1, "istar.learning_rate": 1e-5})
+    assert proposals.propose(full) == 3
+    assert [name for name, _ in full.asked] == ["method", "istar.lam", "istar.learning_rate"]
+    missing = _Asked({"method": "istar", "istar.lam": 1, "istar.learning_rate": 3e-5})
+    assert proposals.propose(missing) is None
+    plain = schedulers._Proposals([Curve({"learning_rate": lr, "epochs": 1}, (0.5,)) for lr in (1, 2)])
+    alone = _Asked({"learning_rate": 2})
+    assert plain.propose(alone) == 1 and alone.asked == [("learning_rate", [1, 2])]  # no method: plain names
+
+
 @pytest.mark.parametrize("scheduler", ["asha", "median"])
 def test_configurations_that_differ_only_in_epochs_are_trials_of_their_own(scheduler):
     # (lr, 1 epoch) is the first epoch of (lr, 3 epochs): both are trials; stopping the 3-epoch one after epoch 1

@@ -44,6 +44,16 @@ def test_the_default_settings_and_a_table_of_them():
     assert table.equals(again)  # seeded
 
 
+def test_replays_in_several_processes_give_the_same_table_and_say_each_group_once():
+    units = [_unit(noise=0.3), _unit(dev=True)]
+    said = []
+    alone = replay_table(units, replays=5, workers=2, processes=1)
+    side_by_side = replay_table(units, replays=5, workers=2, processes=2, progress=said.append)
+    pd.testing.assert_frame_equal(alone, side_by_side)
+    assert len(said) == 2 and all(line.startswith("replayed m/t/base: 4 configurations") for line in said)
+    assert (alone.replays == 5).all() and len(alone) == 2 * len(settings_for(units[0], workers=2))
+
+
 def _rows(*rows):
     return pd.DataFrame([dict(zip(["scheduler", "setting", "model", "task", "method", "chose_best", "within_noise",
                                    "epochs_share"], r)) for r in rows])
