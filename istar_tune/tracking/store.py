@@ -4,9 +4,12 @@ reachability, existence), experiments and parent runs, the plan tag, and paged q
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,34 @@ def prepare_store(tracking_uri: str) -> None:
             _open(tracking_uri)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+_WRITE_SLOTS: dict[str, threading.BoundedSemaphore] = {}
+_WRITE_SLOTS_LOCK = threading.Lock()
+
+
+def writes_at_once() -> int:
+    """Writes at once to one database-backed store from one process, over all its writers: MLflow's SQLAlchemy store
+    takes a second pooled connection inside some calls (``log_batch``), so writers whose threads each held one and
+    waited for another would wait for ever (the searches of one experiment have a writer each). A third of the pool
+    (MLflow's ``MLFLOW_SQLALCHEMYSTORE_POOL_SIZE`` + ``MAX_OVERFLOW``, SQLAlchemy's 5 + 10 by default) is theirs,
+    two connections a write; the rest is left to the driver's own reads."""
+    pool = int(os.environ.get("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE") or 5)
+    overflow = int(os.environ.get("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW") or 10)
+    return max(1, (pool + overflow) // 3)
+
+
+@contextlib.contextmanager
+def write_slot(tracking_uri: str) -> Iterator[None]:
+    """Held while a writer thread writes to ``tracking_uri`` (:func:`writes_at_once` at a time for a database; a
+    tracking server, reached over HTTP, takes any number)."""
+    if tracking_uri.startswith(("http://", "https://", "databricks")):
+        yield
+        return
+    with _WRITE_SLOTS_LOCK:
+        slot = _WRITE_SLOTS.setdefault(tracking_uri, threading.BoundedSemaphore(writes_at_once()))
+    with slot:
+        yield
 
 
 def _open(tracking_uri: str) -> None:

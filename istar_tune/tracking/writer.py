@@ -28,6 +28,7 @@ from istar_tune.tracking.store import (
     TAG_TRIAL_ID,
     client,
     log,
+    write_slot,
 )
 from istar_tune.trial_status import TrialStatus
 
@@ -233,7 +234,8 @@ class RunWriter:
         began, delay, warned = time.monotonic(), 0.25, False
         while True:
             try:
-                write()
+                with write_slot(self.tracking_uri):
+                    write()
                 if warned:
                     log.warning("MLflow store reachable again; pending writes done")
                 return

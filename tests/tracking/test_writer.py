@@ -208,3 +208,31 @@ def test_a_writer_takes_over_no_run_unless_resumed_with_tunes_restored_trials(ml
     again.start("n1", trial_config)
     assert again.close(timeout=30)
     assert sorted(r.data.tags[tracking.TAG_TRIAL_ID] for r in tracking.find_runs(client, experiment)) == ["n1", "t1"]
+
+
+def test_writers_sharing_a_small_connection_pool_never_wait_on_each_other(tmp_path, monkeypatch, trial_config, caplog):
+    """MLflow's SQLAlchemy store takes a second pooled connection inside ``log_batch``: writers whose threads each held
+    one and waited for another hung a 4-search experiment (32 threads, a pool of 15) until their retries ran out."""
+    import time
+
+    monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "2")
+    monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "1")
+    uri = f"sqlite:///{tmp_path / 'small-pool.db'}"  # a new store: its engine is built with this pool
+    tracking.prepare_store(uri)
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "exp", str(tmp_path / "artifacts"))
+    writers = [tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=8, window_s=0, retry_for_s=120)
+               for _ in range(2)]
+    began = time.monotonic()
+    for w, writer in enumerate(writers):
+        for t in range(12):
+            config = {**trial_config, "learning_rate": (w * 12 + t + 1) * 1e-4}
+            writer.start(f"w{w}t{t}", config)
+            writer.metrics(f"w{w}t{t}", 1, {"accuracy": 0.5, "epoch": 1})
+            writer.end(f"w{w}t{t}", "finished", "FINISHED")
+    assert all(writer.close(timeout=120) for writer in writers)
+    took = time.monotonic() - began
+    assert not any(writer.errors for writer in writers)
+    assert "MLflow write failed" not in caplog.text and took < 25, (took, caplog.text[-2000:])  # a pool wait is 30 s
+    runs = tracking.trial_runs(uri, "exp")
+    assert len(runs) == 24 and all(r.status == "finished" and "learning_rate" in r.config for r in runs)
