@@ -272,27 +272,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    import torch
+    from istar_tune.apps.calibrate import calibrate
+    from istar_tune.apps.calibrate_options import calibration_job, compile_modes, parse_packings
 
-    from istar_tune.apps.calibrate import Job, calibrate, parse_packings
-
-    for flag, value, least in (("--batch-size", args.batch_size, 1), ("--max-length", args.max_length, 8),
-                               ("--steps", args.steps, 1), ("--warmup", args.warmup, 1)):
-        if value < least:
-            raise ConfigError(f"{flag} must be at least {least}, got {value}")
-    packings = parse_packings(args.packing)
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    modes = {"off": ("eager",), "only": ("compiled",)}.get(args.compile, ("eager", "compiled") if cuda else ("eager",))
-    from istar_tune.methods import get_method
-    from istar_tune.models import check_model_name
-
-    get_method(args.method)
-    check_model_name(args.model)
-    task = str(Path(args.task).resolve()) if Path(args.task).is_file() else args.task
-    data_dir = args.data_dir or os.environ.get("GLUE_DIR")
-    job = Job(model=args.model, task=task, method=args.method, batch_size=args.batch_size, max_length=args.max_length,
-              steps=args.steps, warmup=args.warmup, data_dir=data_dir, device=args.device)
-    calibrate(job, packings, modes, args.output)
+    job = calibration_job(args.model, args.task, args.method, args.batch_size, args.max_length, args.steps,
+                          args.warmup, args.data_dir or os.environ.get("GLUE_DIR"), args.device)
+    calibrate(job, parse_packings(args.packing), compile_modes(args.compile, args.device), args.output)
     return 0
 
 

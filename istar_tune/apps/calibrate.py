@@ -201,14 +201,3 @@ def calibrate(job: Job, packings: tuple[int, ...], modes: tuple[str, ...], outpu
         write("measured on a CPU: these are this machine's figures; GPU figures need a GPU (run calibrate on one of "
               "your GPU nodes)")
     return result
-
-
-def parse_packings(text: str) -> tuple[int, ...]:
-    try:
-        packings = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
-    except ValueError:
-        packings = ()
-    if not packings or any(k < 1 or k > 64 for k in packings):
-        raise ConfigError(f"--packing {text!r}: give trials per GPU as comma-separated whole numbers from 1 to 64, "
-                          "e.g. 1,2,4,8")
-    return packings

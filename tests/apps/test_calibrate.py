@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from istar_tune.apps.calibrate import parse_packings, recommend
+from istar_tune.apps.calibrate import recommend
 from istar_tune.cli import main
-from istar_tune.errors import ConfigError
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -52,8 +51,3 @@ def test_the_packing_with_the_most_in_total_is_recommended_the_smallest_within_f
     assert six["resources_gpu"] == 0.166  # six trials of 0.166 fit one GPU; six of 0.167 would not
 
 
-@pytest.mark.parametrize("text", ["", "0", "1,x", "1,100"])
-def test_a_bad_packing_list_is_one_clear_error(text):
-    with pytest.raises(ConfigError, match="--packing"):
-        parse_packings(text)
-    assert parse_packings("1, 2,2,4") == (1, 2, 4)
