@@ -49,12 +49,12 @@ from istar_tune.training.state import (
     ISOLAYER_FILE,
     METRICS_FILE,
     STATE_FILE,
+    Checkpointer,
     Reporter,
-    load_state,
+    Saved,
     report_epoch,
     resolved_config,
     save_pretrained,
-    save_state,
     write_json_atomic,
 )
 from istar_tune.training.usage import PEAK_MEMORY, UTILIZATION, DeviceUsage
@@ -141,8 +141,9 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
     in_loss = get_method(hp.method).uses_zeta
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
+    checkpointer = Checkpointer(run, optimizer, scheduler, scaler)
     selection = Selection(run, run.model)
-    start, stopped, finished = _resumed(run, result, selection, resume_from, (optimizer, scheduler, scaler), epochs)
+    start, stopped, finished = _resumed(checkpointer, result, selection, resume_from, epochs)
     if finished:
         return True
     last = start if stopped else epochs
@@ -185,10 +186,9 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         final = ends and not second_stage
         contents = ({"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final
                     else "state")
-        kept = None if ends else selection.kept_unless(epoch)
-        report_epoch(reporter, record, lambda d, e=epoch, b=selection.best, c=contents, x=stop, k=kept, f=final:
-                     save_state(d, run, optimizer, scheduler, scaler, e, result.epochs, b, c, stopped=x, best_model=k,
-                                finished=f))
+        saved = Saved(epoch, result.epochs, selection.best, contents, stopped=stop,
+                      best_model=None if ends else selection.kept_unless(epoch), finished=final)
+        report_epoch(reporter, record, checkpointer.writer(saved))
         if stop:
             break
     return False
@@ -202,13 +202,13 @@ def _first_shrinkage(run: Run, start: int, sigma_cache) -> torch.Tensor:
     return estimate_shrinkage(run, draw=start).to(run.device)
 
 
-def _resumed(run: Run, result: TrainResult, selection: Selection, resume_from, optimizers: tuple,
+def _resumed(checkpointer: Checkpointer, result: TrainResult, selection: Selection, resume_from,
              epochs: int) -> tuple[int, bool, bool]:
     """(the last epoch trained, whether fine-tuning had stopped, whether the run had finished) of a run resumed from
     the state in ``resume_from``, its records and best epoch restored; ``(0, False, False)`` without one."""
     if resume_from is None or not (Path(resume_from) / STATE_FILE).is_file():
         return 0, False, False
-    state = load_state(Path(resume_from), run, *optimizers)
+    state = checkpointer.load(Path(resume_from))
     if state["finished"]:
         result.epochs, result.best_epoch = state["records"], state["best"][0]
         return 0, False, True
@@ -256,6 +256,7 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
         # No weight decay: it would pull the identity-initialised layer towards zero, not towards the identity.
         optimizer, scheduler, scaler = make_optimizer(run, named, hp.isolayer_learning_rate, hp.isolayer_epochs,
                                                       hp.warmup_ratio, decay=False)
+        checkpointer = Checkpointer(run, optimizer, scheduler, scaler)
         joint = IsoLayerLoss(hp.alpha)
 
         def loss_fn(batch):
@@ -284,9 +285,9 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
             # The last report keeps the model and the trained layer (records only with ``checkpoint: resume``);
             # a trial retried within this stage repeats it from the fine-tuned state.
             contents = "records" if run.settings.checkpoint == "resume" else "weights"
-            report_epoch(reporter, record, (lambda d, e=epoch, c=contents: save_state(
-                d, run, optimizer, scheduler, scaler, e, result.epochs, selection.best, c,
-                isolayer=hook.layer.state_dict(), finished=True)) if ends else None)
+            saved = Saved(epoch, result.epochs, selection.best, contents, isolayer=hook.layer.state_dict(),
+                          finished=True)
+            report_epoch(reporter, record, checkpointer.writer(saved) if ends else None)
             if stop:
                 break
         scored = selection.best[0] if selection.holdout else max(spaces, default=None)

@@ -5,12 +5,14 @@ data), the output folder's ``config.yaml``, ``metrics.json`` and best checkpoint
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,29 +49,76 @@ class Reporter(Protocol):
 # ---------------------------------------------------------------------------------------- state and outputs
 
 
-def save_state(directory: Path, run: Run, optimizer, scheduler, scaler, epoch: int, records: list[dict],
-               best: tuple[int, float], contents: str = "state", *, stopped: bool = False,
-               best_model: dict | None = None, isolayer: dict | None = None, finished: bool = False) -> None:
-    """Everything a retried trial needs to continue after ``epoch`` (``contents="state"``); after the last epoch,
-    ``records`` keeps only the epoch records and ``weights`` the records and the model weights (the ``checkpoint``
-    setting). ``stopped``: the fine-tuning stage ended early (``patience``); ``best_model``: the scored epoch's
-    weights where they are not the current ones; ``isolayer``: IsoLayer's layer; ``finished``: nothing is left to
-    train."""
-    directory.mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"epoch": epoch, "records": records, "best": best, "hparams": as_dict(run.hparams),
-                             "settings": as_dict(run.settings), "stopped": stopped, "finished": finished,
-                             **task_definition(run.task)}
-    if contents in ("state", "weights"):
-        state["model"] = run.model.state_dict()
-        if isolayer is not None:
-            state["isolayer"] = isolayer
-    if contents == "state":
-        state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), scaler=scaler.state_dict(),
-                     torch_rng=torch.get_rng_state(), numpy_rng=_numpy_rng_state(), python_rng=random.getstate(),
-                     cuda_rng=_cuda_rng_state())
-        if best_model is not None:
-            state["best_model"] = best_model
-    torch.save(state, directory / STATE_FILE)
+@dataclass(frozen=True)
+class Saved:
+    """What a checkpoint after an epoch says of the run: ``epoch`` trained, its ``records`` and ``best`` (epoch,
+    score); ``contents``: ``state`` (everything a retried trial needs to continue), ``records`` (the epoch records
+    only) or ``weights`` (the records and the model weights), after the last epoch as the ``checkpoint`` setting
+    says. ``stopped``: the fine-tuning stage ended early (``patience``); ``best_model``: the scored epoch's weights
+    where they are not the current ones; ``isolayer``: IsoLayer's layer; ``finished``: nothing is left to train."""
+
+    epoch: int
+    records: list[dict]
+    best: tuple[int, float]
+    contents: str = "state"
+    stopped: bool = False
+    best_model: dict | None = None
+    isolayer: dict | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class Checkpointer:
+    """A run with its optimizer, scheduler and gradient scaler: what :meth:`save` writes a :class:`Saved` from, and
+    :meth:`load` reads one back into."""
+
+    run: Run
+    optimizer: Any
+    scheduler: Any
+    scaler: Any
+
+    def save(self, directory: Path, saved: Saved) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        run = self.run
+        state: dict[str, Any] = {"epoch": saved.epoch, "records": saved.records, "best": saved.best,
+                                 "hparams": as_dict(run.hparams), "settings": as_dict(run.settings),
+                                 "stopped": saved.stopped, "finished": saved.finished, **task_definition(run.task)}
+        if saved.contents in ("state", "weights"):
+            state["model"] = run.model.state_dict()
+            if saved.isolayer is not None:
+                state["isolayer"] = saved.isolayer
+        if saved.contents == "state":
+            state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+                         scaler=self.scaler.state_dict(), torch_rng=torch.get_rng_state(),
+                         numpy_rng=_numpy_rng_state(), python_rng=random.getstate(), cuda_rng=_cuda_rng_state())
+            if saved.best_model is not None:
+                state["best_model"] = saved.best_model
+        torch.save(state, directory / STATE_FILE)
+
+    def writer(self, saved: Saved) -> Callable[[Path], None]:
+        """What :func:`report_epoch` calls with the folder to write ``saved`` into."""
+        return functools.partial(self.save, saved=saved)
+
+    def load(self, directory: Path) -> dict[str, Any]:
+        """Read a saved state and, where it can be continued, load it into the run; returns the state (a state
+        without optimizer state belongs to a trial with nothing left to train)."""
+        run = self.run
+        state = read_state(directory)
+        if state["hparams"] != as_dict(run.hparams):
+            raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
+        state.setdefault("stopped", False)
+        if "optimizer" not in state:  # the trial had finished: nothing is left to train
+            state["finished"] = True
+            return state
+        run.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        _set_numpy_rng_state(state["numpy_rng"])
+        random.setstate(state["python_rng"])
+        _set_cuda_rng_state(state.get("cuda_rng") or [])  # a GPU trial goes on with its dropout stream
+        return state
 
 
 def _numpy_rng_state() -> dict[str, Any]:
@@ -104,27 +153,6 @@ def load_data(path: Path) -> Any:
 def read_state(directory: Path) -> dict[str, Any]:
     """The state saved in ``directory`` (fails on a missing, truncated or untrusted file: :func:`load_data`)."""
     return load_data(Path(directory) / STATE_FILE)
-
-
-def load_state(directory: Path, run: Run, optimizer, scheduler, scaler) -> dict[str, Any]:
-    """Read a saved state and, where it can be continued, load it into the run; returns the state (a state without
-    optimizer state belongs to a trial with nothing left to train)."""
-    state = read_state(directory)
-    if state["hparams"] != as_dict(run.hparams):
-        raise TrainingError(f"checkpoint {directory} belongs to different hyperparameters; start a new run")
-    state.setdefault("stopped", False)
-    if "optimizer" not in state:  # the trial had finished: nothing is left to train
-        state["finished"] = True
-        return state
-    run.model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["torch_rng"].cpu())
-    _set_numpy_rng_state(state["numpy_rng"])
-    random.setstate(state["python_rng"])
-    _set_cuda_rng_state(state.get("cuda_rng") or [])  # a GPU trial goes on with its dropout stream
-    return state
 
 
 def _cuda_rng_state() -> list:

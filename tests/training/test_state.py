@@ -90,3 +90,39 @@ def test_a_resumed_run_goes_on_with_the_gpus_random_state_too(make_recorder, mak
     assert torch.equal(state_module.read_state(folder)["cuda_rng"][0], saved[0])
     train(make_hparams(epochs=2), make_settings(device="cpu"), make_recorder(), resume_from=folder)
     assert len(restored) == 1 and torch.equal(restored[0][0], saved[0])
+
+
+def test_a_checkpointer_writes_what_each_content_asks_for_and_loads_a_whole_state_back(make_hparams, make_settings,
+                                                                                       tmp_path):
+    import dataclasses
+    import random
+
+    import torch
+
+    from istar_tune.errors import TrainingError
+    from istar_tune.training.run import make_optimizer, prepare
+    from istar_tune.training.state import Checkpointer, Saved, read_state
+
+    run = prepare(make_hparams(), make_settings())
+    checkpointer = Checkpointer(run, *make_optimizer(run, list(run.model.named_parameters()), 1e-3, 1, 0.0))
+    records = [{"epoch": 1, "accuracy": 0.5}]
+    kinds = {}
+    for contents in ("records", "weights", "state"):
+        checkpointer.writer(Saved(1, records, (1, 0.5), contents, best_model={"w": torch.ones(1)}))(tmp_path / contents)
+        kinds[contents] = set(read_state(tmp_path / contents))
+    assert {"epoch", "records", "best", "hparams", "settings"} <= kinds["records"]
+    assert not {"model", "optimizer"} & kinds["records"] and kinds["weights"] - kinds["records"] == {"model"}
+    assert {"optimizer", "scheduler", "scaler", "torch_rng", "python_rng", "best_model"} <= kinds["state"]
+
+    torch.manual_seed(0)
+    random.seed(0)
+    checkpointer.save(tmp_path / "again", Saved(1, records, (1, 0.5)))
+    expected = (torch.rand(1), random.random())
+    torch.manual_seed(1)
+    random.seed(1)
+    state = checkpointer.load(tmp_path / "again")
+    assert (torch.rand(1), random.random()) == expected and not state["finished"]  # the random streams go on
+    assert checkpointer.load(tmp_path / "records")["finished"]  # records only: nothing is left to train
+    other = dataclasses.replace(checkpointer, run=dataclasses.replace(run, hparams=make_hparams(learning_rate=2e-3)))
+    with pytest.raises(TrainingError, match="belongs to different hyperparameters"):
+        other.load(tmp_path / "again")
