@@ -3,6 +3,7 @@ seeds stage that re-ran their choices (``--simulate``: Ray schedules every trial
 synthetic landscape stands in for training), then ``replay`` of each grid with the default settings and replays.
 
     python benchmarks/bench_replay.py [--models bert] [--tasks rte] [--replays 50] [--time-factor 0.0005]
+                                      [--processes N]
 
 With every task (the default) the grids and seeds hold 6,453 configurations. It prints, per model × task, the seconds
 the replay took (its share of reading the three grids from MLflow, and its units' replays), the configurations, the
@@ -30,6 +31,8 @@ def main() -> None:
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--time-factor", type=float, default=0.0005)
     parser.add_argument("--gpus", type=int, default=32, help="logical GPUs of the local Ray instance")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="the replay's processes (default: replay's own, a process per core for a large grid)")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -62,7 +65,7 @@ def main() -> None:
             rows = []
             for unit in units:
                 began = time.monotonic()
-                rows.append(replay_table([unit], replays=args.replays))
+                rows.append(replay_table([unit], replays=args.replays, processes=args.processes))
                 cell = per_task.setdefault((unit.model, unit.task), {"seconds": 0.0, "configurations": 0,
                                                                      "optimum": True})
                 cell["seconds"] += time.monotonic() - began + read_s / len(units)
