@@ -12,6 +12,7 @@ from pathlib import Path
 
 from istar_tune.config import RunSettings, trial_epochs
 from istar_tune.errors import IstarTuneError
+from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
@@ -124,7 +125,8 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     concurrency = space.concurrency or "as the cluster allows"
     lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
                  f"retries per trial: {space.max_failures}")
-    if space.algorithm == "optuna" or (space.stage == "seeds" and not all(p.param_space for p in planned)):
+    sampled = not get_backend(space.algorithm).enumerates
+    if sampled or (space.stage == "seeds" and not all(p.param_space for p in planned)):
         lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ from typing import Any
 from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, group_key
 from istar_tune.errors import ConfigError
+from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.spaces.space import (
     SEARCH_KEY,
@@ -153,7 +154,7 @@ def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> l
     base, domains = base_config(item, name or None), item.group.domains
     if space.stage == "seeds":  # the best configuration (when known: its values are in the base) per variant
         return [{**base, **variant} for variant in space.variants(item.group.model, item.group.method)]
-    if space.algorithm == "grid":
+    if get_backend(space.algorithm).enumerates:
         return grid_configs(base, domains, space.num_samples, space.seed, item.sharing is None)
     return [typical_config(base, domains)] * item.trials
 
@@ -195,7 +196,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
                                    variants=space.variants(item.group.model, item.group.method),
                                    concurrency=space.concurrency))
             continue
-        if space.stage == "seeds" or space.algorithm == "grid":
+        if space.stage == "seeds" or get_backend(space.algorithm).enumerates:
             plans.append(GroupPlan(key=key, configs=planned_configs(space, item, name),
                                    concurrency=space.concurrency))
             continue
@@ -207,6 +208,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
                 raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
                                   f"sampled in group {key}: give every sampled hyperparameter")
         plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
+                               algorithm=space.algorithm,
                                estimate=trial_seconds(typical_config(base, domains)), study=key,
                                points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))
     return plans

@@ -22,6 +22,7 @@ from istar_tune import console, tracking
 from istar_tune.config import RunSettings, as_dict, group_key
 from istar_tune.errors import ConfigError, repeated
 from istar_tune.search import cluster, guard, parent, preflight, stopping
+from istar_tune.search.backends import get_backend
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan, planned_size
@@ -377,7 +378,7 @@ def _check_shared(spaces: list[SearchSpace]) -> None:
 def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
     """Where an Optuna search keeps its studies: ``search.storage``, else a sqlite file beside the results (a
     remote storage path without ``search.storage`` keeps them in the driver's memory)."""
-    if space.algorithm != "optuna":
+    if get_backend(space.algorithm).enumerates:
         return None
     if space.optuna_storage:
         return space.optuna_storage

@@ -10,6 +10,7 @@ import math
 
 from istar_tune.config import Hyperparameters, from_dict
 from istar_tune.errors import ConfigError
+from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain
 
 MAX_DOMAIN_VALUES = 10_000
@@ -72,8 +73,9 @@ def domains_from_yaml(raw, where: str, algorithm: str, problem) -> dict[str, Dom
             problem(at, f"{kind} lists {len(values):,} values; a domain holds at most {MAX_DOMAIN_VALUES:,} (for "
                         "more, search a range with search.algorithm: optuna)")
             continue
-        if kind == "grid" and algorithm == "optuna":
-            problem(at, "grid values need search.algorithm: grid; with optuna use choice, uniform or loguniform")
+        refused = get_backend(algorithm).refuses(kind)
+        if refused:
+            problem(at, refused)
             continue
         if kind in ("loguniform", "uniform", "randint"):
             if len(values) != 2 or not all(is_number(v) for v in values) or not values[0] < values[1]:

@@ -13,6 +13,7 @@ from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
+from istar_tune.search.backends import BACKENDS
 from istar_tune.search.spaces.domains import (
     check_value,
     coerced,
@@ -20,7 +21,6 @@ from istar_tune.search.spaces.domains import (
     is_number,
 )
 from istar_tune.search.spaces.space import (
-    ALGORITHMS,
     ANY_MODEL,
     SCHEDULERS,
     SEARCHED_KEYS,
@@ -192,8 +192,9 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
     """``search``: the algorithm and its options, as :class:`SearchSpace` fields."""
     search = _mapping(raw, "search", _SEARCH_KEYS, problem)
     algorithm = search.get("algorithm", space_default("algorithm"))
-    if algorithm not in ALGORITHMS:
-        problem("search.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if algorithm not in BACKENDS:
+        problem("search.algorithm", f"must be one of {', '.join(BACKENDS)}, got {algorithm!r}")
+        algorithm = space_default("algorithm")  # the domains are read as a grid's; the problem is said above
     num_samples = _integer(search, "num_samples", space_default("num_samples"), 1, problem, "search.")
     seed = search.get("seed", space_default("seed"))
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -211,8 +212,10 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
                 problem("search.points_to_evaluate", f"unknown hyperparameter {key!r}")
             else:
                 check_value(key, value, "search.points_to_evaluate", problem)
-    if points and algorithm != "optuna":
-        problem("search.points_to_evaluate", "needs search.algorithm: optuna (a grid tries every point anyway)")
+    if points and BACKENDS[algorithm].enumerates:
+        samplers = ", ".join(name for name, backend in BACKENDS.items() if not backend.enumerates)
+        problem("search.points_to_evaluate", f"needs a sampling search.algorithm ({samplers}); a grid tries every "
+                                             "point anyway")
     share_epochs = search.get("share_epochs", space_default("share_epochs"))
     if not isinstance(share_epochs, bool):
         problem("search.share_epochs", f"must be true or false, got {share_epochs!r}")

@@ -32,11 +32,11 @@ from istar_tune.docstrings import field_docs
 from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS
 from istar_tune.models import PAPER_MODELS
+from istar_tune.search.backends import get_backend
 from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping, task_reference
 from istar_tune.tasks.task import Task
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
-ALGORITHMS = ("grid", "optuna")
 SCHEDULERS = ("none", "asha")
 STAGES = ("search", "seeds")
 ANY_MODEL = "*"
@@ -199,9 +199,11 @@ class SearchSpace:
     method_hyperparameters: dict[str, dict[str, Domain]] = _yaml(default_factory=dict)
     """Per-method domains added to (and overriding) the shared ones: `{istar: {lam: {grid: [-1, 1]}}}`."""
     algorithm: str = _yaml("search.algorithm", default="grid")
-    """`grid` (every combination) or `optuna` (TPE; ranges and choices, no grids)."""
+    """`grid` (every combination), `optuna` (TPE; ranges and choices, no grids) or `qmc` (quasi-Monte Carlo points
+    over ranges); a backend of one's own is a file that registers it (`istar_tune/search/backends/`)."""
     num_samples: int = _yaml("search.num_samples", default=1)
-    """grid: repeats of the grid (random domains re-sampled each time); optuna: trials per model × task × method."""
+    """grid: repeats of the grid (random domains re-sampled each time); optuna, qmc: trials per model × task ×
+    method."""
     seed: int | None = _yaml("search.seed", default=None)
     """Seed of the searcher's sampling."""
     optuna_storage: str | None = _yaml("search.storage", shown="optuna.db beside the results", default=None)
@@ -296,15 +298,14 @@ class SearchSpace:
     def trials_in(self, group: Group) -> int:
         if self.stage == "seeds":
             return len(self.variants(group.model, group.method))
-        if self.algorithm == "optuna":
-            return self.num_samples
-        return math.prod(d.size for d in group.domains.values()) * self.num_samples
+        return get_backend(self.algorithm).trials((d.size for d in group.domains.values()), self.num_samples)
 
     def sharing_problem(self, group: Group) -> str | None:
         """Why the configurations of ``group`` that differ only in ``epochs`` do not share a trial (``None``: they
         do); exactness itself is :func:`istar_tune.config.prefix_sharing_problem`."""
         epochs = group.domains.get("epochs")
-        if (self.stage == "seeds" or self.algorithm != "grid" or epochs is None or epochs.kind != "grid"
+        if (self.stage == "seeds" or not get_backend(self.algorithm).enumerates or epochs is None
+                or epochs.kind != "grid"
                 or len(set(epochs.values)) < 2):
             return "one epoch count per configuration: nothing to share"
         if any(d.kind not in ("grid", "constant") for d in group.domains.values()):

@@ -20,6 +20,7 @@ from ray.tune.search import Searcher
 
 from istar_tune.config import HYPERPARAMETER_KEYS
 from istar_tune.metrics import best_scored
+from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.tune.trainable import configuration_results
 
@@ -40,6 +41,8 @@ class GroupPlan:
     """Optuna: the values every suggestion gets (model, task, method, constants)."""
     optuna_space: dict[str, Any] = field(default_factory=dict)
     """Optuna: Tune domains of the sampled keys."""
+    algorithm: str = "optuna"
+    """Optuna: the sampling backend (:mod:`istar_tune.search.backends`) whose sampler the study uses."""
     estimate: float = 0.0
     """Modelled seconds of one of its Optuna trials (grid configurations are estimated one by one)."""
     live: int = 0
@@ -139,7 +142,8 @@ class GroupSearcher(Searcher):
                 storage = optuna.storages.RDBStorage(self.storage)
             points = [{k: v for k, v in p.items() if k in plan.optuna_space} for p in plan.points]
             plan.searcher = OptunaSearch(space=plan.optuna_space, metric=self.metric, mode=self.mode,
-                                         seed=self.seed, storage=storage, study_name=plan.study or None,
+                                         sampler=get_backend(plan.algorithm).sampler(self.seed), storage=storage,
+                                         study_name=plan.study or None,
                                          points_to_evaluate=[p for p in points if p] or None)
         return plan.searcher
 

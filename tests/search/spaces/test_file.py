@@ -42,7 +42,7 @@ BAD_SPACES = {
     "zeta outside [0, 1]": (BASE + "  zeta: {grid: [0.2, 1.5]}\n", "zeta must lie in [0, 1], got 1.5"),
     "unknown task": (BASE.replace("[sst2]", "[sst2, mnli]"), "unknown task 'mnli'"),
     "unknown method": (BASE.replace("[base, istar]", "[base, isotropy]"), "unknown method 'isotropy'"),
-    "unknown algorithm": (BASE + "search: {algorithm: bayes}\n", "search.algorithm: must be one of grid, optuna"),
+    "unknown algorithm": (BASE + "search: {algorithm: bayes}\n", "search.algorithm: must be one of grid, optuna, qmc"),
     "loguniform at zero": (BASE + "  weight_decay: {loguniform: [0, 0.1]}\n", "loguniform needs low > 0"),
     "range the wrong way": (BASE + "  warmup_ratio: {uniform: [0.5, 0.1]}\n", "uniform needs [low, high]"),
     "grid with optuna": (BASE + "search: {algorithm: optuna}\n", "grid values need search.algorithm: grid"),
