@@ -40,11 +40,20 @@ settings: {checkpoint: resume}
 """
 
 
-def test_a_backend_registered_from_one_file_runs_a_search(tmp_path, monkeypatch, local_ray):
-    monkeypatch.setattr(backends, "BACKENDS", dict(backends.BACKENDS))  # the registry as it was, after the test
+@pytest.fixture
+def registry():
+    """The registry as it was, after the test."""
+    before = dict(backends.BACKENDS)
+    yield backends.BACKENDS
+    backends.BACKENDS.clear()
+    backends.BACKENDS.update(before)
+
+
+def test_a_backend_registered_from_one_file_runs_a_search(tmp_path, registry, local_ray):
     (tmp_path / "my_backend.py").write_text(BACKEND_FILE)
     spec = importlib.util.spec_from_file_location("my_backend", tmp_path / "my_backend.py")
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert "random" in registry
     (tmp_path / "space.yaml").write_text(SPACE)
     space = load_search_space(tmp_path / "space.yaml")
     assert space.algorithm == "random" and space.trials_in(space.groups()[0]) == 3
