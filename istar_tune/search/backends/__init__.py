@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.backends.backend import Backend
+from istar_tune.search.backends.backend import Backend, listed
 from istar_tune.search.backends.grid import GRID
 from istar_tune.search.backends.optuna_qmc import QMC
 from istar_tune.search.backends.optuna_tpe import TPE
@@ -26,4 +26,14 @@ def get_backend(name: str) -> Backend:
     return BACKENDS[name]
 
 
-__all__ = ["BACKENDS", "Backend", "get_backend", "register"]
+def refusal(algorithm: str, kind: str) -> str | None:
+    """Why ``algorithm``'s backend cannot search a domain of ``kind``, naming the backends that can (``None``: it
+    can)."""
+    backend = get_backend(algorithm)
+    if backend.searches(kind):
+        return None
+    takers = listed([b.name for b in BACKENDS.values() if b.searches(kind)])
+    return f"{kind} values need search.algorithm: {takers}; with {backend.name} use {listed(list(backend.kinds))}"
+
+
+__all__ = ["BACKENDS", "Backend", "get_backend", "refusal", "register"]

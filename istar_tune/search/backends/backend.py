@@ -28,16 +28,11 @@ class Backend:
         """Trials of a group whose domains contribute ``grid_sizes`` grid points each."""
         return math.prod(grid_sizes) * num_samples if self.enumerates else num_samples
 
-    def refuses(self, kind: str) -> str | None:
-        """Why a domain of ``kind`` cannot be searched by this backend (``None``: it can)."""
-        if kind == "constant" or kind in self.kinds:
-            return None
-        takers = ", ".join(b.name for b in _registered() if kind in b.kinds)
-        return (f"{kind} values need search.algorithm: {takers}; with {self.name} use "
-                f"{', '.join(self.kinds)}")
+    def searches(self, kind: str) -> bool:
+        """Whether it searches a domain of ``kind`` (a constant: every backend)."""
+        return kind == "constant" or kind in self.kinds
 
 
-def _registered() -> list[Backend]:
-    from istar_tune.search.backends import BACKENDS
-
-    return list(BACKENDS.values())
+def listed(names: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "none"

@@ -10,7 +10,7 @@ import math
 
 from istar_tune.config import Hyperparameters, from_dict
 from istar_tune.errors import ConfigError
-from istar_tune.search.backends import get_backend
+from istar_tune.search.backends import refusal
 from istar_tune.search.spaces.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain
 
 MAX_DOMAIN_VALUES = 10_000
@@ -73,7 +73,7 @@ def domains_from_yaml(raw, where: str, algorithm: str, problem) -> dict[str, Dom
             problem(at, f"{kind} lists {len(values):,} values; a domain holds at most {MAX_DOMAIN_VALUES:,} (for "
                         "more, search a range with search.algorithm: optuna)")
             continue
-        refused = get_backend(algorithm).refuses(kind)
+        refused = refusal(algorithm, kind)
         if refused:
             problem(at, refused)
             continue

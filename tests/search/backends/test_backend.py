@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from istar_tune.errors import ConfigError
-from istar_tune.search.backends import BACKENDS, get_backend, register
+from istar_tune.search.backends import BACKENDS, get_backend, refusal, register
 from istar_tune.search.backends.backend import Backend
 
 
@@ -13,9 +13,10 @@ def test_a_grid_enumerates_and_a_sampler_draws_its_budget():
 
 
 def test_each_backend_says_which_domains_it_takes_and_who_takes_the_others():
-    assert get_backend("grid").refuses("loguniform") is None and get_backend("qmc").refuses("constant") is None
-    assert get_backend("optuna").refuses("grid").startswith("grid values need search.algorithm: grid;")
-    assert "choice values need search.algorithm: grid, optuna" in get_backend("qmc").refuses("choice")
+    assert refusal("grid", "loguniform") is None and refusal("qmc", "constant") is None
+    assert refusal("optuna", "grid").startswith("grid values need search.algorithm: grid;")
+    assert refusal("qmc", "choice") == ("choice values need search.algorithm: grid or optuna; with qmc use "
+                                        "loguniform, uniform or randint")
 
 
 def test_a_name_is_registered_once_and_an_unknown_one_is_refused_with_the_choices():

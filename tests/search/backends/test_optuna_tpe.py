@@ -6,7 +6,7 @@ from istar_tune.search.backends.optuna_tpe import TPE
 
 
 def test_tpe_is_optunas_default_sampler_seeded():
-    assert not TPE.enumerates and TPE.refuses("grid")
+    assert not TPE.enumerates and not TPE.searches("grid")
     sampler = TPE.sampler(7)
     assert isinstance(sampler, optuna.samplers.TPESampler)
     draws = []

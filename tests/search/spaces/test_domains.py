@@ -32,7 +32,7 @@ def test_every_problem_is_reported_with_its_key():
         assert expected in text, expected
     _, problems = _read({"learning_rate": {"grid": [1e-5]}}, algorithm="optuna")
     assert problems == ["hyperparameters.learning_rate: grid values need search.algorithm: grid; with optuna use "
-                        "choice, uniform or loguniform"]
+                        "choice, loguniform, uniform or randint"]
 
 
 def test_values_take_the_hyperparameters_type():
