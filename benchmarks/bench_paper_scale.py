@@ -85,7 +85,7 @@ def folder_bytes(path: Path) -> int:
 def trial_configs(outcomes: list) -> list[dict]:
     """The configurations of the Tune trials behind a search's outcomes (one per configuration): a shared trial's
     configurations merged back into the trial that trained them."""
-    from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
+    from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
     shared: dict[str, list[dict]] = {}
     alone = []

@@ -230,3 +230,21 @@ def test_the_sigma_s_budget_is_written_once():
                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
                if "250_000" in line or "250000" in line]
     assert len(written) == 1 and written[0].startswith("istar_tune.methods:")
+
+
+def test_only_the_configuration_module_defines_the_keys_a_search_adds_to_a_trials_configuration():
+    from istar_tune import trial_config
+
+    keys = {trial_config.SEARCH_KEY, trial_config.SHARED_EPOCHS_KEY, trial_config.TASK_DEFINITION_KEY}
+    package = PACKAGE
+    found = []
+    for path in package.rglob("*.py"):
+        if path.name == "trial_config.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in keys:
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in (
+                    keys - {"search"}):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not found, f"trial keys defined or spelled outside istar_tune/trial_config.py: {found}"

@@ -15,8 +15,9 @@ from istar_tune.errors import IstarTuneError
 from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
-from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace, completes, configuration
+from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
 from istar_tune.tasks import get_task
+from istar_tune.trial_config import completes, configuration
 
 
 def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir: str | None = None,

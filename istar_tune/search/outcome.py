@@ -14,10 +14,11 @@ from istar_tune.config import group_key
 from istar_tune.methods import get_method
 from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
-from istar_tune.search.spaces.space import SEARCH_KEY, Group, trial_group
+from istar_tune.search.spaces.space import Group
 from istar_tune.search.stopping import way_on
 from istar_tune.search.tune.trainable import configuration_results
 from istar_tune.tasks import get_task
+from istar_tune.trial_config import SEARCH_KEY, trial_group
 from istar_tune.trial_status import TrialStatus
 
 # ---------------------------------------------------------------------------------------------- running

@@ -14,15 +14,8 @@ from istar_tune.config import HYPERPARAMETER_KEYS, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.cost import trial_seconds
-from istar_tune.search.spaces.space import (
-    SEARCH_KEY,
-    Domain,
-    Group,
-    SearchSpace,
-    grid_configs,
-    trial_group,
-    with_task_definition,
-)
+from istar_tune.search.spaces.space import Domain, Group, SearchSpace, grid_configs
+from istar_tune.trial_config import SEARCH_KEY, trial_group, with_task_definition
 
 # -------------------------------------------------------------------------------------------- planning
 

@@ -26,13 +26,14 @@ from istar_tune.search.backends import get_backend
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan, planned_size
-from istar_tune.search.spaces.space import SearchSpace, trial_group
+from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
 from istar_tune.search.tune.trainable import OBJECTIVE, trainable
 from istar_tune.tasks import get_task
 from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
 from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
+from istar_tune.trial_config import trial_group
 from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)

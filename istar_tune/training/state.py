@@ -28,6 +28,7 @@ from istar_tune.models import (
 )
 from istar_tune.tasks import Task, definition_mapping
 from istar_tune.training.run import Run
+from istar_tune.trial_config import TASK_DEFINITION_KEY
 
 STATE_FILE = "trainer_state.pt"
 BEST_CHECKPOINT = "best-checkpoint"
@@ -165,9 +166,9 @@ def _set_cuda_rng_state(states: list) -> None:
         torch.cuda.set_rng_state_all([state.cpu() for state in states])
 
 
-TASK_DEFINITION = "task_definition"
+TASK_DEFINITION = TASK_DEFINITION_KEY
 """Key of a saved state and an output folder's config.yaml holding the task's definition (a task that is not
-shipped), so ``analyze`` reads the same data without the original file."""
+shipped), so ``analyze`` reads the same data without the original file: the trial configuration's key."""
 
 
 def task_definition(task: Task) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from istar_tune.cli import main
 from istar_tune.errors import ConfigError
 from istar_tune.search.plan import plan, planned_configs
 from istar_tune.search.spaces.file import load_search_space
-from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, configuration
+from istar_tune.trial_config import SHARED_EPOCHS_KEY, completes, configuration
 
 SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 

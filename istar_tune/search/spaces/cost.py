@@ -19,8 +19,8 @@ from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, t
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.models import model_spec
-from istar_tune.search.spaces.space import completes
 from istar_tune.tasks import get_task
+from istar_tune.trial_config import completes
 
 STARTUP_SECONDS = 45.0
 """Loading the model and tokenising the data, once per trial start (also after a retry)."""

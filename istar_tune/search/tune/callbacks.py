@@ -17,11 +17,11 @@ from istar_tune import tracking
 from istar_tune.config import trial_epochs
 from istar_tune.console import say
 from istar_tune.metrics import CLOSING_ONLY
-from istar_tune.search.spaces.space import SEARCH_KEY
 from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
 from istar_tune.search.tune.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
 from istar_tune.tasks import get_task
+from istar_tune.trial_config import SEARCH_KEY
 from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import time
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from istar_tune.search.spaces.space import trial_group
+from istar_tune.trial_config import trial_group
 
 STOPPED_EARLY: set[str] = set()
 """Trials a group's ASHA stopped (in this driver): "stopped early" is the scheduler's word, and a trial that ended

@@ -33,10 +33,10 @@ from istar_tune.search.spaces.cost import (
     shrinkage_seconds,
     typed_hyperparameters,
 )
-from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 from istar_tune.search.tune import checkpoints
 from istar_tune.search.tune.trainable import TuneReporter, quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA, get_task
+from istar_tune.trial_config import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 
 OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
                       "lam": (-5.0, -3.0, -1.0, 1.0, 3.0, 5.0), "zeta": (0.2, 0.4, 0.6, 0.8)}

@@ -21,7 +21,9 @@ from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings,
 from istar_tune.console import say
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
-from istar_tune.search.spaces.space import (
+from istar_tune.search.tune import checkpoints
+from istar_tune.tasks import get_task
+from istar_tune.trial_config import (
     SHARED_EPOCHS_KEY,
     TASK_DEFINITION_KEY,
     completes,
@@ -29,8 +31,6 @@ from istar_tune.search.spaces.space import (
     for_search,
     trial_task,
 )
-from istar_tune.search.tune import checkpoints
-from istar_tune.tasks import get_task
 
 OBJECTIVE = "objective"
 """Every trial reports its task's selection metric under this key too (its score: the scored epoch's value where the

@@ -10,9 +10,9 @@ import pyarrow.fs
 
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
-from istar_tune.search.spaces.space import SHARED_EPOCHS_KEY
 from istar_tune.search.tune.callbacks import LOST, MlflowTrialLogger, ProgressPrinter, reported_epochs
 from istar_tune.search.tune.trainable import RESTORED_RECORDS
+from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 
 def _trial(trial_id, search="s", epochs=2, error_file=None, folder=None):

@@ -1,0 +1,64 @@
+"""A trial's configuration: the dict Ray Tune hands a trial (its hyperparameters, and the keys below), in one place:
+the keys the search adds, what a shared trial completes, the group it is compared within, the search it belongs to,
+and the task it reads (carried inside when the task is not shipped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from istar_tune.config import Hyperparameters, group_key
+from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping
+from istar_tune.tasks.task import Task
+
+SEARCH_KEY = "search"
+"""Key of a trial's configuration naming the search (MLflow experiment) it belongs to."""
+SHARED_EPOCHS_KEY = "completes_epochs"
+"""Key of a shared trial's configuration: the epoch counts of the configurations it completes on its way (its own
+``epochs`` the largest); absent from an unshared trial's."""
+
+
+TASK_DEFINITION_KEY = "task_definition"
+"""Key of a trial's configuration holding its task's resolved definition when the task is not shipped: the trial
+reads its data from it, on any node, without the driver's files or working folder."""
+
+
+def with_task_definition(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its task's definition when the task is not a shipped one."""
+    task = get_task(config["task"])
+    return config if task.shipped else {**config, TASK_DEFINITION_KEY: definition_mapping(task)}
+
+
+def trial_task(config: dict[str, Any]) -> Task:
+    """The task of a trial's configuration, registered in this process from the definition it carries."""
+    definition = config.get(TASK_DEFINITION_KEY)
+    if definition is None:
+        return get_task(config["task"])
+    return register_task(task_from_mapping(definition, source=f"the task definition of trial config {config['task']}"),
+                         replace=True)
+
+
+def completes(config: dict[str, Any]) -> tuple[int, ...]:
+    """The epoch counts of the configurations a trial of ``config`` completes (its own ``epochs`` alone unless
+    shared)."""
+    shared = config.get(SHARED_EPOCHS_KEY)
+    return tuple(int(k) for k in shared) if shared else (int(config.get("epochs", Hyperparameters.epochs)),)
+
+
+def configuration(config: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """The configuration with ``epochs`` epochs that a (shared) trial of ``config`` completes."""
+    return {**{k: v for k, v in config.items() if k != SHARED_EPOCHS_KEY}, "epochs": epochs}
+
+
+def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:
+    """What ``by_search`` (``{search name: value}``) holds for the search of a trial's configuration."""
+    search = config.get(SEARCH_KEY)
+    if search not in by_search:
+        raise KeyError(f"trial configuration of search {search!r}; this experiment runs {', '.join(by_search)}")
+    return by_search[search]
+
+
+def trial_group(config: dict[str, Any]) -> str:
+    """``search:model/task/method``: the group a trial is compared within when several searches share one Tune
+    experiment (``model/task/method`` for a configuration without a search)."""
+    search = config.get(SEARCH_KEY)
+    return f"{search}:{group_key(config)}" if search else group_key(config)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.trial_config import (
+    SEARCH_KEY,
+    SHARED_EPOCHS_KEY,
+    TASK_DEFINITION_KEY,
+    completes,
+    configuration,
+    for_search,
+    trial_group,
+    trial_task,
+    with_task_definition,
+)
+
+
+def test_a_shared_trial_completes_each_count_and_names_each_configuration():
+    shared = {"model": "bert", "task": "rte", "method": "base", "epochs": 5, SHARED_EPOCHS_KEY: [3, 4, 5]}
+    assert completes(shared) == (3, 4, 5) and completes({"epochs": 2}) == (2,)
+    assert configuration(shared, 4) == {"model": "bert", "task": "rte", "method": "base", "epochs": 4}
+
+
+def test_a_trial_is_grouped_within_its_search_and_finds_its_searchs_value():
+    config = {"model": "bert", "task": "rte", "method": "istar", SEARCH_KEY: "grid"}
+    assert trial_group(config) == "grid:bert/rte/istar"
+    assert trial_group({k: v for k, v in config.items() if k != SEARCH_KEY}) == "bert/rte/istar"
+    assert for_search(config, {"grid": 1, "seeds": 2}) == 1
+    with pytest.raises(KeyError, match="search 'grid'; this experiment runs seeds"):
+        for_search(config, {"seeds": 2})
+
+
+def test_a_task_that_is_not_shipped_travels_inside_the_configuration(tmp_path):
+    from istar_tune.tasks import register_task, task_from_mapping
+
+    for name in ("train.jsonl", "dev.jsonl"):
+        (tmp_path / name).write_text('{"text": "a", "label": 0}\n{"text": "b", "label": 1}\n')
+    task = register_task(task_from_mapping({"name": "tickets", "train": "train.jsonl", "validation": "dev.jsonl"},
+                                           tmp_path), replace=True)
+    config = with_task_definition({"model": "tiny-bert", "task": task.name, "method": "base"})
+    assert config[TASK_DEFINITION_KEY]["name"] == task.name
+    assert trial_task(config).name == task.name
+    assert TASK_DEFINITION_KEY not in with_task_definition({"model": "bert", "task": "rte", "method": "base"})
