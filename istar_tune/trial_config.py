@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from istar_tune.config import Hyperparameters, group_key
+from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
 from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping
 from istar_tune.tasks.task import Task
 
@@ -62,3 +62,9 @@ def trial_group(config: dict[str, Any]) -> str:
     experiment (``model/task/method`` for a configuration without a search)."""
     search = config.get(SEARCH_KEY)
     return f"{search}:{group_key(config)}" if search else group_key(config)
+
+
+def hyperparameters(config: dict[str, Any]) -> Hyperparameters:
+    """The typed, checked hyperparameters of a trial's configuration (its other keys left out): the one parse."""
+    return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
+                     source="trial config")

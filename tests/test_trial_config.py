@@ -41,3 +41,14 @@ def test_a_task_that_is_not_shipped_travels_inside_the_configuration(tmp_path):
     assert config[TASK_DEFINITION_KEY]["name"] == task.name
     assert trial_task(config).name == task.name
     assert TASK_DEFINITION_KEY not in with_task_definition({"model": "bert", "task": "rte", "method": "base"})
+
+
+def test_the_hyperparameters_of_a_configuration_are_parsed_once_and_checked():
+    from istar_tune.errors import ConfigError
+    from istar_tune.trial_config import hyperparameters
+
+    typed = hyperparameters({"model": "bert", "task": "rte", "method": "istar", "lam": -1, "zeta": 0.2,
+                             SEARCH_KEY: "grid", SHARED_EPOCHS_KEY: [3, 4]})
+    assert (typed.model, typed.lam, typed.zeta) == ("bert", -1.0, 0.2)
+    with pytest.raises(ConfigError, match="zeta"):
+        hyperparameters({"model": "bert", "task": "rte", "method": "istar", "zeta": 2.0})

@@ -8,17 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, as_dict, from_dict
+from istar_tune.config import as_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.tasks import facts, get_task, is_shipped
 from istar_tune.tracking.store import TAG_TASK
+from istar_tune.trial_config import hyperparameters
 
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
     """Every hyperparameter of a trial, defaults filled in and λ resolved for the method."""
-    hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
-                        source="trial config")
+    hparams = hyperparameters(config)
     return {**as_dict(hparams), "lam": hparams.penalty_weight}
 
 

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, trial_epochs
+from istar_tune.config import Hyperparameters, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.models import model_spec
 from istar_tune.tasks import get_task
-from istar_tune.trial_config import completes
+from istar_tune.trial_config import completes, hyperparameters
 
 STARTUP_SECONDS = 45.0
 """Loading the model and tokenising the data, once per trial start (also after a retry)."""
@@ -176,8 +176,7 @@ def _meta_model(model: str, task: str):
 
 
 def typed_hyperparameters(config: Mapping[str, Any]):
-    return from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
-                     source="trial config")
+    return hyperparameters(config)
 
 
 def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from istar_tune import tracking
-from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, RunSettings, from_dict, trial_epochs
+from istar_tune.config import Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.console import say
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
@@ -29,6 +29,7 @@ from istar_tune.trial_config import (
     completes,
     configuration,
     for_search,
+    hyperparameters,
     trial_task,
 )
 
@@ -152,8 +153,7 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
 
     quiet_ray_loggers()
     trial_task(config)  # a task that is not shipped: known here from the definition the config carries
-    hparams = from_dict(Hyperparameters, {k: v for k, v in config.items() if k in HYPERPARAMETER_KEYS},
-                        source="trial config")
+    hparams = hyperparameters(config)
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
     shared = completes(config)  # its own epochs alone unless shared
     reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
