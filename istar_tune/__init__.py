@@ -8,8 +8,9 @@ The Python API (each name is imported on first use, so ``import istar_tune`` loa
     summary = run_search(space, storage_path="istar-runs")
     print(build_table(summary.tracking_uri, space.name, kind="best"))
 
-A task of one's own: ``task_reference("my-task/task.yaml")`` (or ``load_task_file``) registers its definition, and
-its name then works wherever a task is named (``Hyperparameters(task="reviews")``).
+A task of one's own travels as an object: ``task = task_of("my-task/task.yaml")`` (or ``load_task_file``), then
+``train(Hyperparameters(task=task.name), settings, task=task)``; a search space holds its own. ``task_reference``
+also registers it, for code that names it afterwards by its name alone.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _API = {
     "METHODS": "istar_tune.methods",
     "TASKS": "istar_tune.tasks",
     "Task": "istar_tune.tasks",
+    "task_of": "istar_tune.tasks",
     "task_reference": "istar_tune.tasks",
     "load_task_file": "istar_tune.tasks",
 }

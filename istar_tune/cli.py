@@ -36,7 +36,7 @@ from istar_tune.search.spaces.cost import Throughput, packing_of
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.search.stopping import Terminated
 from istar_tune.search.tune.simulate import Simulation
-from istar_tune.tasks import task_reference
+from istar_tune.tasks import Task, task_of
 from istar_tune.tracking.storage import storage_root, tracking_uri
 
 
@@ -59,7 +59,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         unused = []
     except ConfigError as err:
         unused = err.problems
-    values["task"] = _train_task(args, values)
+    task = _train_task(args, values)
+    values["task"] = task.name
     try:
         hparams, settings = split_config(values, source=source)
     except ConfigError as err:
@@ -67,10 +68,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if unused:
         raise ConfigError(unused)
     # The hub asked once, within seconds, where data or model would come from it (else its retries take a minute).
-    run_checks([("data", lambda: check_data([hparams.task], settings.data_dir, read=False)),
+    run_checks([("data", lambda: check_data([task], settings.data_dir, read=False)),
                 ("model", lambda: check_models([settings.init_checkpoint or hparams.model], at_hand=True))])
     reporter = _PrintReporter()
-    result = train(hparams, settings, reporter)
+    result = train(hparams, settings, reporter, task=task)
     best = result.best
     summary = ", ".join(f"{k} {_fmt(best[k])}" for k in _headline_keys(best))
     print(f"best epoch {result.best_epoch}: {summary}")
@@ -81,8 +82,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> str:
-    """The name of the task ``train`` runs, its definition registered: a shipped task, a definition file (from the
+def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> Task:
+    """The task ``train`` runs: a shipped task, a definition file (from the
     flag: relative to here; from --config: to the config's folder), a definition inline in --config, or the files of
     --train-file/--validation-file (named by --task, else ``custom``)."""
     task = values.get("task", Hyperparameters.task)
@@ -93,14 +94,14 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> str:
                       "validation": args.validation_file, "label_field": args.label_field or "label",
                       **({"problem_type": args.problem_type} if args.problem_type else {}),
                       **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {})}
-        return task_reference(definition, Path.cwd(), source="--train-file/--validation-file").name
+        return task_of(definition, Path.cwd(), source="--train-file/--validation-file")
     given = [flag for flag, value in (("--text-fields", args.text_fields), ("--label-field", args.label_field),
                                       ("--problem-type", args.problem_type)) if value]
     if given:
         raise ConfigError(f"{', '.join(given)} describe(s) the files of --train-file/--validation-file: give those "
                           "files, or say it in the task's definition (text_fields, label_field, problem_type)")
     base = Path.cwd() if args.task or not args.config else Path(args.config).resolve().parent
-    return task_reference(task, base, source=str(args.config or "--task")).name
+    return task_of(task, base, source=str(args.config or "--task"))
 
 
 class _PrintReporter:

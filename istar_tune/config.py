@@ -21,7 +21,7 @@ from typing import Any
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS, SHRINKAGE_TOKENS, get_method
 from istar_tune.recipes import RECIPES
-from istar_tune.tasks import EXTRACTIVE_QA, get_task
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, is_shipped
 from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, load_yaml  # noqa: F401 (re-exported)
 
 
@@ -160,14 +160,14 @@ EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highes
 the setting existed had: runs that differ in one of them are not compared in one table unless asked."""
 
 
-def _type_problem(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
+def coerce_value(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
     """Coerce ``value`` to ``hint`` (int, float, bool, str, X | None); return (value, problem or None)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
             return None, None
-        return _type_problem(name, args[0], value)
+        return coerce_value(name, args[0], value)
     if hint is bool:
         if isinstance(value, bool):
             return value, None
@@ -218,7 +218,7 @@ def from_dict(cls: type[T], values: dict[str, Any], *, source: str = "config") -
     kwargs = {}
     for key, value in values.items():
         if key in known:
-            coerced, problem = _type_problem(key, hints[key], value)
+            coerced, problem = coerce_value(key, hints[key], value)
             if problem:
                 problems.append(f"{source}: {problem}")
             else:
@@ -239,6 +239,14 @@ def _range_problems(obj: Any) -> list[str]:
     return []
 
 
+def task_problems(method: str, task: Task) -> list[str]:
+    """What does not fit between a method and the task it trains (the task itself, read from wherever it came)."""
+    known = METHODS.get(method)
+    if known is not None and known.second_stage and task.problem_type == EXTRACTIVE_QA:
+        return [f"method {method} applies to sentence-level tasks; {task.display_name} is extractive QA"]
+    return []
+
+
 def _positive(problems: list[str], name: str, value, strict: bool = True) -> None:
     if value is not None and (value <= 0 if strict else value < 0):
         problems.append(f"{name} must be {'positive' if strict else 'non-negative'}, got {value}")
@@ -247,15 +255,10 @@ def _positive(problems: list[str], name: str, value, strict: bool = True) -> Non
 def _hyperparameter_problems(obj: Hyperparameters) -> list[str]:
     problems: list[str] = []
     positive = functools.partial(_positive, problems)
-    try:
-        task = get_task(obj.task)
-    except ConfigError as err:
-        problems.append(str(err))
-    else:
-        method = METHODS.get(obj.method)
-        if method is not None and method.second_stage and task.problem_type == EXTRACTIVE_QA:
-            problems.append(f"method {obj.method} applies to sentence-level tasks; {task.display_name} is "
-                            "extractive QA")
+    if is_shipped(obj.task):  # another task is checked where its definition is read (task_problems)
+        problems += task_problems(obj.method, get_task(obj.task))
+    elif not str(obj.task).strip():
+        problems.append("task must not be empty")
     if obj.method not in METHODS:
         problems.append(f"method {obj.method!r} is unknown: choose one of {', '.join(METHODS)}")
     if not obj.model:

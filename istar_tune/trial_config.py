@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
-from istar_tune.tasks import definition_mapping, get_task, register_task, task_from_mapping
+from istar_tune.tasks import definition_mapping, get_task, task_from_mapping
 from istar_tune.tasks.task import Task
 
 SEARCH_KEY = "search"
@@ -22,19 +22,22 @@ TASK_DEFINITION_KEY = "task_definition"
 reads its data from it, on any node, without the driver's files or working folder."""
 
 
-def with_task_definition(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with its task's definition when the task is not a shipped one."""
-    task = get_task(config["task"])
+def with_task_definition(config: dict[str, Any], task: Task | None) -> dict[str, Any]:
+    """``config`` with the definition of its ``task`` when the task is not a shipped one (``None``: a shipped task,
+    found by its name)."""
+    task = task if task is not None else get_task(config["task"])
+    if not task.shipped and task.name != config["task"]:
+        raise ValueError(f"a trial configuration of task {config['task']!r} given the definition of {task.name!r}")
     return config if task.shipped else {**config, TASK_DEFINITION_KEY: definition_mapping(task)}
 
 
 def trial_task(config: dict[str, Any]) -> Task:
-    """The task of a trial's configuration, registered in this process from the definition it carries."""
+    """The task of a trial's configuration: from the definition it carries (a task that is not shipped), else the
+    shipped task of its name. Nothing is registered: the configuration is the one source."""
     definition = config.get(TASK_DEFINITION_KEY)
     if definition is None:
         return get_task(config["task"])
-    return register_task(task_from_mapping(definition, source=f"the task definition of trial config {config['task']}"),
-                         replace=True)
+    return task_from_mapping(definition, source=f"the task definition of trial config {config['task']}")
 
 
 def completes(config: dict[str, Any]) -> tuple[int, ...]:

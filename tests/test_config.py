@@ -19,8 +19,8 @@ def test_every_problem_is_reported_together():
     for expected in ("unknown key 'colour'", "lam must be a number, got 'abc'", "precision must be one of"):
         assert expected in text
     with pytest.raises(ConfigError) as err:
-        from_dict(Hyperparameters, {"task": "mnli", "zeta": 1.5, "batch_size": 0})
-    assert len(err.value.problems) == 3
+        from_dict(Hyperparameters, {"task": "", "zeta": 1.5, "batch_size": 0})
+    assert len(err.value.problems) == 3 and "task must not be empty" in str(err.value)
     assert "zeta must lie in [0, 1], got 1.5" in str(err.value)
 
 

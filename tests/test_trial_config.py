@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from istar_tune.errors import ConfigError
 from istar_tune.trial_config import (
     SEARCH_KEY,
     SHARED_EPOCHS_KEY,
@@ -30,17 +31,20 @@ def test_a_trial_is_grouped_within_its_search_and_finds_its_searchs_value():
         for_search(config, {"seeds": 2})
 
 
-def test_a_task_that_is_not_shipped_travels_inside_the_configuration(tmp_path):
-    from istar_tune.tasks import register_task, task_from_mapping
+def test_a_task_that_is_not_shipped_travels_inside_the_configuration_and_registers_nothing(tmp_path):
+    from istar_tune.tasks import get_task, task_from_mapping
 
     for name in ("train.jsonl", "dev.jsonl"):
         (tmp_path / name).write_text('{"text": "a", "label": 0}\n{"text": "b", "label": 1}\n')
-    task = register_task(task_from_mapping({"name": "tickets", "train": "train.jsonl", "validation": "dev.jsonl"},
-                                           tmp_path), replace=True)
-    config = with_task_definition({"model": "tiny-bert", "task": task.name, "method": "base"})
+    task = task_from_mapping({"name": "tickets", "train": "train.jsonl", "validation": "dev.jsonl"}, tmp_path)
+    config = with_task_definition({"model": "tiny-bert", "task": task.name, "method": "base"}, task)
     assert config[TASK_DEFINITION_KEY]["name"] == task.name
-    assert trial_task(config).name == task.name
-    assert TASK_DEFINITION_KEY not in with_task_definition({"model": "bert", "task": "rte", "method": "base"})
+    assert trial_task(config).name == task.name and trial_task(config).files == task.files
+    with pytest.raises(ConfigError, match="unknown task 'tickets'"):
+        get_task("tickets")  # the configuration is the one source: no process-global registry was filled
+    assert TASK_DEFINITION_KEY not in with_task_definition({"model": "bert", "task": "rte", "method": "base"}, None)
+    with pytest.raises(ValueError, match="given the definition of 'tickets'"):
+        with_task_definition({"model": "bert", "task": "other", "method": "base"}, task)
 
 
 def test_the_hyperparameters_of_a_configuration_are_parsed_once_and_checked():

@@ -36,7 +36,7 @@ from istar_tune.isotropy import (
 from istar_tune.models import hidden_size, load_model, load_tokenizer
 from istar_tune.results.plots import pyplot
 from istar_tune.shrinkage import StreamingCovariance
-from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, register_task, task_from_mapping, task_reference
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, task_from_mapping, task_of
 from istar_tune.training.data import encode
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook
@@ -122,9 +122,9 @@ def _task(source: Source, task: str | None, checkpoint) -> Task:
     """``--task`` (a name or a definition file), else the task the checkpoint was trained on (its own definition when
     that task is not shipped)."""
     if task is not None:
-        return task_reference(task, Path.cwd(), source="--task")
+        return task_of(task, Path.cwd(), source="--task")
     if source.task_definition:
-        return register_task(task_from_mapping(source.task_definition, source=f"{checkpoint}"), replace=True)
+        return task_from_mapping(source.task_definition, source=f"{checkpoint}")
     if source.hparams.get("task") is None:
         raise ConfigError(f"{checkpoint} does not say which task it was trained on: give --task")
     return get_task(source.hparams["task"])

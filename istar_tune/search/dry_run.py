@@ -16,7 +16,6 @@ from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
-from istar_tune.tasks import get_task
 from istar_tune.trial_config import completes, configuration
 
 
@@ -28,12 +27,15 @@ def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir
     ``gpu_memory_gb``, GPU-hours by ``measured(space)`` rates; a seeds stage's configurations read from
     ``tracking_uri`` when its searches have run there, else from the spaces before it."""
     from istar_tune.models import config_is_local
-    from istar_tune.search.preflight import check_data, check_models, check_packing, run_checks, trial_needs
+    from istar_tune.search.preflight import check_models, check_packing, resolve_data, run_checks, trial_needs
     from istar_tune.tasks.data_folder import hub_reachable
 
+    resolved = []
     for space in spaces:  # models that resolve; a task definition's sizes and classes come from its data
-        run_checks([("models", lambda s=space: check_models(list(s.models))),
-                    ("tasks", lambda s=space: check_data(list(s.tasks), data_dir, definitions_only=True))])
+        tasks, problems = resolve_data(list(space.task_objects or space.tasks), data_dir, definitions_only=True)
+        run_checks([("models", lambda s=space: check_models(list(s.models))), ("tasks", lambda p=problems: p)])
+        resolved.append(space.with_tasks(tasks))
+    spaces = resolved
     readable = all(config_is_local(m) for s in spaces for m in s.models) or hub_reachable(2.0)
     store = Path(tracking_uri[len("sqlite:///"):]) if tracking_uri and tracking_uri.startswith("sqlite:///") else None
     held = tracking_uri if tracking_uri and (store is None or store.is_file()) else None
@@ -119,7 +121,7 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
              f"scheduler {space.scheduler}"]
-    lines += [f"  {get_task(task).describe()}" for task in space.tasks]
+    lines += [f"  {space.task(task).describe()}" for task in space.tasks]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines += _seeds_lines(space, planned) + _sharing_lines(planned) + (memory[1] if memory else [])
     lines.append(_total(planned, costs, measured, space))

@@ -17,7 +17,6 @@ from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.spaces.space import Group
 from istar_tune.search.stopping import way_on
 from istar_tune.search.tune.trainable import configuration_results
-from istar_tune.tasks import get_task
 from istar_tune.trial_config import SEARCH_KEY, trial_group
 from istar_tune.trial_status import TrialStatus
 
@@ -180,7 +179,7 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         trials = by_group.get(group_key(base_config(item)), [])
         best = best_scored([t for t in trials if t.status in tracking.COUNTED_STATUSES], lambda t: t.config,
                            lambda t: t.value)
-        outcomes.append(GroupOutcome(group=group, metric=get_task(group.task).metric, trials=trials, best=best))
+        outcomes.append(GroupOutcome(group=group, metric=group.task_object.metric, trials=trials, best=best))
     return outcomes
 
 

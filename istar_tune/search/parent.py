@@ -19,7 +19,7 @@ from istar_tune.markdown import markdown
 from istar_tune.metrics import score
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
-from istar_tune.tasks import definition_mapping, get_task
+from istar_tune.tasks import definition_mapping
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
     for start in range(0, len(new), 100):
         mlflow_client.log_batch(run_id, params=new[start:start + 100])
     mlflow_client.log_batch(run_id, tags=[RunTag(NOTE_TAG, _description(space, planned))])
-    log_task_definitions(mlflow_client, run_id, space.tasks)
+    log_task_definitions(mlflow_client, run_id, [space.task(name) for name in space.tasks])
 
 
 MODEL_TRAINING = "workflowType=machine_learning"
@@ -69,7 +69,7 @@ opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""
 def runs_view(space: SearchSpace) -> dict[str, Any]:
     """The runs table as a search is read: its tasks' metrics, the hyperparameters it searched and each trial's
     status as columns, the first metric best first."""
-    metrics = list(dict.fromkeys(get_task(task).metric for task in space.tasks))
+    metrics = list(dict.fromkeys(space.task(task).metric for task in space.tasks))
     domains = [space.hyperparameters, *space.method_hyperparameters.values()]
     searched = [k for k in dict.fromkeys(k for d in domains for k in d) if any(
         k in d and (d[k].kind != "constant") for d in domains)]
@@ -103,8 +103,7 @@ def log_task_definitions(mlflow_client, run_id: str, tasks) -> None:
     exact data."""
     import yaml
 
-    for name in tasks:
-        task = get_task(name)
+    for task in tasks:
         if task.shipped:
             continue
         mlflow_client.log_text(run_id, yaml.safe_dump(definition_mapping(task), sort_keys=False, allow_unicode=True),
@@ -131,9 +130,10 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
     score, run name and the hyperparameters its method reads."""
     groups = sorted({(p.group.model, p.group.task, p.group.method) for p in planned})
     best = tracking.best_trials(tracking_uri, name, simulated, groups=groups)
+    metrics = {p.group.task: p.group.task_object.metric for p in planned}
     rows = []
     for (model, task, method), run in sorted(best.items()):
-        metric = get_task(task).metric
+        metric = metrics[task]
         values = {k: v for k, v in tracking.logged_params(run.config).items()
                   if k not in ("model", "task", "method") and k in run.config}
         rows.append({"model": model, "task": task, "method": method, "metric": metric,

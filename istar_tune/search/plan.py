@@ -5,7 +5,7 @@ group's searcher hands out (the dry run's report: :mod:`istar_tune.search.dry_ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def seeds_group(space: SearchSpace, group: Group) -> Group:
         key = space.vary[0]
         values = tuple(dict.fromkeys(v[key] for v in space.variants(group.model, group.method)))
         domains[key] = Domain("grid", values)
-    return Group(model=group.model, task=group.task, method=group.method, domains=domains)
+    return replace(group, domains=domains)
 
 
 def planned_size(planned: list[PlannedGroup]) -> str:
@@ -170,8 +170,10 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
     group = planned.group
     base = {"model": absolute_if_path(group.model), "task": group.task, "method": group.method,
             **planned.param_space}
-    # The configurations handed to Tune carry the task's definition (a task that is not shipped).
-    return {**with_task_definition(base), SEARCH_KEY: search} if search else base
+    # A configuration carries its task's definition (a task that is not shipped): the trials, and the cost model,
+    # read it from there.
+    base = with_task_definition(base, group.definition)
+    return {**base, SEARCH_KEY: search} if search else base
 
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):

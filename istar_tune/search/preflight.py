@@ -15,7 +15,7 @@ from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, check_model_at_hand, check_model_name, max_positions
-from istar_tune.tasks import get_task, register_task
+from istar_tune.tasks import Task, get_task
 from istar_tune.tasks.task import IN_DATA_FOLDER
 from istar_tune.tracking.storage import is_remote, unwritable
 from istar_tune.tracking.store import check_reachable, check_writable
@@ -39,15 +39,21 @@ def check_storage(storage: str) -> list[str]:
     return [f"storage path {storage!r}: {problem}; give a folder for the results"] if problem else []
 
 
-def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.0,
+def check_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: float = 5.0,
                definitions_only: bool = False, read: bool = True) -> list[str]:
+    """The problems :func:`resolve_data` finds (tasks given as objects, or shipped tasks by name)."""
+    return resolve_data(tasks, data_dir, hub_timeout_s, definitions_only, read)[1]
+
+
+def resolve_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: float = 5.0,
+                 definitions_only: bool = False, read: bool = True) -> tuple[list[Task], list[str]]:
     """Every task's data reads as the trials will read it (files exist and parse; fields, labels and splits fit its
-    definition), and each definition is resolved (class names, sizes, checksums) and registered, so its trials carry
-    exactly that. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else every trial would
-    fail after its retries); one whose classes and sizes its definition gives (the paper's) is then downloaded by its
-    trials alone. ``definitions_only``: only the definitions not resolved yet (a rehearsal or a dry run needs their
-    sizes; it reads no other data). ``read=False``: only where the data comes from (files exist, the hub answers when
-    it is needed): what ``train`` checks before it reads the data itself."""
+    definition); returns the tasks with each definition resolved (class names, sizes, checksums), so its trials carry
+    exactly that, and the problems. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else
+    every trial would fail after its retries); one whose classes and sizes its definition gives (the paper's) is then
+    downloaded by its trials alone. ``definitions_only``: only the definitions not resolved yet (a rehearsal or a dry
+    run needs their sizes; it reads no other data). ``read=False``: only where the data comes from (files exist, the
+    hub answers when it is needed): what ``train`` checks before it reads the data itself."""
     import datasets
 
     from istar_tune.tasks.data_folder import hub_reachable
@@ -55,9 +61,11 @@ def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.
 
     datasets.utils.logging.disable_progress_bar()  # the driver's terminal shows the search's own lines
     problems: list[str] = []
+    resolved: list[Task] = []
     hub_answers = None
-    for name in tasks:
-        task = get_task(name)
+    for given in tasks:
+        task = given if isinstance(given, Task) else get_task(given)
+        resolved.append(task)
         if definitions_only and task.resolved:
             continue
         try:
@@ -69,10 +77,11 @@ def check_data(tasks: list[str], data_dir: str | None, hub_timeout_s: float = 5.
                 if task.resolved:
                     continue
             if read:
-                register_task(resolve(task, data_dir), replace=True)
+                checked = resolve(task, data_dir)
+                resolved[-1] = task if task.shipped else checked  # a shipped task stays as it ships
         except IstarTuneError as err:
             problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
-    return problems
+    return resolved, problems
 
 
 def _no_hub(task, hub_timeout_s: float) -> str:

@@ -14,25 +14,21 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from istar_tune import console, tracking
-from istar_tune.config import RunSettings, as_dict, group_key
-from istar_tune.errors import ConfigError, repeated
-from istar_tune.search import cluster, guard, parent, preflight, stopping
+from istar_tune.config import as_dict, group_key
+from istar_tune.errors import ConfigError
+from istar_tune.search import cluster, guard, parent, stopping
 from istar_tune.search.backends import get_backend
+from istar_tune.search.experiment import Experiment, check_and_plan, check_resources, experiment_of
 from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
-from istar_tune.search.plan import PlannedGroup, base_config, group_plans, plan, planned_size
+from istar_tune.search.plan import base_config, group_plans, planned_size
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
 from istar_tune.search.tune.trainable import OBJECTIVE, trainable
-from istar_tune.tasks import get_task
-from istar_tune.tasks.data_folder import resolve_data_dir
-from istar_tune.tracking.storage import artifact_root, is_remote, join, storage_root
-from istar_tune.tracking.storage import tracking_uri as resolve_tracking_uri
+from istar_tune.tracking.storage import artifact_root, is_remote
 from istar_tune.trial_config import trial_group
 from istar_tune.trial_status import TrialStatus
 
@@ -44,39 +40,6 @@ def run_search(space: SearchSpace, **options) -> SearchSummary:
     """Run (or resume) every group of ``space``: :func:`run_searches` of one space (``name`` names its MLflow
     experiment and results folder)."""
     return run_searches([space], **options)[0]
-
-
-@dataclass
-class _Experiment:
-    """The searches of one Tune experiment and what they share."""
-
-    names: list[str]
-    spaces: list[SearchSpace]
-    name: str
-    """The Tune experiment (results folder)."""
-    storage: str
-    tracking_uri: str
-    settings: dict[str, RunSettings]
-    simulation: Simulation | None
-    planned: dict[str, list[PlannedGroup]] = field(default_factory=dict)
-    parents: dict[str, str] = field(default_factory=dict)
-    loggers: dict[str, Any] = field(default_factory=dict)
-    lock: guard.Lock = field(default_factory=lambda: guard.Lock(None))
-    restored: set[str] | None = None
-    """A resumed search: the trial ids Tune's (repaired) state holds."""
-
-    @property
-    def results_root(self) -> str:
-        return join(self.storage, self.name)
-
-    @property
-    def simulated(self) -> bool:
-        return self.simulation is not None
-
-    @property
-    def total(self) -> int:
-        """Tune trials of every search (fewer than configurations where they share epoch prefixes)."""
-        return sum(p.trainings for n in self.names for p in self.planned[n])
 
 
 def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
@@ -107,20 +70,20 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept
         with contextlib.ExitStack() as writing:
             try:
-                experiment = _experiment(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-                checked_s = _check_and_plan(experiment, resume)
+                experiment = experiment_of(spaces, storage_path, tracking_uri, name, data_dir, simulation)
+                checked_s = check_and_plan(experiment, resume)
                 if experiment.simulated:
                     trainable_fn = simulated_trainable
                 cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
                 listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
-                checked_s += _check_resources(experiment, gpu_memory_gb)
+                checked_s += check_resources(experiment, gpu_memory_gb)
                 writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
             except KeyboardInterrupt as err:
                 raise type(err)("interrupted before the search started; nothing was written: run it again") from None
             say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
                 f"checked in {checked_s:.1f} s")
-            for task in dict.fromkeys(t for space in experiment.spaces for t in space.tasks):
-                say(f"  {get_task(task).describe()}")  # what the trials train on, as the preflight read it
+            for task in {t.name: t for space in experiment.spaces for t in space.task_objects}.values():
+                say(f"  {task.describe()}")  # what the trials train on, as the preflight read it
             _guard(experiment, resume, accept_changed_space, say)
             try:
                 _open_tracking(experiment)
@@ -131,49 +94,7 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
         return _fit(experiment, trainable_fn, resume, say, began, stop)
 
 
-def _experiment(spaces: list[SearchSpace], storage_path, tracking_uri: str | None, name: str | None,
-                data_dir: str | None, simulation: Simulation | None) -> _Experiment:
-    """Names, storage, tracking URI and trial settings of the searches, checked for what they must share."""
-    if not spaces:
-        raise ConfigError("no search space to run: give at least one")
-    given = [name or spaces[0].name] if len(spaces) == 1 else [s.name for s in spaces]
-    names = [guard.validate_name(n) for n in given]
-    twice = repeated(names)
-    if twice:
-        raise ConfigError(f"searches run together need different names; {', '.join(twice)} is given twice")
-    _check_shared(spaces)
-    storage = storage_root(storage_path)
-    return _Experiment(names=names, spaces=list(spaces), storage=storage,
-                       name=names[0] if len(spaces) == 1 else guard.validate_name(name or "+".join(names)),
-                       tracking_uri=resolve_tracking_uri(tracking_uri, storage), simulation=simulation,
-                       settings={n: _trial_settings(s, data_dir) for n, s in zip(names, spaces)})
-
-
-def _check_and_plan(experiment: _Experiment, resume: bool) -> float:
-    """Every check that needs no cluster, then each search's plan; the seconds the checks took."""
-    names, spaces, settings = experiment.names, experiment.spaces, experiment.settings
-    checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
-              ("tracking", lambda: preflight.check_tracking(experiment.tracking_uri))]
-    if experiment.simulated:  # a rehearsal loads no model and reads only what task definitions need: their sizes
-        checks += [(f"tasks of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir,
-                                                                               definitions_only=True))
-                   for n, space in zip(names, spaces)]
-    else:
-        for n, space in zip(names, spaces):
-            checks += [(f"data of {n}", lambda s=space, n=n: preflight.check_data(list(s.tasks), settings[n].data_dir)),
-                       (f"models of {n}", lambda s=space, n=n: preflight.check_models(list(s.models),
-                                                                                    settings[n].max_length))]
-    checked_s = preflight.run_checks(checks)
-    experiment.planned = {n: plan(space, experiment.tracking_uri, experiment.simulated, search=n,
-                                  chained=dict(zip(names[:i], spaces[:i])))
-                          for i, (n, space) in enumerate(zip(names, spaces))}
-    guard.refuse_to_overwrite(experiment.results_root, resume)
-    if resume:
-        guard.refuse_nothing_to_resume(experiment.storage, experiment.name, experiment.results_root)
-    return checked_s
-
-
-def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:
+def _guard(experiment: Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:
     """The results folder's lock, then the plan check (after every other check: a refusal creates nothing), then
     Tune's state repaired for ``--resume`` (:mod:`~istar_tune.search.tune.state`)."""
     from istar_tune.search.tune import state
@@ -182,8 +103,8 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool, sa
     try:
         started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
                                    resume, accept_changed_space)
-        guard.check_data_files(experiment.results_root, [get_task(t) for t in dict.fromkeys(
-            t for space in experiment.spaces for t in space.tasks)], resume)
+        guard.check_data_files(experiment.results_root, list({t.name: t for space in experiment.spaces
+                                                              for t in space.task_objects}.values()), resume)
         if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
             guard.keep_started(experiment.planned, started)
         experiment.restored = state.repair(experiment.results_root, say) if resume else None
@@ -192,16 +113,7 @@ def _guard(experiment: _Experiment, resume: bool, accept_changed_space: bool, sa
         raise
 
 
-def _check_resources(experiment: _Experiment, gpu_memory_gb: float | None) -> float:
-    import ray
-
-    space, names = experiment.spaces[0], experiment.names
-    needs = lambda: [n for s in names for n in preflight.trial_needs(experiment.planned[s], experiment.settings[s])]  # noqa: E731
-    return preflight.run_checks([("resources", lambda: preflight.check_cluster(space.cpu, space.gpu, ray.nodes(),
-                                                                               needs, gpu_memory_gb))])
-
-
-def _open_tracking(experiment: _Experiment) -> None:
+def _open_tracking(experiment: Experiment) -> None:
     """Each search's MLflow experiment, parent run (its plan recorded) and trial logger."""
     from istar_tune.search.tune.callbacks import MlflowTrialLogger
 
@@ -229,7 +141,7 @@ def _open_tracking(experiment: _Experiment) -> None:
                                                   restored=experiment.restored)
 
 
-def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks: list, resume: bool):
+def _tuner(experiment: Experiment, trainable_fn: Callable[..., None], callbacks: list, resume: bool):
     """A restored Tuner (``resume``), else a new one with the searches' searcher and scheduler."""
     from ray import tune
 
@@ -266,7 +178,7 @@ def _tuner(experiment: _Experiment, trainable_fn: Callable[..., None], callbacks
         run_config=cluster.run_config(first, experiment.name, experiment.storage, callbacks))
 
 
-def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
+def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
          began: float, stop: stopping.Stop) -> list[SearchSummary]:
     """Run the Tune experiment (unless a signal came while the search was being set up); however it ends, close
     the MLflow records and summarise each search."""
@@ -313,13 +225,13 @@ def _fit(experiment: _Experiment, trainable_fn: Callable[..., None], resume: boo
     return summaries
 
 
-def _errors_log(experiment: _Experiment) -> Path:
+def _errors_log(experiment: Experiment) -> Path:
     """Where failed trials' tracebacks go: beside the results folder (a local file for a remote storage path)."""
     folder = Path(experiment.storage) if not is_remote(experiment.storage) else Path.cwd()
     return folder / f"{experiment.name}.errors.log"
 
 
-def _close(experiment: _Experiment, grid, statuses: dict[str, str], interrupted: str, phases: dict[str, float],
+def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: str, phases: dict[str, float],
            stop: stopping.Stop) -> list[SearchSummary]:
     """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
     names, planned = experiment.names, experiment.planned
@@ -361,21 +273,6 @@ def _close(experiment: _Experiment, grid, statuses: dict[str, str], interrupted:
             for n in names]
 
 
-def _check_shared(spaces: list[SearchSpace]) -> None:
-    """Searches in one Tune experiment share what Tune sets per experiment: trial resources, retries, ASHA."""
-    first = spaces[0]
-    for space in spaces[1:]:
-        for what, of in (("resources", lambda s: {"cpu": s.cpu, "gpu": s.gpu}),
-                         ("max_failures", lambda s: s.max_failures)):
-            if of(space) != of(first):
-                raise ConfigError(f"searches run together share {what}: {first.path} has {of(first)}, {space.path} "
-                                  f"has {of(space)}; make them equal or run the searches one by one")
-    asha = [s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"]
-    if len({(s.grace_period, s.reduction_factor) for s in asha}) > 1:
-        raise ConfigError(f"searches run together share one ASHA setting; {asha[0].path} and {asha[1].path} differ "
-                          "in scheduler.grace_period or scheduler.reduction_factor")
-
-
 def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
     """Where an Optuna search keeps its studies: ``search.storage``, else a sqlite file beside the results (a
     remote storage path without ``search.storage`` keeps them in the driver's memory)."""
@@ -387,12 +284,3 @@ def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
         log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
         return None
     return f"sqlite:///{Path(storage) / 'optuna.db'}"
-
-
-def _trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
-    """Settings of every trial, its data folder by the one rule
-    (:func:`istar_tune.tasks.data_folder.resolve_data_dir`: flag, then search-space file, then ``$GLUE_DIR``), made
-    absolute: trials run in their own working folders."""
-    chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))
-    settings = space.run_settings(data_dir=str(chosen.resolve()) if chosen is not None else None)
-    return replace(settings, progress=False, output_dir=None, save_checkpoint=False)

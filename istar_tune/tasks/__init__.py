@@ -11,6 +11,7 @@ from istar_tune.tasks.registry import (
     register_task,
     remember_facts,
     task_names,
+    task_of,
     task_reference,
 )
 from istar_tune.tasks.task import (
@@ -27,5 +28,5 @@ from istar_tune.tasks.task import (
 __all__ = [
     "CLASSIFICATION", "DEFAULT_METRIC", "EXTRACTIVE_QA", "METRICS", "PROBLEM_TYPES", "REGRESSION", "SPLITS", "TASKS",
     "Task", "definition_mapping", "facts", "forget_registered", "get_task", "is_shipped", "load_task_file",
-    "register_task", "remember_facts", "task_from_mapping", "task_names", "task_reference",
+    "register_task", "remember_facts", "task_from_mapping", "task_names", "task_of", "task_reference",
 ]

@@ -104,20 +104,30 @@ def remember_facts(values: Mapping[str, str], source: str) -> Task:
     return _registered[name]
 
 
-def task_reference(reference: str | Mapping[str, Any], base_dir: str | Path | None = None,
-                   source: str = "tasks") -> Task:
-    """The task a reference names, registered: a task's name, a definition file (relative to ``base_dir``), or a
-    definition mapping (inline in a search space or a config)."""
+def task_of(reference: str | Mapping[str, Any], base_dir: str | Path | None = None, source: str = "tasks",
+            known: Mapping[str, Task] | None = None) -> Task:
+    """The task a reference names, registering nothing: a shipped task's name, one of ``known`` (tasks by name, e.g.
+    a search space's own), a definition file (relative to ``base_dir``), or a definition mapping (inline in a search
+    space or a config)."""
     reserved = frozenset(SHIPPED_ALIASES)
     if isinstance(reference, Mapping):
-        return register_task(task_from_mapping(reference, base_dir, source=source, reserved=reserved))
+        return task_from_mapping(reference, base_dir, source=source, reserved=reserved)
     text = str(reference).strip()
+    if known and text in known:
+        return known[text]
     if not looks_like_definition_path(text) or is_shipped(text) or text in _registered:
         return get_task(text)
     path = Path(text).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
-    return register_task(load_task_file(path, reserved=reserved))
+    return load_task_file(path, reserved=reserved)
+
+
+def task_reference(reference: str | Mapping[str, Any], base_dir: str | Path | None = None,
+                   source: str = "tasks") -> Task:
+    """:func:`task_of`, registered: for the commands that name a task afterwards by its name alone (``train``,
+    ``analyze``)."""
+    return register_task(task_of(reference, base_dir, source))
 
 
 def forget_registered() -> None:

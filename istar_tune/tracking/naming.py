@@ -11,9 +11,9 @@ from typing import Any
 from istar_tune.config import as_dict
 from istar_tune.errors import ConfigError
 from istar_tune.methods import unused_hyperparameters
-from istar_tune.tasks import facts, get_task, is_shipped
+from istar_tune.tasks import facts, is_shipped
 from istar_tune.tracking.store import TAG_TASK
-from istar_tune.trial_config import hyperparameters
+from istar_tune.trial_config import hyperparameters, trial_task
 
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def task_tags(config: dict[str, Any]) -> dict[str, str]:
     if not config.get("task") or is_shipped(str(config["task"])):
         return {}
     try:
-        task = get_task(str(config["task"]))
+        task = trial_task(config)
     except ConfigError:
         return {}
     return {TAG_TASK: json.dumps(facts(task), sort_keys=True)}

@@ -36,6 +36,7 @@ from istar_tune.methods import get_method
 from istar_tune.metrics import CLOSING_ONLY, FINETUNED_PREFIX, STAR_KEYS
 from istar_tune.models import hidden_size
 from istar_tune.shrinkage import StreamingCovariance
+from istar_tune.tasks import Task
 from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
@@ -103,12 +104,13 @@ class TrainResult:
 
 def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | None = None,
           resume_from: str | os.PathLike | None = None, completes: tuple[int, ...] = (),
-          sigma_cache: str | os.PathLike | None = None) -> TrainResult:
+          sigma_cache: str | os.PathLike | None = None, task: Task | None = None) -> TrainResult:
     """Fine-tune one configuration; see the module docstring. ``resume_from``: a state folder a reporter got.
     ``completes``: the epoch counts of the shorter configurations this run also completes on its way (a search's
     shared trial); they are scored like its own last epoch. ``sigma_cache``: a folder where the pretrained model's
-    Σ_S is shared between runs (:func:`~istar_tune.training.sigma.reused_shrinkage`)."""
-    run = prepare(hparams, settings)
+    Σ_S is shared between runs (:func:`~istar_tune.training.sigma.reused_shrinkage`). ``task``: the task itself
+    (default: the task ``hparams.task`` names)."""
+    run = prepare(hparams, settings, task)
     run.heartbeat = getattr(reporter, "heartbeat", None)
     if (read := getattr(reporter, "task_read", None)) is not None:  # what it trains on, said before it starts
         read(run.task)

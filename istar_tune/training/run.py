@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from istar_tune.config import Hyperparameters, RunSettings, validate
-from istar_tune.errors import TrainingError
+from istar_tune.config import Hyperparameters, RunSettings, task_problems, validate
+from istar_tune.errors import ConfigError, TrainingError
 from istar_tune.models import (
     check_max_length,
     load_model,
@@ -102,12 +102,19 @@ class Run:
                               enabled=self.amp_dtype is not None)
 
 
-def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
-    """Validate inputs by loading them: task, data files, tokenizer, model. Raises before anything is written."""
+def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None = None) -> Run:
+    """Validate inputs by loading them: task, data files, tokenizer, model. Raises before anything is written.
+    ``task``: the task itself (a search's trial carries its definition); default: the task ``hparams.task`` names."""
     from transformers import DataCollatorWithPadding
 
     validate(hparams, source="hyperparameters")
     validate(settings, source="settings")
+    task = task if task is not None else get_task(hparams.task)
+    if task.name != hparams.task and not (task.shipped and task is get_task(hparams.task)):
+        raise ConfigError(f"hyperparameters: task is {hparams.task!r} but the task given is {task.name!r}: give the "
+                          "same task")
+    if problems := task_problems(hparams.method, task):
+        raise ConfigError([f"hyperparameters: {p}" for p in problems])
     device = resolve_device(settings.device)
     use_deterministic_algorithms(settings.deterministic)
     torch.set_float32_matmul_precision(settings.matmul_precision)
@@ -116,7 +123,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings) -> Run:
     tokenizer = load_tokenizer(hparams.model)
     check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
                      settings.init_checkpoint or hparams.model)
-    task, raw = read_task(get_task(hparams.task), settings.data_dir, settings.max_train_samples,
+    task, raw = read_task(task, settings.data_dir, settings.max_train_samples,
                           settings.max_eval_samples)
     recipe = RECIPES[settings.recipe]
     data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)

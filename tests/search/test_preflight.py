@@ -82,16 +82,19 @@ def test_run_checks_raises_every_problem_together():
     assert preflight.run_checks([("a", lambda: [])]) >= 0
 
 
-def test_a_task_definition_is_resolved_and_registered_for_its_trials(own_data, tmp_path):
-    from istar_tune.tasks import get_task, task_reference
+def test_a_task_definition_is_resolved_and_returned_for_its_trials_and_nothing_registered(own_data, tmp_path):
+    from istar_tune.tasks import get_task, task_of
 
     files = own_data("sst2", "csv", string_labels=True)
-    task = task_reference({"name": "reviews", "train": str(files["train"]), "validation": str(files["validation"])})
+    task = task_of({"name": "reviews", "train": str(files["train"]), "validation": str(files["validation"])})
     assert not task.resolved
-    assert preflight.check_data(["reviews", "rte"], None, definitions_only=True) == []  # the shipped one not read
-    resolved = get_task("reviews")
+    tasks, problems = preflight.resolve_data([task, "rte"], None, definitions_only=True)
+    assert problems == [] and tasks[1] is get_task("rte")  # the shipped one not read
+    resolved = tasks[0]
     assert resolved.resolved and resolved.label_names == ("negative", "positive")
     assert resolved.checksums["train"].startswith("sha256:")
+    with pytest.raises(ConfigError, match="unknown task 'reviews'"):
+        get_task("reviews")  # what planning reads is what the preflight returned, not a registry it filled
 
 
 def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path):

@@ -9,7 +9,6 @@ measured it (:class:`Throughput`, tokens per second per model).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -19,8 +18,8 @@ from istar_tune.config import Hyperparameters, trial_epochs
 from istar_tune.errors import ConfigError
 from istar_tune.methods import SHRINKAGE_TOKENS, get_method
 from istar_tune.models import model_spec
-from istar_tune.tasks import get_task
-from istar_tune.trial_config import completes, hyperparameters
+from istar_tune.tasks import Task
+from istar_tune.trial_config import completes, hyperparameters, trial_task
 
 STARTUP_SECONDS = 45.0
 """Loading the model and tokenising the data, once per trial start (also after a retry)."""
@@ -146,7 +145,7 @@ def largest_batch_size(group, fixed: Mapping[str, Any]) -> int:
     return int(max(domain.values))
 
 
-def trial_memory(model: str, task: str, method: str, batch_size: int, settings):
+def trial_memory(model: str, task: Task, method: str, batch_size: int, settings):
     """One trial's peak GPU memory (:class:`istar_tune.training.memory.MemoryEstimate`) at ``settings``'
     ``max_length``, ``eval_batch_size`` and precision (``auto`` is half precision on CUDA), from the model built on
     ``meta`` (its config only)."""
@@ -165,14 +164,20 @@ def group_memory(item, settings) -> tuple[str, Any]:
     group = item.group
     batch = largest_batch_size(group, item.param_space)
     return (trial_shape(group.model, group.task, group.method, batch, settings.max_length),
-            trial_memory(group.model, group.task, group.method, batch, settings))
+            trial_memory(group.model, group.task_object, group.method, batch, settings))
 
 
-@functools.lru_cache(maxsize=32)
-def _meta_model(model: str, task: str):
+_META_MODELS: dict[tuple, Any] = {}
+
+
+def _meta_model(model: str, task: Task):
+    """The model on ``meta`` with the head of ``task`` (its problem type and classes), built once per process."""
     from istar_tune.models import meta_model
 
-    return meta_model(model, get_task(task))
+    key = (model, task.problem_type, task.num_labels, task.label_names)
+    if key not in _META_MODELS:
+        _META_MODELS[key] = meta_model(model, task)
+    return _META_MODELS[key]
 
 
 def typed_hyperparameters(config: Mapping[str, Any]):
@@ -183,7 +188,7 @@ def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKA
                       measured: Throughput | None = None) -> float:
     """Modelled seconds of one Σ_S pass of ``config``."""
     hp = typed_hyperparameters(config)
-    task, rate = get_task(hp.task), throughput(hp.model, hp.batch_size, measured)
+    task, rate = trial_task(dict(config)), throughput(hp.model, hp.batch_size, measured)
     return min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
 
 
@@ -191,7 +196,7 @@ def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_T
                   measured: Throughput | None = None) -> float:
     """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
     hp = typed_hyperparameters(config)
-    task, method = get_task(hp.task), get_method(hp.method)
+    task, method = trial_task(dict(config)), get_method(hp.method)
     rate = throughput(hp.model, hp.batch_size, measured)
     seconds = task.train_examples / rate * method.relative_step_cost
     seconds += task.eval_examples / (rate * EVAL_SPEEDUP)

@@ -1,14 +1,15 @@
 """Reading a search-space YAML: every key known (:data:`SPACE_KEYS`, from :class:`SearchSpace`'s fields; also
-docs/reference.md),
-every problem reported at once with the file and the key; shipped spaces found by name.
+docs/reference.md), every problem reported at once with the file and the key; shipped spaces found by name.
 """
 
 from __future__ import annotations
 
+import itertools
+import typing
 from pathlib import Path
 from typing import Any
 
-from istar_tune.config import RunSettings, from_dict, load_yaml
+from istar_tune.config import RunSettings, coerce_value, from_dict, load_yaml, task_problems
 from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
@@ -18,7 +19,6 @@ from istar_tune.search.spaces.domains import (
     check_value,
     coerced,
     domains_from_yaml,
-    is_number,
 )
 from istar_tune.search.spaces.space import (
     ANY_MODEL,
@@ -30,7 +30,7 @@ from istar_tune.search.spaces.space import (
     space_default,
     space_keys,
 )
-from istar_tune.tasks import task_reference
+from istar_tune.tasks import Task, task_of
 
 # -------------------------------------------------------------------------------------------------- loading
 
@@ -95,6 +95,9 @@ def load_search_space(path: str | Path) -> SearchSpace:
     if not isinstance(name, str) or not name.strip():
         problem("name", f"must be a non-empty string, got {name!r}")
     models, tasks, methods = _axes(raw, problem, path)
+    for task, method in itertools.product(tasks, methods):
+        for text in task_problems(method, task):
+            problem("methods", text)
     search = _search_section(raw, problem)
     hyperparameters = domains_from_yaml(raw.get("hyperparameters", {}), "hyperparameters", search["algorithm"], problem)
     method_hyperparameters = _method_domains(raw, search["algorithm"], problem)
@@ -116,9 +119,16 @@ def load_search_space(path: str | Path) -> SearchSpace:
     if problems:
         raise ConfigError(problems)
     space = SearchSpace(
-        path=str(path), name=name.strip(), models=models, tasks=tasks,
+        path=str(path), name=name.strip(), models=models, tasks=tuple(task.name for task in tasks), task_objects=tasks,
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
         **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of, **study)
+    _check_across_fields(space, path)
+    return space
+
+
+def _check_across_fields(space: SearchSpace, path: Path) -> None:
+    """The rules that read several sections at once: the grid's size, the device against the resources, ASHA's grace
+    period against the epochs."""
     largest = max(space.trials_in(group) for group in space.groups())
     if largest > MAX_TRIALS_PER_GROUP:
         raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
@@ -132,7 +142,6 @@ def load_search_space(path: str | Path) -> SearchSpace:
         if space.grace_period > horizon:
             raise ConfigError(f"{path}: scheduler.grace_period: {space.grace_period} is more than the {horizon} "
                               "epochs the longest trial reports, so ASHA could never stop a trial: lower it")
-    return space
 
 
 def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
@@ -145,8 +154,8 @@ def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``models``, ``tasks`` and ``methods``: lists of known names (a task also by its definition)."""
+def _axes(raw: dict, problem, path: Path) -> tuple[tuple[str, ...], tuple[Task, ...], tuple[str, ...]]:
+    """``models`` and ``methods``: lists of known names; ``tasks``: the tasks themselves (named, or defined)."""
     models = tuple(_relative_to(path, m) for m in _names(raw, "models", problem, list(PAPER_MODELS)))
     tasks = _tasks(raw.get("tasks"), path, problem)
     methods = _names(raw, "methods", problem)
@@ -168,24 +177,24 @@ def _relative_to(path: Path, model: str) -> str:
     return model
 
 
-def _tasks(value, path: Path, problem) -> tuple[str, ...]:
+def _tasks(value, path: Path, problem) -> tuple[Task, ...]:
     """``tasks``: shipped task names, definition files (relative to the space's folder) or inline definitions."""
     entries = [value] if isinstance(value, (str, dict)) else value
     if not isinstance(entries, list) or not entries:
         problem("tasks", f"must be a non-empty list of task names, definition files or definitions, got {value!r}")
         return ()
-    names = []
+    found = []
     for index, entry in enumerate(entries):
         try:
-            names.append(task_reference(entry, path.resolve().parent, source=f"{path}: tasks[{index}]").name)
+            found.append(task_of(entry, path.resolve().parent, source=f"{path}: tasks[{index}]"))
         except ConfigError as err:
             problems = err.problems
             for text in problems:
                 problem("tasks", text)
-    twice = repeated(names)
+    twice = repeated([task.name for task in found])
     if twice:
         problem("tasks", f"lists {', '.join(twice)} more than once: each task once")
-    return tuple(names)
+    return tuple(found)
 
 
 def _search_section(raw: dict, problem) -> dict[str, Any]:
@@ -195,10 +204,7 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
     if algorithm not in BACKENDS:
         problem("search.algorithm", f"must be one of {', '.join(BACKENDS)}, got {algorithm!r}")
         algorithm = space_default("algorithm")  # the domains are read as a grid's; the problem is said above
-    num_samples = _integer(search, "num_samples", space_default("num_samples"), 1, problem, "search.")
-    seed = search.get("seed", space_default("seed"))
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        problem("search.seed", f"must be an integer, got {seed!r}")
+    num_samples, seed, share_epochs = (_scalar(search, f, problem) for f in ("num_samples", "seed", "share_epochs"))
     optuna_storage = search.get("storage", space_default("optuna_storage"))
     if optuna_storage is not None and (not isinstance(optuna_storage, str) or "://" not in optuna_storage):
         problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {optuna_storage!r}")
@@ -216,11 +222,8 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
         samplers = ", ".join(name for name, backend in BACKENDS.items() if not backend.enumerates)
         problem("search.points_to_evaluate", f"needs a sampling search.algorithm ({samplers}); a grid tries every "
                                              "point anyway")
-    share_epochs = search.get("share_epochs", space_default("share_epochs"))
-    if not isinstance(share_epochs, bool):
-        problem("search.share_epochs", f"must be true or false, got {share_epochs!r}")
     return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "optuna_storage": optuna_storage,
-            "points_to_evaluate": tuple(points), "share_epochs": share_epochs is not False}
+            "points_to_evaluate": tuple(points), "share_epochs": share_epochs}
 
 
 def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, Domain]]:
@@ -247,34 +250,19 @@ def _scheduler_section(raw: dict, problem) -> dict[str, Any]:
     scheduler_type = scheduler.get("type", space_default("scheduler"))
     if scheduler_type not in SCHEDULERS:
         problem("scheduler.type", f"must be one of {', '.join(SCHEDULERS)}, got {scheduler_type!r}")
-    grace_period = _integer(scheduler, "grace_period", space_default("grace_period"), 1, problem, "scheduler.")
-    reduction_factor = scheduler.get("reduction_factor", space_default("reduction_factor"))
-    if not is_number(reduction_factor) or reduction_factor <= 1:
-        problem("scheduler.reduction_factor", f"must be a number greater than 1, got {reduction_factor!r}")
-        reduction_factor = space_default("reduction_factor")
-    return {"scheduler": scheduler_type, "grace_period": grace_period, "reduction_factor": float(reduction_factor)}
+    return {"scheduler": scheduler_type, **{f: _scalar(scheduler, f, problem) for f in ("grace_period",
+                                                                                        "reduction_factor")}}
 
 
 def _resources_section(raw: dict, problem) -> dict[str, Any]:
     """``resources``, ``concurrency``, ``max_failures`` and ``checkpoints_to_keep``."""
     resources = _mapping(raw, "resources", _RESOURCE_KEYS, problem)
-    cpu, gpu = resources.get("cpu", space_default("cpu")), resources.get("gpu", space_default("gpu"))
-    if not is_number(cpu) or cpu <= 0:
-        problem("resources.cpu", f"must be a positive number, got {cpu!r}")
-        cpu = space_default("cpu")
-    if not is_number(gpu) or gpu < 0:
-        problem("resources.gpu", f"must be a non-negative number (fractions share a GPU), got {gpu!r}")
-        gpu = space_default("gpu")
-    elif gpu > 1:
+    cpu, gpu = _scalar(resources, "cpu", problem), _scalar(resources, "gpu", problem)
+    if gpu > 1:
         problem("resources.gpu", f"a trial trains on one GPU; got {gpu!r}: use 1, or a fraction to share a GPU "
                                  "(several GPUs per trial are not supported)")
-    concurrency = raw.get("concurrency", space_default("concurrency"))
-    if concurrency is not None:
-        concurrency = _integer(raw, "concurrency", None, 1, problem)
-    return {"cpu": float(cpu), "gpu": float(gpu), "concurrency": concurrency,
-            "max_failures": _integer(raw, "max_failures", space_default("max_failures"), 0, problem),
-            "checkpoints_to_keep": _integer(raw, "checkpoints_to_keep", space_default("checkpoints_to_keep"), 1,
-                                                    problem)}
+    return {"cpu": cpu, "gpu": gpu, **{f: _scalar(raw, f, problem) for f in ("concurrency", "max_failures",
+                                                                             "checkpoints_to_keep")}}
 
 
 def _settings_section(raw: dict, problem, problems: list[str], path: Path) -> dict[str, Any]:
@@ -366,9 +354,26 @@ def _mapping(raw: dict, key: str, allowed: set[str], problem) -> dict:
     return value
 
 
-def _integer(raw: dict, key: str, default, minimum: int, problem, prefix: str = ""):
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        problem(prefix + key, f"must be an integer >= {minimum}, got {value!r}")
-        return default
+def _scalar(section: dict, name: str, problem) -> Any:
+    """The scalar field ``name`` of :class:`SearchSpace` from its key in ``section``: coerced to its type by the typed
+    loader every run setting goes through (:func:`istar_tune.config.coerce_value`), within the range its field
+    declares; its default where it does not fit (the problem said, with the key)."""
+    spec = SearchSpace.__dataclass_fields__[name]
+    key = spec.metadata.get("yaml") or name
+    value, text = coerce_value(name, _SPACE_HINTS[name], section.get(key.rsplit(".", 1)[-1], space_default(name)))
+    low, above = spec.metadata.get("minimum"), spec.metadata.get("above")
+    if text is None and value is not None:
+        kind = "integer" if isinstance(value, int) else "number"
+        if above is not None and value <= above:
+            wanted = f"a positive {kind}" if above == 0 else f"a {kind} greater than {above:g}"
+            text = f"must be {wanted}, got {value!r}"
+        elif low is not None and value < low:
+            wanted = f"a non-negative {kind}" if low == 0 else f"{'an' if kind == 'integer' else 'a'} {kind} >= {low:g}"
+            text = f"must be {wanted}, got {value!r}"
+    if text is not None:
+        problem(key, text.removeprefix(f"{name} "))
+        return space_default(name)
     return value
+
+
+_SPACE_HINTS = typing.get_type_hints(SearchSpace)

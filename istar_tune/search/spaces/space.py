@@ -33,7 +33,7 @@ from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search.backends import get_backend
-from istar_tune.tasks import get_task, task_reference
+from istar_tune.tasks import Task, get_task, is_shipped, task_of
 from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
@@ -99,6 +99,13 @@ class Group:
     task: str
     method: str
     domains: dict[str, Domain]
+    definition: Task | None = field(default=None, compare=False, repr=False)
+    """The task itself (what its trials' configurations carry when it is not shipped); ``None``: a shipped task."""
+
+    @property
+    def task_object(self) -> Task:
+        """The group's task: its definition, or the shipped task of its name."""
+        return self.definition if self.definition is not None else get_task(self.task)
 
     @property
     def key(self) -> str:
@@ -117,10 +124,12 @@ class Group:
                              "isolayer_epochs": largest("isolayer_epochs")})
 
 
-def _yaml(key: str | None = None, shown: str | None = None, **default) -> Any:
+def _yaml(key: str | None = None, shown: str | None = None, minimum: float | None = None, above: float | None = None,
+          **default) -> Any:
     """A :class:`SearchSpace` field read from the YAML key ``key`` (dotted: under a section; default the field's
-    name); ``shown``: its default as the reference writes it, where the field's own default does not say it."""
-    return field(metadata={"yaml": key, "shown": shown}, **default)
+    name); ``shown``: its default as the reference writes it, where the field's own default does not say it. A
+    scalar's range: at least ``minimum``, or more than ``above`` (the loader coerces it to its type, then checks)."""
+    return field(metadata={"yaml": key, "shown": shown, "minimum": minimum, "above": above}, **default)
 
 
 @dataclass(frozen=True)
@@ -147,7 +156,7 @@ class SearchSpace:
     algorithm: str = _yaml("search.algorithm", default="grid")
     """`grid` (every combination), `optuna` (TPE; ranges and choices, no grids) or `qmc` (quasi-Monte Carlo points
     over ranges); a backend of one's own is a file that registers it (`istar_tune/search/backends/`)."""
-    num_samples: int = _yaml("search.num_samples", default=1)
+    num_samples: int = _yaml("search.num_samples", minimum=1, default=1)
     """grid: repeats of the grid (random domains re-sampled each time); optuna, qmc: trials per model × task ×
     method."""
     seed: int | None = _yaml("search.seed", default=None)
@@ -162,19 +171,19 @@ class SearchSpace:
     """Optuna: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
     scheduler: str = _yaml("scheduler.type", default="none")
     """`none`, or `asha`: stop weak trials early on the task metric per epoch."""
-    grace_period: int = _yaml("scheduler.grace_period", default=1)
+    grace_period: int = _yaml("scheduler.grace_period", minimum=1, default=1)
     """ASHA: epochs every trial runs before it can be stopped."""
-    reduction_factor: float = _yaml("scheduler.reduction_factor", default=3.0)
+    reduction_factor: float = _yaml("scheduler.reduction_factor", above=1, default=3.0)
     """ASHA: the share of trials kept at each rung is 1/reduction_factor."""
-    cpu: float = _yaml("resources.cpu", default=1.0)
+    cpu: float = _yaml("resources.cpu", above=0, default=1.0)
     """CPUs per trial."""
-    gpu: float = _yaml("resources.gpu", default=0.0)
+    gpu: float = _yaml("resources.gpu", minimum=0, default=0.0)
     """GPUs per trial, at most 1 (a trial trains on one GPU); fractions share a GPU (0.5: two trials per GPU)."""
-    concurrency: int | None = _yaml(default=None)
+    concurrency: int | None = _yaml(minimum=1, default=None)
     """Trials at once per model × task × method (none: as many as the resources allow)."""
-    max_failures: int = _yaml(default=1)
+    max_failures: int = _yaml(minimum=0, default=1)
     """Retries of a failed trial; it continues from its last epoch's checkpoint."""
-    checkpoints_to_keep: int = _yaml(default=2)
+    checkpoints_to_keep: int = _yaml(minimum=1, default=2)
     """With `settings.checkpoint: state`: the newest checkpoints each trial keeps (other modes keep one)."""
     settings: dict[str, Any] = _yaml(default_factory=dict)
     """Run settings of every trial (see the run settings above)."""
@@ -195,16 +204,37 @@ class SearchSpace:
     start_from: str | None = _yaml(shown="the group's method", default=None)
     """(stage seeds) The method whose best configuration each group starts from, e.g. `base`: I-STAR at Base's best
     learning rate, batch, epochs."""
+    task_objects: tuple[Task, ...] = field(default=(), metadata={"yaml": False}, compare=False, repr=False)
+    """The tasks themselves, as the file defines them or as the preflight resolved them (:meth:`with_tasks`): what
+    the plan puts in each trial's configuration. A shipped task left out is found by its name."""
+
+    def task(self, name: str) -> Task:
+        """The space's task called ``name``: its own object (a definition travels with the space, not through a
+        registry), or a shipped task."""
+        found = next((task for task in self.task_objects if task.name == name), None)
+        if found is not None:
+            return found
+        if not is_shipped(name):
+            raise ConfigError(f"{self.name}: task {name!r} is not one of the space's tasks "
+                              f"({', '.join(self.tasks)}): name one of them")
+        return get_task(name)
+
+    def with_tasks(self, tasks: list[Task]) -> SearchSpace:
+        """The same space with these task objects in place of those of the same name (the preflight's, resolved)."""
+        given = {task.name: task for task in tasks}
+        return replace(self, task_objects=tuple(given.get(name) or self.task(name) for name in self.tasks))
 
     def narrow(self, models=None, tasks=None, methods=None) -> SearchSpace:
         """The same space for other models, tasks or methods (e.g. from ``--models``)."""
         problems = []
-        names = []
+        objects = []
+        own = {task.name: task for task in self.task_objects}
         for task in tasks or ():
             try:
-                names.append(task_reference(task, Path.cwd(), source="--tasks").name)
+                objects.append(task_of(task, Path.cwd(), source="--tasks", known=own))
             except ConfigError as err:
                 problems.append(f"--tasks: {err}")
+        names = [task.name for task in objects]
         if methods:
             problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
                          for m in methods if m not in METHODS]
@@ -213,13 +243,14 @@ class SearchSpace:
         if problems:
             raise ConfigError(problems)
         return replace(self, models=tuple(models or self.models), tasks=tuple(names or self.tasks),
-                       methods=tuple(methods or self.methods))
+                       methods=tuple(methods or self.methods), task_objects=tuple(objects) or self.task_objects)
 
     def groups(self) -> list[Group]:
         out = []
         for model, task, method in itertools.product(self.models, self.tasks, self.methods):
             domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
-            out.append(Group(model=model, task=get_task(task).name, method=method, domains=domains))
+            definition = self.task(task)
+            out.append(Group(model=model, task=definition.name, method=method, domains=domains, definition=definition))
         return out
 
     def variants(self, model: str, method: str) -> list[dict[str, Any]]:

@@ -20,8 +20,7 @@ from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
 from istar_tune.search.tune.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
-from istar_tune.tasks import get_task
-from istar_tune.trial_config import SEARCH_KEY
+from istar_tune.trial_config import SEARCH_KEY, trial_task
 from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
@@ -273,7 +272,7 @@ class ProgressPrinter(Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if self.total > self.EPOCH_LINES_UP_TO or "epoch" not in result:
             return
-        metric = get_task(trial.config["task"]).metric
+        metric = trial_task(trial.config).metric
         self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}/{trial_epochs(trial.config)}: {metric} "
                    f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s) — "
                    f"{tracking.run_name(trial.config)}")
@@ -281,7 +280,7 @@ class ProgressPrinter(Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
         config: dict[str, Any] = trial.config
-        metric = get_task(config["task"]).metric
+        metric = trial_task(config).metric
         value = (trial.last_result or {}).get(metric)
         shown = f"{metric} {value:.4f} — " if isinstance(value, float) else ""
         self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done: {shown}{tracking.run_name(config)}")

@@ -35,7 +35,7 @@ from istar_tune.search.spaces.cost import (
 )
 from istar_tune.search.tune import checkpoints
 from istar_tune.search.tune.trainable import TuneReporter, quiet_ray_loggers
-from istar_tune.tasks import EXTRACTIVE_QA, get_task
+from istar_tune.tasks import EXTRACTIVE_QA
 from istar_tune.trial_config import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 
 OPTIMUM_CANDIDATES = {"learning_rate": (1e-5, 3e-5, 5e-5), "batch_size": (8, 16, 32), "epochs": (3, 4, 5),
@@ -131,7 +131,7 @@ def expected_score(config: Mapping[str, Any], seed: int = 0) -> float:
 def epoch_metrics(config: Mapping[str, Any], epoch: int, simulation: Simulation) -> dict[str, float]:
     """The metrics a simulated trial reports after ``epoch``: its task's metrics, eval IsoScore* and a loss."""
     hp = typed_hyperparameters(config)
-    task, method = get_task(hp.task), get_method(hp.method)
+    task, method = trial_task(dict(config)), get_method(hp.method)
     # Epoch e of a run is the last epoch of the same configuration with e epochs (a run never depends on its total
     # epochs under a constant learning rate): what shared epoch prefixes rely on, and rehearse.
     prefix = {k: v for k, v in config.items() if k not in ("epochs", SHARED_EPOCHS_KEY)}

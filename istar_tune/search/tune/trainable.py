@@ -22,7 +22,7 @@ from istar_tune.console import say
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import score
 from istar_tune.search.tune import checkpoints
-from istar_tune.tasks import get_task
+from istar_tune.tasks import Task
 from istar_tune.trial_config import (
     SHARED_EPOCHS_KEY,
     TASK_DEFINITION_KEY,
@@ -152,21 +152,22 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     from istar_tune.training.memory import cap_gpu_memory, out_of_memory_explained, trial_shape
 
     quiet_ray_loggers()
-    trial_task(config)  # a task that is not shipped: known here from the definition the config carries
+    task = trial_task(config)  # a task that is not shipped: from the definition the config carries
     hparams = hyperparameters(config)
     run_settings = from_dict(RunSettings, for_search(config, settings), source="settings")
     shared = completes(config)  # its own epochs alone unless shared
-    reporter = TuneReporter(get_task(hparams.task).metric, for_search(config, keep), run_settings.checkpoint != "none",
+    reporter = TuneReporter(task.metric, for_search(config, keep), run_settings.checkpoint != "none",
                             completes=shared, epochs=trial_epochs(config), heartbeat_s=run_settings.heartbeat_s,
                             label=f"{tune.get_context().get_trial_id()} — {tracking.run_name(config)}")
     share = ray.get_runtime_context().get_assigned_resources().get("GPU")
     cap_gpu_memory(share)  # co-located trials: each within its share of the GPU's memory
     what = trial_shape(hparams.model, hparams.task, hparams.method, hparams.batch_size, run_settings.max_length)
     with out_of_memory_explained(what, share):
-        _train(hparams, run_settings, reporter, shared)
+        _train(hparams, task, run_settings, reporter, shared)
 
 
-def _train(hparams: Hyperparameters, run_settings: RunSettings, reporter: TuneReporter, shared: tuple[int, ...]):
+def _train(hparams: Hyperparameters, task: Task, run_settings: RunSettings, reporter: TuneReporter,
+           shared: tuple[int, ...]):
     """The trial's training, from its newest readable checkpoint when Tune restored one."""
     from ray import tune
 
@@ -178,7 +179,7 @@ def _train(hparams: Hyperparameters, run_settings: RunSettings, reporter: TuneRe
     cache = Path(tune.get_context().get_trial_dir()).parent / SIGMA_CACHE
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        train(hparams, run_settings, reporter, completes=shared, sigma_cache=cache)
+        train(hparams, run_settings, reporter, completes=shared, sigma_cache=cache, task=task)
         return
     with tempfile.TemporaryDirectory(prefix="istar-tune-resume-") as local:
         def copy(folder: Path) -> Path:
@@ -188,7 +189,7 @@ def _train(hparams: Hyperparameters, run_settings: RunSettings, reporter: TuneRe
             return Path(local)
 
         state_dir, reporter.note = checkpoints.restore(checkpoint, copy)
-        train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared, sigma_cache=cache)
+        train(hparams, run_settings, reporter, resume_from=state_dir, completes=shared, sigma_cache=cache, task=task)
 
 
 TRIAL_CONFIG = "config.yaml"

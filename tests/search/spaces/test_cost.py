@@ -30,9 +30,10 @@ def test_memory_and_time_of_ones_own_tasks_come_from_their_heads_and_files(own_d
     from istar_tune.methods import get_method
     from istar_tune.models import load_model
     from istar_tune.search.plan import plan
+    from istar_tune.search.preflight import resolve_data
     from istar_tune.search.spaces.cost import epoch_seconds, group_memory, throughput
     from istar_tune.search.spaces.file import load_search_space
-    from istar_tune.tasks import get_task
+    from istar_tune.trial_config import with_task_definition
 
     own_data("stsb", "csv", folder=tmp_path / "scores")
     own_data("squad", "jsonl", folder=tmp_path / "qa")
@@ -53,15 +54,20 @@ def test_memory_and_time_of_ones_own_tasks_come_from_their_heads_and_files(own_d
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny-bert ")]
     assert [row[1] for row in rows] == ["scores", "qa", "words", "twice"] and all(float(row[-1]) > 0.5 for row in rows)
     weights = {}
-    for item in plan(load_search_space(tmp_path / "space.yaml")):
+    space = load_search_space(tmp_path / "space.yaml")
+    resolved, problems = resolve_data(list(space.task_objects), None, definitions_only=True)  # as the dry run does
+    assert problems == []
+    space = space.with_tasks(resolved)
+    for item in plan(space):
         what, estimate = group_memory(item, RunSettings())
         assert what == f"tiny-bert × {item.group.task} × base at batch 16 × 128 tokens"  # the largest batch
-        real = load_model("tiny-bert", get_task(item.group.task))
+        real = load_model("tiny-bert", item.group.task_object)
         weights[item.group.task] = estimate.weights
         assert estimate.weights == sum(p.numel() * 4 for p in real.parameters()), item.group.task
     assert len({weights["scores"], weights["qa"], weights["words"]}) == 3  # one output, two spans, two classes
-    once, doubled = get_task("words").train_examples, get_task("twice").train_examples
+    once, doubled = space.task("words").train_examples, space.task("twice").train_examples
     assert doubled == 2 * once > 0
     config = {"model": "tiny-bert", "method": "base", "learning_rate": 3e-5, "batch_size": 16, "epochs": 1}
-    extra = epoch_seconds({**config, "task": "twice"}) - epoch_seconds({**config, "task": "words"})
+    twice, words = (with_task_definition({**config, "task": n}, space.task(n)) for n in ("twice", "words"))
+    extra = epoch_seconds(twice) - epoch_seconds(words)  # the configurations carry their tasks
     assert extra == pytest.approx(once / throughput("tiny-bert", 16) * get_method("base").relative_step_cost)

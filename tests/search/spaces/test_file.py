@@ -98,8 +98,11 @@ def test_tasks_are_names_definition_files_beside_the_space_or_inline_definitions
                                                    "data/train.csv, validation: data/dev.csv}]"))
     loaded = load_search_space(space)
     assert loaded.tasks == ("rte", "reviews", "inline")
-    assert get_task("reviews").files["train"] == str(files["train"])  # relative to the definition's own folder
-    assert get_task("inline").files["train"] == str(files["train"])  # inline: relative to the space's folder
+    assert loaded.task("reviews").files["train"] == str(files["train"])  # relative to the definition's own folder
+    assert loaded.task("inline").files["train"] == str(files["train"])  # inline: relative to the space's folder
+    assert loaded.task("rte") is get_task("rte")
+    with pytest.raises(ConfigError, match="unknown task 'reviews'"):
+        get_task("reviews")  # the space holds its tasks: nothing registered
     assert [g.task for g in loaded.groups()] == ["rte", "rte", "reviews", "reviews", "inline", "inline"]
 
 
@@ -129,3 +132,30 @@ def test_relative_paths_in_a_space_start_at_its_own_folder(tmp_path, monkeypatch
     assert loaded.settings["data_dir"] == str(tmp_path / "data")
     assert loaded.settings["init_checkpoint"] == "~/ckpt"  # a home-relative path stays the user's
     assert loaded.models == (str(tmp_path / "my-model"), "tiny-bert")
+
+
+def test_a_second_stage_method_on_a_question_answering_task_of_ones_own_is_refused_by_the_space(own_data, tmp_path):
+    own_data("squad", "jsonl", folder=tmp_path / "qa")
+    space = tmp_path / "space.yaml"
+    space.write_text(BASE.replace("tasks: [sst2]", "tasks: [{name: qa, problem_type: extractive_qa, train: "
+                                                   "qa/train.jsonl, validation: qa/dev.jsonl}]")
+                     .replace("methods: [base, istar]", "methods: [base, isolayer]"))
+    with pytest.raises(ConfigError, match="method isolayer applies to sentence-level tasks; qa is extractive QA"):
+        load_search_space(space)
+
+
+def test_scalar_fields_are_coerced_by_the_typed_loader_within_their_declared_ranges(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(BASE + "search: {algorithm: grid, num_samples: '4', share_epochs: 'false', seed: 7.0}\n"
+                           "resources: {cpu: '2', gpu: 0.5}\nconcurrency: 3.0\n")
+    space = load_search_space(path)
+    assert (space.num_samples, space.share_epochs, space.seed, space.cpu, space.gpu, space.concurrency) == (
+        4, False, 7, 2.0, 0.5, 3)
+    path.write_text(BASE + "search: {num_samples: 0, seed: x}\nscheduler: {type: asha, reduction_factor: 1}\n"
+                           "resources: {cpu: 0}\nmax_failures: -1\n")
+    with pytest.raises(ConfigError) as err:
+        load_search_space(path)
+    assert [p.split(": ", 1)[1] for p in err.value.problems] == [
+        "search.num_samples: must be an integer >= 1, got 0", "search.seed: must be an integer, got 'x'",
+        "scheduler.reduction_factor: must be a number greater than 1, got 1.0",
+        "resources.cpu: must be a positive number, got 0.0", "max_failures: must be a non-negative integer, got -1"]
