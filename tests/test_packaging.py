@@ -32,3 +32,7 @@ def test_an_installed_wheel_lists_and_plans_the_shipped_spaces_from_any_folder(t
     assert planned.returncode == 0, planned.stderr[-2000:]
     assert str(site / "istar_tune" / "search_spaces" / "paper_istar.yaml") in planned.stdout  # the installed copy
     assert "total 648 configurations in 216 trials, 1 group" in planned.stdout
+    # Every module of the package is in the wheel (a package folder left out of pyproject.toml is caught here).
+    shipped = {p.relative_to(site).as_posix() for p in (site / "istar_tune").rglob("*.py")}
+    here = {p.relative_to(ROOT).as_posix() for p in (ROOT / "istar_tune").rglob("*.py")}
+    assert sorted(here - shipped) == []
