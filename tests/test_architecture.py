@@ -4,6 +4,7 @@ sizes, light imports where they are promised, and a test module for each module 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -248,3 +249,31 @@ def test_only_the_configuration_module_defines_the_keys_a_search_adds_to_a_trial
                     keys - {"search"}):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert not found, f"trial keys defined or spelled outside istar_tune/trial_config.py: {found}"
+
+
+def test_where_things_go_names_only_files_and_names_that_exist():
+    """ARCHITECTURE.md's "Where things go": every file it names exists, and every `module.name` is defined there."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## Where things go", 1)[1].split("\n## ", 1)[0]
+    from istar_tune.search.spaces.file import SPACE_KEYS
+
+    checked, wrong = 0, []
+    for token in re.findall(r"`([^`\s]+)`", section):
+        if token in SPACE_KEYS:  # a search space's YAML key (`search.algorithm`), not a module's name
+            continue
+        if token.endswith(".py"):
+            checked += 1
+            if not ((ROOT / "istar_tune" / token).is_file() or (ROOT / token).is_file()):
+                wrong.append(token)
+            continue
+        found = re.fullmatch(r"([\w/]+)\.([A-Za-z_]\w*)", token)
+        if found is None:
+            continue
+        module = found.group(1).removesuffix("/__init__")
+        if not ((ROOT / "istar_tune" / f"{module}.py").is_file() or (ROOT / "istar_tune" / module / "__init__.py")
+                .is_file()):
+            continue
+        checked += 1
+        if not hasattr(importlib.import_module("istar_tune." + module.replace("/", ".")), found.group(2)):
+            wrong.append(token)
+    assert checked > 30 and wrong == []
