@@ -102,12 +102,20 @@ def check_and_plan(experiment: Experiment, resume: bool) -> float:
 
 
 def check_resources(experiment: Experiment, gpu_memory_gb: float | None) -> float:
+    """Some node of the connected cluster holds one trial's resources, and its GPUs the packing's memory; the seconds
+    the check took."""
     import ray
 
-    space, names = experiment.spaces[0], experiment.names
-    needs = lambda: [n for s in names for n in preflight.trial_needs(experiment.planned[s], experiment.settings[s])]  # noqa: E731
-    return preflight.run_checks([("resources", lambda: preflight.check_cluster(space.cpu, space.gpu, ray.nodes(),
-                                                                               needs, gpu_memory_gb))])
+    space = experiment.spaces[0]
+
+    def needs() -> list[tuple[str, int]]:  # each planned trial's memory, computed only where a GPU is asked for
+        return [need for name in experiment.names
+                for need in preflight.trial_needs(experiment.planned[name], experiment.settings[name])]
+
+    def resources() -> list[str]:
+        return preflight.check_cluster(space.cpu, space.gpu, ray.nodes(), needs, gpu_memory_gb)
+
+    return preflight.run_checks([("resources", resources)])
 
 
 def _check_shared(spaces: list[SearchSpace]) -> None:
