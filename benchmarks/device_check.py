@@ -233,13 +233,14 @@ def section_epoch(check: Check, args) -> dict[str, Any]:
 
 def section_memory(check: Check, args) -> dict[str, Any]:
     from istar_tune.search.spaces.cost import trial_memory
+    from istar_tune.tasks import get_task
     from istar_tune.training.loop import train
 
     rows = []
     for method in ("base", "istar"):
         for batch in (8, 16, 32):
             run_settings = settings(args, precision="bf16", max_train_samples=4 * batch, max_eval_samples=64)
-            estimate = trial_memory(args.model, "rte", method, batch, run_settings)
+            estimate = trial_memory(args.model, get_task("rte"), method, batch, run_settings)
             row = {"method": method, "batch_size": batch, "estimate_gb": round(estimate.peak_gb, 3),
                    "estimate_without_context_gb": round((estimate.peak - estimate.context) / 2**30, 3)}
             if cuda():

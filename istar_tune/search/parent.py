@@ -129,8 +129,8 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
     """The best trial of each planned group (:func:`istar_tune.tracking.best_trials`, the tables' rule): its group,
     score, run name and the hyperparameters its method reads."""
     groups = sorted({(p.group.model, p.group.task, p.group.method) for p in planned})
-    best = tracking.best_trials(tracking_uri, name, simulated, groups=groups)
     metrics = {p.group.task: p.group.task_object.metric for p in planned}
+    best = tracking.best_trials(tracking_uri, name, simulated, groups=groups, metrics=metrics)
     rows = []
     for (model, task, method), run in sorted(best.items()):
         metric = metrics[task]

@@ -62,6 +62,7 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
                 chained: dict[str, SearchSpace], refuse_empty: bool = True) -> list[PlannedGroup]:
     # Each group starts from the best of its source group: the same model and task, the method ``start_from``.
     studied = {(g.model, g.task, space.source_method(g.method)): g for g in space.groups()}
+    metrics = {g.task: g.task_object.metric for g in studied.values()}  # the tasks the space holds, not a registry
     wanted = set(studied)
     planned, missing, sources = [], [], {}
     for experiment in space.best_of:
@@ -85,12 +86,12 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
             continue
         try:
             best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted),
-                                        choose_by=space.choose_by)
+                                        choose_by=space.choose_by, metrics=metrics)
         except ConfigError:
             missing.append(experiment)  # that search has not run (yet): only the others are re-run
             continue
         if not best and refuse_empty and space.choose_by == "holdout" and tracking.best_trials(
-                tracking_uri, experiment, simulated, groups=sorted(wanted)):
+                tracking_uri, experiment, simulated, groups=sorted(wanted), metrics=metrics):
             raise ConfigError(f"{space.path}: choose_by: holdout, but the trials of {experiment} have no held-out "
                               "scores: run that search with settings.holdout (e.g. `search --holdout 0.3`)")
         for source, run in best.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,8 @@ def _trial_run(run) -> TrialRun:
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
-                groups: list[tuple[str, str, str]] | None = None, choose_by: str = "dev") -> dict[tuple, TrialRun]:
+                groups: list[tuple[str, str, str]] | None = None, choose_by: str = "dev",
+                metrics: Mapping[str, str] | None = None) -> dict[tuple, TrialRun]:
     """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
     task metric at its scored epoch; with ``choose_by="holdout"``, that metric on the held-out training examples at
     the epoch they chose); ties go to the configuration with fewest epochs, then by its values
@@ -124,7 +126,8 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
     :data:`BEST_OF_TOP` runs; the whole group when they do not settle it), instead of every run of the experiment:
     a seeds stage after a 19,000-trial grid reads a few hundred runs, not all of them. Groups that no search of the
-    experiment planned (its parent runs' plan tags) are not asked for.
+    experiment planned (its parent runs' plan tags) are not asked for. ``metrics``: each group's task metric by the
+    task's name (the caller holds the tasks; a shipped task's is found by its name).
     """
     if groups is None:
         return _best_of(trial_runs(tracking_uri, experiment_name, simulated), choose_by)
@@ -138,7 +141,7 @@ def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False
         if held is not None and key not in held:
             continue  # no search of this experiment planned the group: no query
         tags = {TAG_ROLE: "trial", TAG_GROUP: key}
-        metric = choice_metric(get_task(task).metric, choose_by)
+        metric = choice_metric((metrics or {}).get(task) or get_task(task).metric, choose_by)
         query = " and ".join(f"tags.`{k}` = {quote(v)}" for k, v in tags.items())
         top = mlflow_client.search_runs([experiment.experiment_id], filter_string=query,
                                         order_by=[f"metrics.`{metric}` DESC"], max_results=BEST_OF_TOP)
