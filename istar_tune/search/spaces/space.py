@@ -26,6 +26,7 @@ from istar_tune.config import (
     from_dict,
     group_key,
     prefix_sharing_problem,
+    task_problems,
     trial_epochs,
 )
 from istar_tune.docstrings import field_docs
@@ -238,6 +239,8 @@ class SearchSpace:
         if methods:
             problems += [f"--methods: unknown method {m!r}: choose one of {', '.join(METHODS)}"
                          for m in methods if m not in METHODS]
+        problems += [f"--tasks, --methods: {text}" for task in objects or self.task_objects
+                     for method in methods or self.methods for text in task_problems(method, task)]
         twice = repeated(names)  # [rte, RTE] name one task
         problems += [f"--tasks: lists {', '.join(twice)} more than once: name each task once"] if twice else []
         if problems:

@@ -34,6 +34,10 @@ def test_optuna_space_counts_samples_per_group_and_narrowing():
     assert all(space.trials_in(g) == 40 for g in space.groups())
     with pytest.raises(ConfigError, match="--methods: unknown method 'ist'"):
         space.narrow(methods=["ist"])
+    with pytest.raises(ConfigError, match="--tasks, --methods: method isolayer applies to sentence-level tasks; "
+                                          "SQuAD is extractive QA"):
+        space.narrow(tasks=["squad"], methods=["isolayer"])
+    assert [t.name for t in space.narrow(tasks=["squad"]).task_objects] == ["squad"]  # the objects follow the names
 
 
 
