@@ -21,6 +21,11 @@ they run (``--sections`` picks some):
 * ``oom`` (f): a trial whose memory cap (``training/memory.cap_gpu_memory``) is set too small fails inside
   ``out_of_memory_explained`` with the advice, its process allocates again afterwards, and a neighbour process training
   at the same time finishes.
+* ``shapes`` (g): what a sequence length not seen before costs a training step, batch 8 and bf16 autocast as an
+  epoch's batches padded to their longest give them: the first step at each of 16 lengths against the same length's
+  later steps, with sdpa as torch chooses its kernel (cuDNN's first, on Hopper), sdpa with cuDNN's attention off (what
+  ``training/run.use_attention_kernels`` sets for every run on CUDA since this section's first run), and eager
+  attention (the first device run's batch-8 calibration, 6,138 tokens/s against 86,000 at batch 32, asked for it).
 * ``calibrate`` (b): ``istar-tune calibrate``'s measurement with 1, 2, 4, 8 co-located trials at batch 8 and 32, MPS
   off, then on where the daemon starts (``--packings``, ``--batches``, ``--mps`` choose). Last, as it takes the
   longest: what the time budget does not reach is listed, so a later run can measure just that.
@@ -55,7 +60,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_step, bench_isoscore beside this file
 
-SECTIONS = ("epoch", "memory", "step", "determinism", "oom", "calibrate")
+SECTIONS = ("epoch", "memory", "step", "shapes", "determinism", "oom", "calibrate")
 
 
 
@@ -286,6 +291,67 @@ def section_step(check: Check, args) -> dict[str, Any]:
             "istar_over_base": round(istar_s / base_s, 3), "isoscore_dim": dim, "gram": gram}
 
 
+def _shape_steps(args, attention: str, lengths: list[int], batch: int, device) -> dict[str, Any]:
+    """Step times (ms) at each length: the first one seen, then two more at the same length."""
+    import statistics
+
+    import bench_step
+
+    from istar_tune.models import load_model
+    from istar_tune.tasks import get_task
+
+    torch.manual_seed(0)
+    model = load_model(args.model, get_task("rte"), attn_implementation=attention).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    amp = torch.bfloat16 if device.type == "cpu" or torch.cuda.is_bf16_supported() else torch.float16
+
+    def step(length: int) -> float:
+        batch_ = {"input_ids": torch.randint(1000, model.config.vocab_size, (batch, length)),
+                  "attention_mask": torch.ones(batch, length, dtype=torch.long),
+                  "labels": torch.randint(0, 2, (batch,))}
+        batch_["attention_mask"][batch // 2:, length * 3 // 4:] = 0
+        batch_ = {k: v.to(device) for k, v in batch_.items()}
+        if cuda():
+            torch.cuda.synchronize()
+        began = time.perf_counter()
+        bench_step._step(model, optimizer, batch_, "base", None, amp, device)
+        if cuda():
+            torch.cuda.synchronize()
+        return 1000 * (time.perf_counter() - began)
+
+    step(lengths[0] - 1)  # the process's and the model's first step, outside the figures
+    step(lengths[0] - 1)
+    first, again = [], []
+    for length in lengths:
+        first.append(step(length))
+        again += [step(length), step(length)]
+    return {"first_seen_ms_median": round(statistics.median(first), 2), "first_seen_ms_max": round(max(first), 2),
+            "seen_ms_median": round(statistics.median(again), 2),
+            "first_over_seen": round(statistics.median(first) / statistics.median(again), 2)}
+
+
+def section_shapes(check: Check, args) -> dict[str, Any]:
+    device = torch.device("cuda" if cuda() else "cpu")
+    lengths = list(range(68, 129, 4)) if cuda() else [33, 41, 49, 57]
+    flags = ({"flash": torch.backends.cuda.flash_sdp_enabled(), "mem_efficient":
+              torch.backends.cuda.mem_efficient_sdp_enabled(), "math": torch.backends.cuda.math_sdp_enabled()}
+             if cuda() else {})
+    variants = [("sdpa, cuDNN on (torch's default)", "sdpa", True), ("sdpa, cuDNN off (istar-tune's)", "sdpa", False),
+                ("eager", "eager", False)]
+    if not cuda():  # the cuDNN switch is CUDA's alone
+        variants = [("sdpa", "sdpa", False), ("eager", "eager", False)]
+    before, rows = torch.backends.cuda.cudnn_sdp_enabled(), []
+    try:
+        for label, attention, cudnn in variants:
+            settle()
+            torch.backends.cuda.enable_cudnn_sdp(cudnn)
+            rows.append({"attention": label, "batch": 8, **_shape_steps(args, attention, lengths, 8, device)})
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+    return {"lengths": lengths, "sdp_backends_enabled": flags, "rows": rows}
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Whether two epoch records are equal bit for bit (the machine's measurements aside), and the largest gap."""
     from istar_tune.training.loop import MEASURED_KEYS
@@ -492,6 +558,13 @@ def summary(results: dict[str, Any]) -> str:
         s = sections["step"]
         lines += [f"## (d) I-STAR/Base step ratio: **{s['istar_over_base']}** ({s['base_step_s']:.4f} s against "
                   f"{s['istar_step_s']:.4f} s, batch {s['batch']})", "", f"IsoScore* forward+backward: {s['gram']}", ""]
+    if "shapes" in sections:
+        g = sections["shapes"]
+        lines += [f"## (g) A new sequence length's first step (batch 8, bf16; lengths {g['lengths']}; sdpa backends "
+                  f"on: {g['sdp_backends_enabled'] or 'n/a'})", ""]
+        lines += _table(g["rows"], {"attention": "attention", "first_seen_ms_median": "first step ms (median)",
+                                    "first_seen_ms_max": "first step ms (max)", "seen_ms_median": "later steps ms",
+                                    "first_over_seen": "first / later"})
     if "determinism" in sections:
         lines += ["## (e) Determinism (I-STAR, recipe paper)", ""]
         rows = []
@@ -519,7 +592,8 @@ def summary(results: dict[str, Any]) -> str:
 
 
 SECTION_FUNCTIONS = {"epoch": section_epoch, "memory": section_memory, "step": section_step,
-                     "determinism": section_determinism, "oom": section_oom, "calibrate": section_calibrate}
+                     "shapes": section_shapes, "determinism": section_determinism, "oom": section_oom,
+                     "calibrate": section_calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,7 +105,8 @@ class RunSettings:
     """auto (CUDA when available), cpu, cuda or cuda:N."""
     attn_implementation: str = "sdpa"
     """The encoder's attention kernel, as transformers names it: sdpa (PyTorch's scaled_dot_product_attention, fused
-    kernels on CUDA; what transformers chose for the paper's models before this setting existed) or eager (the
+    kernels on CUDA: flash or memory-efficient, never cuDNN's, which is slow at each new sequence length; what
+    transformers chose for the paper's models before this setting existed) or eager (the
     model's own matmul, softmax, matmul; keeps the attention scores: more memory on CUDA). The two differ in the last
     bits of every result, so `table` (every kind, the seeds stage's comparison too) refuses to mix them unless given
     --mix-exactness."""

@@ -32,12 +32,15 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "device_check.json").read_text())
     sections = results["sections"]
-    assert set(sections) == {"epoch", "memory", "step", "determinism", "calibrate"} and not results["errors"]
+    assert set(sections) == {"epoch", "memory", "step", "shapes", "determinism",
+                                          "calibrate"} and not results["errors"]
     assert [(r["precision"], r["loss_finite"]) for r in sections["epoch"]["runs"]] == [("bf16", True),
                                                                                        ("fp32", True)]
     assert all(r["train_tokens_per_s"] > 0 and r["mfu_vs_measured_matmul"] > 0 for r in sections["epoch"]["runs"])
     assert len(sections["memory"]["rows"]) == 6 and all(r["estimate_gb"] > 0 for r in sections["memory"]["rows"])
     assert sections["step"]["istar_over_base"] > 0
+    assert [r["attention"] for r in sections["shapes"]["rows"]] == ["sdpa", "eager"]
+    assert all(r["first_seen_ms_median"] > 0 and r["seen_ms_median"] > 0 for r in sections["shapes"]["rows"])
     for variant in ("deterministic", "default"):  # a CPU's kernels are deterministic: both exact
         assert sections["determinism"][variant]["resume"]["equal"]
         assert sections["determinism"][variant]["shared_prefix"]["equal"]
@@ -45,7 +48,7 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     skipped = " ".join(s["what"] for s in results["skipped"])
     assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped
     summary = (tmp_path / "device_check.md").read_text()
-    assert "## (e) Determinism" in summary and "Skipped: oom" in summary
+    assert "## (e) Determinism" in summary and "## (g) A new sequence length" in summary and "Skipped: oom" in summary
 
 
 def test_the_comparison_of_two_records_leaves_the_machines_figures_out():

@@ -129,3 +129,19 @@ def test_an_unknown_attention_kernel_or_matmul_precision_is_refused_with_the_cho
         from_dict(RunSettings, {"attn_implementation": "flash", "matmul_precision": "medium"})
     assert "attn_implementation must be one of sdpa, eager, got 'flash'" in str(err.value)
     assert "matmul_precision must be one of highest, high, got 'medium'" in str(err.value)
+
+
+def test_cudnns_attention_kernel_is_turned_off_on_cuda_and_left_alone_on_a_cpu():
+    import torch
+
+    from istar_tune.training.run import use_attention_kernels
+
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        use_attention_kernels(torch.device("cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        use_attention_kernels(torch.device("cuda", 0))  # sets a flag only: no CUDA needed to check it
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
