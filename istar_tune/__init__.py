@@ -9,8 +9,8 @@ The Python API (each name is imported on first use, so ``import istar_tune`` loa
     print(build_table(summary.tracking_uri, space.name, kind="best"))
 
 A task of one's own travels as an object: ``task = task_of("my-task/task.yaml")`` (or ``load_task_file``), then
-``train(Hyperparameters(task=task.name), settings, task=task)``; a search space holds its own. ``task_reference``
-also registers it, for code that names it afterwards by its name alone.
+``train(Hyperparameters(task=task.name), settings, task=task)``; a search space holds its own. Only the shipped tasks
+are known by their names alone.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ _API = {
     "TASKS": "istar_tune.tasks",
     "Task": "istar_tune.tasks",
     "task_of": "istar_tune.tasks",
-    "task_reference": "istar_tune.tasks",
     "load_task_file": "istar_tune.tasks",
 }
 

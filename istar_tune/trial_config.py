@@ -4,6 +4,7 @@ and the task it reads (carried inside when the task is not shipped)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
@@ -37,7 +38,17 @@ def trial_task(config: dict[str, Any]) -> Task:
     definition = config.get(TASK_DEFINITION_KEY)
     if definition is None:
         return get_task(config["task"])
-    return task_from_mapping(definition, source=f"the task definition of trial config {config['task']}")
+    key = json.dumps(definition, sort_keys=True, default=str)
+    if key not in _READ:
+        if len(_READ) >= 64:  # a process meets a few tasks of its own; never an unbounded store
+            _READ.clear()
+        _READ[key] = task_from_mapping(definition, source=f"the task definition of trial config {config['task']}")
+    return _READ[key]
+
+
+_READ: dict[str, Task] = {}
+"""The tasks :func:`trial_task` built, by their definition's text: a driver's callbacks and a trial's records ask
+for its task many times, and a definition is parsed and checked once (a memo: the same text, the same task)."""
 
 
 def completes(config: dict[str, Any]) -> tuple[int, ...]:

@@ -114,15 +114,6 @@ def glue_tiny() -> Path:
     return _shared("glue-tiny")
 
 
-@pytest.fixture(autouse=True)
-def _forget_task_definitions():
-    """Each test starts knowing only the shipped tasks (definitions register per process)."""
-    yield
-    from istar_tune.tasks import forget_registered
-
-    forget_registered()
-
-
 GLUE_FIELDS = {"sst2": ("SST-2", {"sentence": "text"}), "rte": ("RTE", {"sentence1": "premise",
                                                                         "sentence2": "hypothesis"}),
                "stsb": ("STS-B", {"sentence1": "sentence1", "sentence2": "sentence2"})}

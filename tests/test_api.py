@@ -18,7 +18,7 @@ DOCUMENTED = {"train": "istar_tune.training.loop", "Hyperparameters": "istar_tun
               "analyze": "istar_tune.apps.analyze",
               "trial_runs": "istar_tune.tracking.runs",
               "METHODS": "istar_tune.methods", "TASKS": "istar_tune.tasks.registry", "Task": "istar_tune.tasks.task",
-              "task_of": "istar_tune.tasks.registry", "task_reference": "istar_tune.tasks.registry",
+              "task_of": "istar_tune.tasks.registry",
               "load_task_file": "istar_tune.tasks.definition"}
 
 

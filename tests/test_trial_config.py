@@ -40,6 +40,10 @@ def test_a_task_that_is_not_shipped_travels_inside_the_configuration_and_registe
     config = with_task_definition({"model": "tiny-bert", "task": task.name, "method": "base"}, task)
     assert config[TASK_DEFINITION_KEY]["name"] == task.name
     assert trial_task(config).name == task.name and trial_task(config).files == task.files
+    assert trial_task(dict(config)) is trial_task(config)  # a definition is read once, however often it is asked for
+    other = with_task_definition(config, task_from_mapping({"name": "tickets", "train": "train.jsonl",
+                                                            "validation": "dev.jsonl", "metric": "mcc"}, tmp_path))
+    assert trial_task(other).metric == "mcc" and trial_task(config).metric == "accuracy"
     with pytest.raises(ConfigError, match="unknown task 'tickets'"):
         get_task("tickets")  # the configuration is the one source: no process-global registry was filled
     assert TASK_DEFINITION_KEY not in with_task_definition({"model": "bert", "task": "rte", "method": "base"}, None)

@@ -15,7 +15,6 @@ from istar_tune.errors import ConfigError
 from istar_tune.metrics import HOLDOUT_PREFIX, choice_metric, score, tie_order
 from istar_tune.replay.curves import Curve, Unit
 from istar_tune.search.spaces.cost import epoch_seconds
-from istar_tune.tasks import get_task
 
 History = Callable[[str, str], list[tuple[int, float]]]
 """(run id, metric) → its (epoch, value) records."""
@@ -124,7 +123,7 @@ def _point(config: dict[str, Any]) -> str:
 def curve_of(run, history: History, holdout: bool) -> Curve:
     """A run's curve: after each epoch, the score a scheduler saw (the task metric, or with held-out data the best
     held-out metric so far) and, with held-out data, the dev metric at the epoch that best one came from."""
-    metric = get_task(run.task).metric
+    metric = tracking.run_task(run).metric
     epochs = int(run.config["epochs"])
     dev = _aligned(run, history(run.run_id, metric), epochs, metric)
     config = {**run.config, "method": run.method}
@@ -175,7 +174,7 @@ def seed_noise(tracking_uri: str, experiment: str, choose_by: str, noise_from: s
             continue
         scores: dict[tuple, list[float]] = {}
         for run in tracking.trial_runs(tracking_uri, name, simulated):
-            value = score(run.metrics, choice_metric(get_task(run.task).metric, choose_by))
+            value = score(run.metrics, choice_metric(tracking.run_task(run).metric, choose_by))
             if run.status in tracking.COUNTED_STATUSES and value is not None and not math.isnan(value):
                 scores.setdefault(run.group, []).append(value)
         return {group: float(np.std(values, ddof=1)) for group, values in scores.items() if len(values) > 1}

@@ -24,7 +24,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.metrics import score
 from istar_tune.search.parent import TASKS_FOLDER
 from istar_tune.search.tune.trainable import train_config
-from istar_tune.tasks import get_task, is_shipped
+from istar_tune.tasks import is_shipped
 
 
 def best_configurations(tracking_uri: str, experiment: str, simulated: bool = False, models=None, tasks=None,
@@ -36,7 +36,7 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
         if (models and model not in models) or (tasks and task not in tasks) or (methods and method not in methods):
             continue
         settings = dataclasses.asdict(from_dict(RunSettings, run.settings, source=f"run {run.run_id}"))
-        metric = get_task(task).metric
+        metric = tracking.run_task(run).metric
         config = train_config(run.config, {k: v for k, v in settings.items() if k in run.settings})
         chosen[group_key(config)] = {"config": config, "trial_id": run.trial_id, "metric": metric,
                                      "score": score(run.metrics, metric)}

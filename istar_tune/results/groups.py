@@ -10,8 +10,8 @@ from istar_tune import tracking
 from istar_tune.config import EXACTNESS_SETTINGS
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS
-from istar_tune.tasks import EXTRACTIVE_QA, TASKS, get_task, is_shipped
-from istar_tune.tracking.runs import TrialRun
+from istar_tune.tasks import EXTRACTIVE_QA, TASKS, Task, get_task, is_shipped
+from istar_tune.tracking.runs import TrialRun, run_tasks
 
 
 def paper_results() -> dict:
@@ -27,8 +27,9 @@ def axes(runs: list[TrialRun], models, tasks, methods,
     seen_methods = [m for m in METHODS if any(r.method == m for r in runs)]
     own_tasks = list(dict.fromkeys(r.task for r in runs if not is_shipped(r.task)))  # the runs' own definitions
     seen_tasks = [t for t in TASKS if any(r.task == t for r in runs)] + own_tasks
+    known = run_tasks(runs)
     return (list(models or seen_models),
-            [get_task(t).name for t in (tasks or ([*TASKS, *own_tasks] if paper_axes else seen_tasks))],
+            [get_task(t, known).name for t in (tasks or ([*TASKS, *own_tasks] if paper_axes else seen_tasks))],
             list(methods or seen_methods))
 
 
@@ -48,9 +49,9 @@ def varied(runs: list[TrialRun]) -> dict[str, list[str]]:
     return {k: v for k, v in values.items() if len(v) > 1}
 
 
-def percent(task: str, value: float) -> float:
+def percent(task: Task, value: float) -> float:
     """A score in percent: SQuAD's F1 and EM already are; every other metric is a fraction."""
-    return value if get_task(task).problem_type == EXTRACTIVE_QA else 100.0 * value
+    return value if task.problem_type == EXTRACTIVE_QA else 100.0 * value
 
 
 MIX_EXACTNESS_FLAG = "--mix-exactness"
@@ -62,7 +63,7 @@ def refuse_mixed_exactness(runs: list[TrialRun], experiment: str, allowed: bool 
     float32 matmul precision) into one comparison, unless ``allowed``: their numbers differ by the settings alone,
     not only by what was trained. Only the runs shown count (``models``, ``tasks``, ``methods``: the rows and columns
     asked for). A run that recorded no such setting ran with the value it had before the setting existed."""
-    task_names = {get_task(t).name for t in tasks} if tasks else None
+    task_names = {get_task(t, run_tasks(runs)).name for t in tasks} if tasks else None
     counted = [r for r in runs if r.status in tracking.COUNTED_STATUSES and (not models or r.model in models)
                and (not task_names or r.task in task_names) and (not methods or r.method in methods)]
     mixed = {}

@@ -30,7 +30,7 @@ from istar_tune.methods import uses_lambda
 from istar_tune.metrics import score
 from istar_tune.results.groups import varied
 from istar_tune.results.tables import lambda_groups
-from istar_tune.tasks import get_task
+from istar_tune.tasks import Task
 from istar_tune.tracking.runs import TrialRun
 
 
@@ -61,10 +61,10 @@ def lambda_points(runs: list[TrialRun], metric: str) -> list[dict]:
     return points
 
 
-def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path: Path) -> Path:
+def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: Task, path: Path) -> Path:
     """A search's runs pooled per (method, λ): every other hyperparameter's spread is inside the error bars."""
-    metric = get_task(task).metric
-    points = lambda_points([r for r in runs if r.model == model and r.task == task], metric)
+    metric = task.metric
+    points = lambda_points([r for r in runs if r.model == model and r.task == task.name], metric)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for point in points:
@@ -76,7 +76,7 @@ def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path:
     zetas = sorted({r.metrics["eval_zeta"] for r in runs if "eval_zeta" in r.metrics})
     ax.set_xlabel(f"eval IsoScore* (ζ = {', '.join(f'{z:g}' for z in zetas)})" if zetas else "eval IsoScore*")
     ax.set_ylabel(metric)
-    ax.set_title(f"{model} on {get_task(task).display_name}: all runs pooled per λ\n(bars: every other "
+    ax.set_title(f"{model} on {task.display_name}: all runs pooled per λ\n(bars: every other "
                  "hyperparameter's spread and seed noise)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -86,9 +86,9 @@ def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: str, path:
     return path
 
 
-def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, task: str, path: Path) -> Path:
+def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, task: Task, path: Path) -> Path:
     """``histories``: trial label → [(epoch, value), ...]."""
-    metric = get_task(task).metric
+    metric = task.metric
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for label, points in sorted(histories.items()):
@@ -96,7 +96,7 @@ def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, 
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", linewidth=1, alpha=0.8, label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
-    ax.set_title(f"{model} on {get_task(task).display_name}: {metric} per epoch of every trial")
+    ax.set_title(f"{model} on {task.display_name}: {metric} per epoch of every trial")
     ax.grid(alpha=0.3)
     if len(histories) <= 12:
         ax.legend(fontsize=6, loc="best")
@@ -149,7 +149,8 @@ def study_figure(runs: list[TrialRun], output: Path) -> Path | None:
     """A seeds stage of one model × task drawn with error bars over seeds, its points beside it as JSON: a study
     per method (its varied hyperparameter), or, where no method varies one, the methods side by side."""
     model, task, _ = runs[0].group
-    metric = get_task(task).metric
+    the_task = tracking.run_task(runs[0])
+    metric = the_task.metric
     studies = {m: study_points([r for r in runs if r.method == m], metric) for m in sorted({r.method for r in runs})}
     varied = {m: key for m, (key, _) in studies.items() if key is not None}
     if len(varied) > 1 or (varied and len(studies) > 1):
@@ -188,7 +189,7 @@ def study_figure(runs: list[TrialRun], output: Path) -> Path | None:
         ax.set_xlabel(AXIS_LABELS.get(key, key))
     ax.set_ylabel(metric)
     what = f"{method_label(method)}, {AXIS_LABELS.get(key, key)} varied" if key else "each method"
-    ax.set_title(f"{model} on {get_task(task).display_name}: {what}\n(mean ± std over seeds, every other "
+    ax.set_title(f"{model} on {the_task.display_name}: {what}\n(mean ± std over seeds, every other "
                  "hyperparameter fixed)", fontsize=9)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -219,12 +220,13 @@ def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_
     client = tracking.client(tracking_uri)
     written = []
     for model, task in sorted({(r.model, r.task) for r in runs}):
-        metric = get_task(task).metric
         subset = [r for r in runs if r.model == model and r.task == task]
+        the_task = tracking.run_task(subset[0])
+        metric = the_task.metric
         name = f"{_slug(model)}-{task}"
         searched = [r for r in subset if r.stage != "seeds"]
         if searched:
-            written.append(pooled_isoscore_vs_metric(searched, model, task,
+            written.append(pooled_isoscore_vs_metric(searched, model, the_task,
                                                      output / f"pooled-isoscore-vs-{metric}-{name}.png"))
         seeded = [r for r in subset if r.stage == "seeds"]
         if seeded:
@@ -232,7 +234,7 @@ def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_
         histories = {f"{r.method} {r.trial_id}": [(m.step, m.value)
                                                   for m in client.get_metric_history(r.run_id, metric)]
                      for r in subset}
-        written.append(metric_per_epoch(histories, model, task, output / f"epochs-{name}.png"))
+        written.append(metric_per_epoch(histories, model, the_task, output / f"epochs-{name}.png"))
     written = [path for path in written if path is not None]
     if log_to_mlflow:
         experiment_id = client.get_experiment_by_name(experiment).experiment_id

@@ -18,8 +18,8 @@ from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, METHODS, PAPER_METHOD, has_second_stage, label
 from istar_tune.metrics import FINETUNED_PREFIX, score
 from istar_tune.results.groups import axes, candidates, paper_results, percent, varied
-from istar_tune.tasks import get_task
-from istar_tune.tracking.runs import TrialRun
+from istar_tune.tasks import Task, get_task
+from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
 
 SIGNIFICANCE = 0.05
 SEEDS_CAPTION = ("Mean ± std [95 % t-interval of the mean] over seed runs (percent; SQuAD F1 / EM; a median where the "
@@ -96,8 +96,10 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     _refuse_studies(groups)
     cells: dict[tuple, str] = {}
     typed: list[dict] = []
+    known = run_tasks(runs)
+    of = {task: get_task(task, known) for task in tasks}
     for model in models:
-        primary_of = {task: get_task(task).metric for task in tasks}
+        primary_of = {task: of[task].metric for task in tasks}
         marked = significant_tasks({t: _values(groups, model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
                                    {t: _values(groups, model, t, BASELINE, m) for t, m in primary_of.items()})
         for task in tasks:
@@ -106,13 +108,13 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
             winner = max(means, key=means.get) if means else None
             for row, method, prefix in rows:
                 marks = {"best": row == winner, "significant": method == PAPER_METHOD and task in marked}
-                cell, cell_typed = _seed_cell(groups, model, task, row, method, prefix, marks, (paper, iso_paper))
+                cell, cell_typed = _seed_cell(groups, model, of[task], row, method, prefix, marks, (paper, iso_paper))
                 if against_paper:
                     cell += _paper_cell(paper, iso_paper, model, task, method, prefix, means.get(row))
                 cells[(model, row, task)] = cell
                 typed += cell_typed
     table = pd.DataFrame([{"model": model, "method": row,
-                           **{get_task(task).display_name: cells[(model, row, task)] for task in tasks}}
+                           **{of[task].display_name: cells[(model, row, task)] for task in tasks}}
                           for model in models for row, _, _ in rows])
     table.attrs["caption"] = seeds_caption(runs)
     table.attrs["typed"] = pd.DataFrame(typed, columns=TYPED_SEEDS).astype(
@@ -137,7 +139,7 @@ def _refuse_studies(groups: dict[tuple, list[TrialRun]]) -> None:
 
 def _values(groups: dict, model: str, task: str, method: str, metric: str) -> list[float]:
     """A group's seed scores on ``metric``, in percent."""
-    return [percent(task, score(r.metrics, metric)) for r in groups.get((model, task, method), [])
+    return [percent(run_task(r), score(r.metrics, metric)) for r in groups.get((model, task, method), [])
             if score(r.metrics, metric) is not None]
 
 
@@ -157,11 +159,11 @@ def _median_ev(groups: dict, model: str, task: str, method: str, prefix: str) ->
                               if score(chosen, f"{prefix}sentence_ev{k}") is not None)
 
 
-def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefix: str, marks: dict[str, bool],
+def _seed_cell(groups: dict, model: str, the_task: Task, row: str, method: str, prefix: str, marks: dict[str, bool],
                papers: tuple[dict, dict]) -> tuple[str, list[dict]]:
     """One cell of the table (every metric of the task, its marks) and its typed rows, one per metric."""
-    parts, typed = [], []
-    for index, metric in enumerate(get_task(task).metrics):
+    parts, typed, task = [], [], the_task.name
+    for index, metric in enumerate(the_task.metrics):
         observed = _values(groups, model, task, method, prefix + metric)
         std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
         bounds = interval(observed)
@@ -170,7 +172,7 @@ def _seed_cell(groups: dict, model: str, task: str, row: str, method: str, prefi
             parts.append(f"{_center(method)(observed):.2f} ± {std:.2f}{shown}")
         published = _published(*papers, model, task, method, prefix, index)
         typed.append({"model": model, "method": row, "task": task,
-                      "metric": get_task(task).metric_text if metric == get_task(task).metric else metric,
+                      "metric": the_task.metric_text if metric == the_task.metric else metric,
                       "summary": "median" if _reports_median(method) else "mean",
                       "value": float(_center(method)(observed)) if observed else None,
                       "std": std if observed else None, "ci_low": bounds[0] if bounds else None,

@@ -24,7 +24,7 @@ from istar_tune.metrics import best_scored, score
 from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
-from istar_tune.tracking.runs import TrialRun
+from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
 
 KINDS = ("best", "lambda-zeta", "seeds")
 SCOPES = ("last", "best-epoch")
@@ -50,7 +50,7 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
     searched = {r.group for r in runs}
     asked = bool(models or tasks or methods or paper_axes)
     models, tasks, methods = axes(runs, models, tasks, methods, paper_axes)
-    groups = candidates(runs)
+    groups, known = candidates(runs), run_tasks(runs)
     rows = []
     for model in models:
         for task in tasks:
@@ -61,7 +61,7 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
                 best = best_scored(ranked, lambda r: r.config, lambda r: scores[r.run_id])
                 config = best.config if best else {}
                 rows.append({
-                    "model": model, "task": task, "method": method, "metric": get_task(task).metric_text,
+                    "model": model, "task": task, "method": method, "metric": get_task(task, known).metric_text,
                     "score": scores[best.run_id] if best else math.nan,
                     "batch_size": config.get("batch_size"), "epochs": config.get("epochs"),
                     "learning_rate": config.get("learning_rate"),
@@ -86,7 +86,7 @@ def run_scores(runs: list[TrialRun], scope: str = "last", history=None) -> dict[
         raise ConfigError(f"unknown scope {scope!r}: choose one of {', '.join(SCOPES)}")
     scores = {}
     for run in runs:
-        metric = get_task(run.task).metric
+        metric = run_task(run).metric
         if scope == "last":
             if score(run.metrics, metric) is not None:
                 scores[run.run_id] = score(run.metrics, metric)
@@ -128,7 +128,7 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
             if against_paper:
                 published = paper.get(model, {}).get(task)
                 cell += f" (paper {_fmt_lambda_zeta(*published) if published else MISSING})"
-            row[get_task(task).display_name] = cell
+            row[get_task(task, run_tasks(runs)).display_name] = cell
         row["average"] = _fmt_lambda_zeta(float(np.mean(lams)), float(np.mean(zetas))) if lams else MISSING
         if against_paper and model in printed:
             cells = np.mean(list(paper.get(model, {}).values()), axis=0)

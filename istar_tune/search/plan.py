@@ -5,6 +5,7 @@ group's searcher hands out (the dry run's report: :mod:`istar_tune.search.dry_ru
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,7 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
         try:
             best = tracking.best_trials(tracking_uri, experiment, simulated, groups=sorted(wanted),
                                         choose_by=space.choose_by, metrics=metrics)
-        except ConfigError:
+        except tracking.NoExperiment:
             missing.append(experiment)  # that search has not run (yet): only the others are re-run
             continue
         if not best and refuse_empty and space.choose_by == "holdout" and tracking.best_trials(
@@ -103,8 +104,8 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
     for source, keys in sources.items():
         group = seeds_group(space, studied[source])
         planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key) for key in keys]
-    repeated = sorted({group_key(base_config(p)) for p in planned
-                       if sum(group_key(base_config(q)) == group_key(base_config(p)) for q in planned) > 1})
+    counted = Counter(group_key(base_config(p)) for p in planned)
+    repeated = sorted(key for key, count in counted.items() if count > 1)
     if repeated:
         raise ConfigError(f"{space.path}: best_of {', '.join(space.best_of)}: the groups {', '.join(repeated)} are in "
                           "more than one of those searches; name one search per group")

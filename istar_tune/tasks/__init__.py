@@ -1,18 +1,15 @@
 """Tasks: what a fine-tuning task is (``task``), its definition as YAML (``definition``) and the tasks a process knows
-(``registry``: the shipped paper tasks and registered definitions). No module outside this package names a task.
+(``registry``: the shipped paper tasks by name; one's own travel as objects). No module outside this package names a
+task.
 """
 
-from istar_tune.tasks.definition import definition_mapping, facts, load_task_file, task_from_mapping
+from istar_tune.tasks.definition import definition_mapping, facts, load_task_file, task_from_facts, task_from_mapping
 from istar_tune.tasks.registry import (
     TASKS,
-    forget_registered,
     get_task,
     is_shipped,
-    register_task,
-    remember_facts,
     task_names,
     task_of,
-    task_reference,
 )
 from istar_tune.tasks.task import (
     CLASSIFICATION,
@@ -27,6 +24,6 @@ from istar_tune.tasks.task import (
 
 __all__ = [
     "CLASSIFICATION", "DEFAULT_METRIC", "EXTRACTIVE_QA", "METRICS", "PROBLEM_TYPES", "REGRESSION", "SPLITS", "TASKS",
-    "Task", "definition_mapping", "facts", "forget_registered", "get_task", "is_shipped", "load_task_file",
-    "register_task", "remember_facts", "task_from_mapping", "task_names", "task_of", "task_reference",
+    "Task", "definition_mapping", "facts", "get_task", "is_shipped", "load_task_file", "task_from_facts",
+    "task_from_mapping", "task_names", "task_of",
 ]

@@ -14,7 +14,16 @@ from istar_tune.tracking.naming import (
     run_name,
     trial_error_text,
 )
-from istar_tune.tracking.runs import TrialRun, best_trials, get_experiment, task_of, trial_runs
+from istar_tune.tracking.runs import (
+    NoExperiment,
+    TrialRun,
+    best_trials,
+    get_experiment,
+    run_task,
+    run_tasks,
+    task_of,
+    trial_runs,
+)
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     EXPERIMENT_KIND_TAG,
@@ -72,5 +81,6 @@ __all__ = [
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
     "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters",
-    "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX", "logged_params", "run_name",
+    "NoExperiment", "run_task", "run_tasks", "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX",
+    "logged_params", "run_name",
 ]

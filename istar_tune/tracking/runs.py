@@ -5,16 +5,17 @@ the one rule (:func:`istar_tune.metrics.best_scored`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, score
-from istar_tune.tasks import Task, get_task, remember_facts
+from istar_tune.tasks import Task, get_task, is_shipped, task_from_facts
 from istar_tune.tracking.naming import SETTING_PREFIX
 from istar_tune.tracking.store import (
     COUNTED_STATUSES,
@@ -53,6 +54,9 @@ class TrialRun:
     """A seeds stage's run: what chose the configuration it re-runs (``dev`` or ``holdout``)."""
     settings: dict[str, str] = field(default_factory=dict)
     """The run settings its search logged (``setting.<name>`` params), as text."""
+    definition: Task | None = field(default=None, repr=False, compare=False)
+    """Its task: a shipped one, or one of one's own as the run describes it (:data:`TAG_TASK`); ``None`` for a run of
+    a task neither shipped nor described."""
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -72,11 +76,15 @@ def trial_runs(tracking_uri: str, experiment_name: str, simulated: bool = False)
     return [_trial_run(run) for run in found]
 
 
+class NoExperiment(ConfigError):
+    """The store holds no experiment of that name (a search not run yet): what a seeds stage may go on without."""
+
+
 def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
     experiment = mlflow_client.get_experiment_by_name(experiment_name)
     if experiment is None:
         names = sorted(e.name for e in mlflow_client.search_experiments())
-        raise ConfigError(f"no MLflow experiment named {experiment_name!r} at {tracking_uri}; "
+        raise NoExperiment(f"no MLflow experiment named {experiment_name!r} at {tracking_uri}; "
                           f"experiments there: {', '.join(names) or 'none'}")
     return experiment
 
@@ -94,14 +102,25 @@ def task_of(tags: dict[str, str]) -> Task:
     """The task of a run, as its tags name it: a shipped task, or one the run describes (:data:`TAG_TASK`)."""
     described = tags.get(TAG_TASK)
     if described:
-        return remember_facts(json.loads(described), source="MLflow")
+        return _described(described)
     return get_task(tags.get("task", ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _described(text: str) -> Task:
+    """A run's own word on its task (:func:`istar_tune.tasks.definition.facts`, as JSON), read once per text."""
+    values = json.loads(text)
+    return get_task(values["name"]) if is_shipped(values["name"]) else task_from_facts(values, source="MLflow")
+
+
+def run_tasks(runs: Iterable[TrialRun]) -> dict[str, Task]:
+    """The tasks of ``runs`` by name, for :func:`~istar_tune.tasks.get_task`'s ``known``: what a table or plot of a
+    search's runs looks a task's name up in (the shipped tasks are known anyway)."""
+    return {run.task: run.definition for run in runs if run.definition is not None}
 
 
 def _trial_run(run) -> TrialRun:
     tags, params = run.data.tags, run.data.params
-    if tags.get(TAG_TASK):  # a task that is not shipped becomes known from the run's own word on it
-        task_of(tags)
     # The run's group tags are written when it is created; its params may be missing (a driver killed at that
     # moment, in a store no resumed search repaired): its group comes from the tags, never from defaults.
     named = {k: tags[k] for k in ("model", "task", "method") if tags.get(k) not in (None, "", "None")}
@@ -112,7 +131,14 @@ def _trial_run(run) -> TrialRun:
                     config={k: getattr(typed, k) for k in params if k in HYPERPARAMETER_KEYS},
                     metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
                     simulated=tags.get(TAG_SIMULATED) == "true", chosen_by=tags.get(TAG_CHOSEN_BY),
-                    settings={k[len(SETTING_PREFIX):]: v for k, v in params.items() if k.startswith(SETTING_PREFIX)})
+                    settings={k[len(SETTING_PREFIX):]: v for k, v in params.items() if k.startswith(SETTING_PREFIX)},
+                    definition=_definition(tags, typed.task))
+
+
+def _definition(tags: dict[str, str], name: str) -> Task | None:
+    if tags.get(TAG_TASK):
+        return _described(tags[TAG_TASK])
+    return get_task(name) if is_shipped(name) else None
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
@@ -163,12 +189,23 @@ BEST_OF_TOP = 50
 """Runs per group :func:`best_trials` reads first, ordered by the metric."""
 
 
+def run_task(run: TrialRun) -> Task:
+    """The task of ``run``, refused in one line for a run of a task neither shipped nor described by the run."""
+    if run.definition is not None:
+        return run.definition
+    if is_shipped(run.task):
+        return get_task(run.task)
+    raise ConfigError(f"run {run.run_id} is of task {run.task!r}, which is not shipped and which the run does not "
+                      f"describe (no tag {TAG_TASK}), so its metric is unknown: run its search again with this "
+                      "version, which describes every task of one's own to MLflow")
+
+
 def _best_of(runs: list[TrialRun], choose_by: str = "dev") -> dict[tuple, TrialRun]:
     by_group: dict[tuple, list[TrialRun]] = {}
     for run in runs:
         if run.status in COUNTED_STATUSES:
             by_group.setdefault(run.group, []).append(run)
     chosen = {group: best_scored(candidates, lambda r: r.config,
-                                 lambda r: score(r.metrics, choice_metric(get_task(r.task).metric, choose_by)))
+                                 lambda r: score(r.metrics, choice_metric(run_task(r).metric, choose_by)))
               for group, candidates in by_group.items()}
     return {group: run for group, run in chosen.items() if run is not None}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from istar_tune.errors import ConfigError
 from istar_tune.results.groups import paper_results
 
 
@@ -43,13 +44,19 @@ def test_the_isolayer_papers_tables_are_transcribed_from_its_text():
 
 def test_percent_follows_the_problem_type_and_axes_show_what_the_runs_hold():
     from istar_tune.results.groups import axes, percent
+    from istar_tune.tasks import TASKS, task_from_facts
     from istar_tune.tracking import TrialRun
 
-    assert percent("sst2", 0.91) == pytest.approx(91.0) and percent("squad", 88.5) == 88.5
+    assert percent(TASKS["sst2"], 0.91) == pytest.approx(91.0) and percent(TASKS["squad"], 88.5) == 88.5
     runs = [TrialRun("r", "t", "bert", "rte", "istar", "finished", {}, {}),
             TrialRun("s", "u", "bert", "sst2", "base", "finished", {}, {})]
     assert axes(runs, None, None, None) == (["bert"], ["sst2", "rte"], ["base", "istar"])  # the paper's order
     assert axes(runs, None, ["RTE"], None)[1] == ["rte"]
+    tickets = task_from_facts({"name": "tickets", "problem_type": "classification", "metric": "mcc"}, "MLflow")
+    own = TrialRun("o", "v", "bert", "tickets", "base", "finished", {}, {}, definition=tickets)
+    assert axes([*runs, own], None, ["tickets", "sst-2"], None)[1] == ["tickets", "sst2"]  # the runs' own task, by name
+    with pytest.raises(ConfigError, match="unknown task 'tickets'"):
+        axes(runs, None, ["tickets"], None)  # runs that do not hold it: no process-wide memory of it either
 
 
 def _space(folder: Path, glue_tiny: Path, method: str, attention: str) -> Path:

@@ -173,6 +173,8 @@ def test_a_task_of_ones_own_is_learnt_from_its_runs_and_its_f1_is_a_fraction_sho
         run_id = log_trial(client, exp, f"i{i}", "bert", "tickets", "istar", {"f1": [value]}, seed=i, stage="seeds")
         client.set_tag(run_id, tracking.TAG_TASK, json.dumps(facts))
     assert "tickets" not in task_names()  # this process has never seen its definition
+    runs = tracking.trial_runs(uri, "own")
+    assert {r.definition.metric for r in runs} == {"f1"} and "tickets" not in task_names()  # read, not registered
     table = build_table(uri, "own", "seeds")
     assert list(table.columns) == ["model", "method", "Tickets"]
     assert table.values.tolist() == [["bert", "I-STAR", "81.00 ± 1.41 [68.29, 93.71] *"]]

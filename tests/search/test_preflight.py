@@ -98,19 +98,19 @@ def test_a_task_definition_is_resolved_and_returned_for_its_trials_and_nothing_r
 
 
 def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path):
-    from istar_tune.tasks import task_reference
+    from istar_tune.tasks import task_of
 
     files = own_data("sst2", "csv")
-    task_reference({"name": "a", "train": str(files["train"]), "validation": str(files["validation"]),
-                    "text_fields": ["text"], "label_field": "y"})
+    a = task_of({"name": "a", "train": str(files["train"]), "validation": str(files["validation"]),
+                 "text_fields": ["text"], "label_field": "y"})
     renamed = {}
     for split, path in files.items():  # the texts in a field named as the scores
         renamed[split] = tmp_path / f"b-{path.name}"
         renamed[split].write_text(path.read_text().replace("text,label", "body,rating", 1))
-    task_reference({"name": "b", "train": str(renamed["train"]), "validation": str(renamed["validation"]),
-                    "problem_type": "regression", "text_fields": ["rating"], "label_field": "body"})
+    b = task_of({"name": "b", "train": str(renamed["train"]), "validation": str(renamed["validation"]),
+                 "problem_type": "regression", "text_fields": ["rating"], "label_field": "body"})
     (tmp_path / "RTE").mkdir()
-    problems = preflight.check_data(["a", "b", "rte"], str(tmp_path))
+    problems = preflight.check_data([a, b, "rte"], str(tmp_path))
     assert len(problems) == 5  # a: field y missing in both splits; b: texts are no scores in both; RTE: no files
     assert sum("no field 'y'" in p for p in problems) == 2 and sum("are not numbers" in p for p in problems) == 2
     assert "rows 1, 2, 3, 4, 5 and 59 more: scores " in problems[2] and "RTE files not found" in problems[4]
@@ -119,13 +119,13 @@ def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path)
 def test_a_hub_task_while_the_hub_does_not_answer_is_refused_at_once(monkeypatch):
     import time
 
-    from istar_tune.tasks import task_reference
+    from istar_tune.tasks import task_of
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    task_reference({"name": "boolq", "hub": {"path": "google/boolq"}, "text_fields": ["question", "passage"],
-                    "label_field": "answer"}, source="boolq.yaml")
+    boolq = task_of({"name": "boolq", "hub": {"path": "google/boolq"}, "text_fields": ["question", "passage"],
+                     "label_field": "answer"}, source="boolq.yaml")
     began = time.monotonic()
-    problems = preflight.check_data(["boolq"], None)
+    problems = preflight.check_data([boolq], None)
     assert time.monotonic() - began < 5
     assert problems == ["boolq.yaml: task boolq reads the hub data set google/boolq, and the Hugging Face hub does "
                         "not answer within 5 s (or HF_HUB_OFFLINE is set): give its train and validation files "

@@ -1,16 +1,15 @@
-"""The tasks a process knows: the shipped paper tasks (definitions of the same kind as a user's), references by name,
-file or inline mapping, one definition per name, and what readers of MLflow learn from a run."""
+"""The tasks a process knows by name: the shipped paper tasks (definitions of the same kind as a user's) and nothing
+else; references by name, file or inline mapping, and a caller's own tasks looked up among those it holds."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from istar_tune.errors import ConfigError
-from istar_tune.tasks import TASKS, facts, get_task, register_task, remember_facts, task_names, task_reference
+from istar_tune.tasks import TASKS, get_task, task_names, task_of
 
 
 def test_registry_holds_the_nine_tasks_with_their_metrics():
@@ -49,39 +48,24 @@ def _definition(tmp_path, name="tickets", **extra) -> Path:
     return path
 
 
-def test_a_reference_is_a_name_a_definition_file_or_an_inline_definition(tmp_path):
+def test_a_reference_is_a_name_a_definition_file_or_an_inline_definition_and_nothing_is_registered(tmp_path):
     _definition(tmp_path)
-    by_file = task_reference("tickets.yaml", tmp_path)
+    by_file = task_of("tickets.yaml", tmp_path)
     assert by_file.name == "tickets" and by_file.files["train"] == str(tmp_path / "train.csv")
-    assert get_task("tickets") is by_file and task_reference("tickets") is by_file  # registered by its name
-    inline = task_reference({"name": "inline", "train": "train.csv", "validation": "dev.csv"}, tmp_path,
-                            source="space.yaml: tasks[1]")
-    assert inline.source == "space.yaml: tasks[1]" and "inline" in task_names()
-    assert task_reference("RTE") is TASKS["rte"]
+    with pytest.raises(ConfigError, match="unknown task 'tickets': choose one of sst2, "):
+        get_task("tickets")  # reading a definition makes no name known to the process
+    assert task_names() == list(TASKS)
+    assert get_task("tickets", {"tickets": by_file}) is by_file  # the caller's own tasks, by name
+    assert task_of("tickets", known={"tickets": by_file}) is by_file
+    with pytest.raises(ConfigError, match="choose one of sst2, .*, squad, tickets, or give"):
+        get_task("reviews", {"tickets": by_file})
+    inline = task_of({"name": "inline", "train": "train.csv", "validation": "dev.csv"}, tmp_path,
+                     source="space.yaml: tasks[1]")
+    assert inline.source == "space.yaml: tasks[1]" and task_of("RTE") is TASKS["rte"]
     with pytest.raises(ConfigError, match="task definition 'nowhere.yaml' does not exist"):
-        task_reference("nowhere.yaml")
+        task_of("nowhere.yaml")
 
 
-def test_a_name_is_taken_once(tmp_path):
-    first = task_reference(_definition(tmp_path).name, tmp_path)
-    other = tmp_path / "other"
-    other.mkdir()
-    with pytest.raises(ConfigError, match="two different task definitions are named 'tickets'"):
-        task_reference(_definition(other), other)
-    assert get_task("tickets") is first
-    assert task_reference(_definition(tmp_path).name, tmp_path) is first  # the same definition again: the same task
+def test_a_definition_may_not_take_a_shipped_tasks_name(tmp_path):
     with pytest.raises(ConfigError, match="'SST-2' is the name of a shipped task"):
-        task_reference({"name": "SST-2", "train": "train.csv", "validation": "dev.csv"}, tmp_path)
-
-
-def test_a_resolved_copy_replaces_its_definition_and_readers_learn_a_task_from_its_facts(tmp_path):
-    task = task_reference(_definition(tmp_path).name, tmp_path)
-    resolved = replace(task, label_names=("a", "b"), train_examples=2, eval_examples=2, infer_problem_type=False,
-                       inferred="labels are words")
-    assert register_task(resolved) is resolved  # resolution adds what the data says: the same task
-    assert remember_facts(facts(resolved), "MLflow") is resolved  # a reader's facts agree: the definition stays
-    learnt = remember_facts({"name": "tickets", "display_name": "Tickets", "problem_type": "classification",
-                             "metric": "f1_macro"}, "MLflow")
-    assert get_task("tickets") is learnt and learnt.metric == "f1_macro"  # the experiment's own word wins
-    assert remember_facts({"name": "rte", "display_name": "x", "problem_type": "regression", "metric": "pearson"},
-                          "MLflow") is TASKS["rte"]
+        task_of({"name": "SST-2", "train": "train.csv", "validation": "dev.csv"}, tmp_path)

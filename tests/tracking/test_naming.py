@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from istar_tune.tasks import task_reference
+from istar_tune.tasks import task_of
 from istar_tune.tracking.naming import error_summary, logged_params, resolved_hyperparameters, run_name, task_tags
+from istar_tune.trial_config import with_task_definition
 
 
 def test_a_run_is_named_by_what_applies_to_its_method():
@@ -28,9 +29,10 @@ def test_params_are_what_the_method_reads_and_the_searchs_settings():
 def test_a_task_of_ones_own_is_described_for_readers_and_a_shipped_one_is_not(tmp_path):
     (tmp_path / "train.csv").write_text("text,label\na,0\n")
     (tmp_path / "dev.csv").write_text("text,label\nb,1\n")
-    task_reference({"name": "mine", "train": "train.csv", "validation": "dev.csv", "metric": "mcc"}, tmp_path)
+    mine = task_of({"name": "mine", "train": "train.csv", "validation": "dev.csv", "metric": "mcc"}, tmp_path)
     assert task_tags({"task": "rte"}) == {}
-    described = json.loads(task_tags({"task": "mine"})["istar_tune.task"])
+    assert task_tags({"task": "mine"}) == {}  # a name alone: nothing known of it
+    described = json.loads(task_tags(with_task_definition({"task": "mine"}, mine))["istar_tune.task"])
     assert described == {"name": "mine", "display_name": "mine", "problem_type": "classification", "metric": "mcc"}
 
 
