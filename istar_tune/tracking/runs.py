@@ -85,7 +85,7 @@ def get_experiment(mlflow_client, tracking_uri: str, experiment_name: str):
     if experiment is None:
         names = sorted(e.name for e in mlflow_client.search_experiments())
         raise NoExperiment(f"no MLflow experiment named {experiment_name!r} at {tracking_uri}; "
-                          f"experiments there: {', '.join(names) or 'none'}")
+                           f"experiments there: {', '.join(names) or 'none'}")
     return experiment
 
 

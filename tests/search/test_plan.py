@@ -81,6 +81,22 @@ def test_a_study_starts_from_the_best_base_configuration_and_plans_each_lambda_t
     assert "the best base configuration of each model × task found in paper-base" in out
 
 
+def test_a_study_goes_on_without_a_search_not_run_yet_but_not_past_a_store_it_cannot_read(tmp_path, log_trial):
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    space = load_search_space("paper_figure3").narrow(models=["bert"], tasks=["rte"])
+    tracking.prepare_store(uri)
+    with pytest.raises(ConfigError, match="no finished trial of bert × rte × istar .*no experiment paper-base"):
+        plan(space, uri)  # that search has not run: nothing to start from, and it says which
+    experiment = tracking.ensure_experiment(client, "paper-base", str(tmp_path / "artifacts"))
+    run_id = log_trial(client, experiment, "a", "bert", "rte", "base", {"accuracy": [0.6]}, learning_rate=1e-5)
+    client.set_tag(run_id, tracking.TAG_SIMULATED, "true")
+    with pytest.raises(ConfigError, match="experiment 'paper-base' at .* holds simulated runs"):
+        plan(space, uri)  # a rehearsal's runs are not taken for a search not run (they were, as "missing")
+
+
 @pytest.mark.parametrize(("name", "per_group"), [("paper_figure3", 35), ("paper_figure7", 30), ("paper_seeds", 5)])
 def test_a_dry_run_before_the_searches_it_starts_from_plans_the_upper_bound(name, per_group, tmp_path, capsys):
     store = f"sqlite:///{tmp_path / 'empty.db'}"
