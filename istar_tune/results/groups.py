@@ -63,7 +63,8 @@ def refuse_mixed_exactness(runs: list[TrialRun], experiment: str, allowed: bool 
     float32 matmul precision) into one comparison, unless ``allowed``: their numbers differ by the settings alone,
     not only by what was trained. Only the runs shown count (``models``, ``tasks``, ``methods``: the rows and columns
     asked for). A run that recorded no such setting ran with the value it had before the setting existed."""
-    task_names = {get_task(t, run_tasks(runs)).name for t in tasks} if tasks else None
+    known = run_tasks(runs)
+    task_names = {get_task(t, known).name for t in tasks} if tasks else None
     counted = [r for r in runs if r.status in tracking.COUNTED_STATUSES and (not models or r.model in models)
                and (not task_names or r.task in task_names) and (not methods or r.method in methods)]
     mixed = {}

@@ -110,7 +110,7 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
     models, tasks, _ = axes(runs, models, tasks, [PAPER_METHOD], against_paper)
     paper = paper_results()["lambda_zeta"] if against_paper else {}
     printed = paper_results()["lambda_zeta_average"] if against_paper else {}
-    rows, typed = [], []
+    rows, typed, known = [], [], run_tasks(runs)
     for model in models:
         row: dict[str, object] = {"model": model}
         lams, zetas = [], []
@@ -128,7 +128,7 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
             if against_paper:
                 published = paper.get(model, {}).get(task)
                 cell += f" (paper {_fmt_lambda_zeta(*published) if published else MISSING})"
-            row[get_task(task, run_tasks(runs)).display_name] = cell
+            row[get_task(task, known).display_name] = cell
         row["average"] = _fmt_lambda_zeta(float(np.mean(lams)), float(np.mean(zetas))) if lams else MISSING
         if against_paper and model in printed:
             cells = np.mean(list(paper.get(model, {}).values()), axis=0)

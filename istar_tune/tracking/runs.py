@@ -55,8 +55,8 @@ class TrialRun:
     settings: dict[str, str] = field(default_factory=dict)
     """The run settings its search logged (``setting.<name>`` params), as text."""
     definition: Task | None = field(default=None, repr=False, compare=False)
-    """Its task: a shipped one, or one of one's own as the run describes it (:data:`TAG_TASK`); ``None`` for a run of
-    a task neither shipped nor described."""
+    """Its task of one's own, as the run describes it (:data:`TAG_TASK`); ``None`` for a shipped task (found by its
+    name: :func:`run_task`)."""
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -114,8 +114,8 @@ def _described(text: str) -> Task:
 
 
 def run_tasks(runs: Iterable[TrialRun]) -> dict[str, Task]:
-    """The tasks of ``runs`` by name, for :func:`~istar_tune.tasks.get_task`'s ``known``: what a table or plot of a
-    search's runs looks a task's name up in (the shipped tasks are known anyway)."""
+    """The tasks of one's own of ``runs`` by name, for :func:`~istar_tune.tasks.get_task`'s ``known``: what a table or
+    plot of a search's runs looks a task's name up in (the shipped tasks are known anyway)."""
     return {run.task: run.definition for run in runs if run.definition is not None}
 
 
@@ -132,13 +132,7 @@ def _trial_run(run) -> TrialRun:
                     metrics=dict(run.data.metrics), stage=tags.get(TAG_STAGE, "search"),
                     simulated=tags.get(TAG_SIMULATED) == "true", chosen_by=tags.get(TAG_CHOSEN_BY),
                     settings={k[len(SETTING_PREFIX):]: v for k, v in params.items() if k.startswith(SETTING_PREFIX)},
-                    definition=_definition(tags, typed.task))
-
-
-def _definition(tags: dict[str, str], name: str) -> Task | None:
-    if tags.get(TAG_TASK):
-        return _described(tags[TAG_TASK])
-    return get_task(name) if is_shipped(name) else None
+                    definition=_described(tags[TAG_TASK]) if tags.get(TAG_TASK) else None)
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
