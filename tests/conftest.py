@@ -264,14 +264,17 @@ def group_run():
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """A local Ray instance of 4 CPUs on 127.0.0.1 for the module's tests."""
+def local_ray(request):
+    """A local Ray instance on 127.0.0.1 for the module's tests: 4 logical CPUs, or the module's ``RAY_CPUS``. A
+    module of real trials declares 2 (this machine's cores): each trial worker imports torch and transformers (about
+    5 CPU-seconds), and 4 of them on 2 cores took twice the CPU and twice the time of 2 for the same 12 trials."""
     import ray
 
     patch = pytest.MonkeyPatch()
     patch.setenv("RAY_AUTH_MODE", "disabled")
     patch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", num_cpus=getattr(request.module, "RAY_CPUS", 4), include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False)
     yield
     ray.shutdown()
     patch.undo()

@@ -37,6 +37,7 @@ search: {{algorithm: grid, share_epochs: {share}}}
 settings: {{recipe: paper, max_length: 32, shrinkage_tokens: 400, checkpoint: resume{extra}}}
 """
 UNCOMPARED = (*MEASURED_KEYS, "checkpoint_bytes")
+RAY_CPUS = 2  # real trials: a worker per core (tests/conftest.py, local_ray)
 
 
 def _records(uri: str, name: str) -> dict[tuple, dict]:
