@@ -223,7 +223,8 @@ def _add_analyze_command(commands) -> None:
                                         "trained on)")
     analyze.add_argument("--data-dir", help="folder in the GLUE layout (default: the training run's, else "
                                             "$GLUE_DIR)")
-    analyze.add_argument("--max-eval-samples", type=int, help="use only the first N dev examples")
+    analyze.add_argument("--max-eval-samples", type=int,
+                         help="use only the first N dev examples (default: the training run's, else all)")
     analyze.add_argument("--max-length", type=int, help="maximum tokens per input (default: the training run's)")
     analyze.add_argument("--output-dir", help="where analysis.json and the PNGs go (default: CHECKPOINT/analysis)")
     analyze.add_argument("--tracking-uri", help="log the results to MLflow at this URI")

@@ -136,7 +136,6 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
             output_dir: str | Path | None = None) -> dict[str, Any]:
     from transformers import DataCollatorWithPadding
 
-
     quiet_libraries(True)
     source = resolve_checkpoint(checkpoint)
     the_task = _task(source, task, checkpoint)
@@ -144,6 +143,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
         raise ConfigError("analyze works on sentence-level tasks (a [CLS] embedding per example), not SQuAD")
     data_dir = data_dir or source.settings.get("data_dir")
     max_length = max_length or source.settings.get("max_length") or 128
+    max_eval_samples = max_eval_samples or source.settings.get("max_eval_samples")
     model, tokenizer = _load(source, the_task)
     hook = _sentence_hook(model, source)
     raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples)

@@ -25,8 +25,8 @@ def _check(result: dict, layers: int, d: int):
 def test_analyze_a_minilm_train_output_on_sst2(glue_tiny, tmp_path, capsys):
     out = tmp_path / "minilm"
     assert main(["train", "--model", "minilm", "--task", "sst2", "--data-dir", str(glue_tiny), "--epochs", "1",
-                 "--batch-size", "32", "--lr", "1e-4", "--max-length", "32", "--output-dir", str(out),
-                 "--no-progress"]) == 0
+                 "--batch-size", "32", "--lr", "1e-4", "--max-length", "32", "--max-eval-samples", "20",
+                 "--output-dir", str(out), "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["analyze", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
@@ -38,6 +38,7 @@ def test_analyze_a_minilm_train_output_on_sst2(glue_tiny, tmp_path, capsys):
         assert (analysis / name).stat().st_size > 0
     result = json.loads((analysis / "analysis.json").read_text())
     _check(result, layers=6, d=384)
+    assert result["eval_examples"] == 20 and result["max_length"] == 32  # the run's dev examples and length
     assert [float(r[1]) for r in rows] == pytest.approx(result["layer_isoscore_star"], abs=5e-5)
 
 

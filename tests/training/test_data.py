@@ -75,3 +75,22 @@ def test_a_holdout_is_a_seeded_random_share_of_the_whole_training_set(glue_tiny)
     squad = get_task("squad")
     with pytest.raises(ConfigError, match="sentence-level"):
         hold_out(encode(squad, load_raw(squad, glue_tiny), tokenizer, 64), 0.3, 1)
+
+
+def test_the_tokenised_splits_fingerprint_follows_what_decides_them(glue_tiny):
+    task, tokenizer = get_task("rte"), load_tokenizer("tiny-bert")
+    raw = load_raw(task, glue_tiny, max_train_samples=16, max_eval_samples=8)
+    data = encode(task, raw, tokenizer, max_length=24)
+    # The same rows as datasets' own hashing gives them, under a fingerprint of the inputs (stable across runs).
+    default = raw["train"].map(lambda b: tokenizer(*[b[f] for f in task.text_fields], truncation=True,
+                                                   max_length=24), batched=True)
+    assert data.train["input_ids"] == default["input_ids"]
+    again = encode(task, load_raw(task, glue_tiny, max_train_samples=16, max_eval_samples=8), tokenizer, 24)
+    assert again.train._fingerprint == data.train._fingerprint
+    assert data.train._fingerprint != data.validation._fingerprint
+    assert encode(task, raw, tokenizer, max_length=32).train._fingerprint != data.train._fingerprint
+    other = load_tokenizer("tiny-bert")
+    other.add_tokens(["isotropy"])  # another vocabulary at the same name
+    assert encode(task, raw, other, max_length=24).train._fingerprint != data.train._fingerprint
+    fewer = load_raw(task, glue_tiny, max_train_samples=8, max_eval_samples=8)
+    assert encode(task, fewer, tokenizer, max_length=24).train._fingerprint != data.train._fingerprint
