@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 NOTE_TAG = "mlflow.note.content"
 """The tag MLflow shows as a run's description."""
+MLFLOW_LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"
+"""The tag listing a run's table artifacts, which MLflow's UI shows as tables (``mlflow.utils.mlflow_tags``)."""
 INTERNAL_SETTINGS = ("progress", "output_dir", "save_checkpoint")
 """Run settings every search trial fixes (no progress bars, no output folder): not worth a column."""
 BEST_TABLE = "best_configurations.json"
@@ -151,8 +153,14 @@ def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGro
             return
         mlflow_client = tracking.client(tracking_uri)
         columns = list(dict.fromkeys(k for row in rows for k in row))
-        mlflow_client.log_table(run_id, data={c: [row.get(c) for row in rows] for c in columns},
-                                artifact_file=BEST_TABLE)
+        table = pd.DataFrame({c: [row.get(c) for row in rows] for c in columns})
+        # MlflowClient.log_table appends to a table the run holds already (each --resume would add the rows again):
+        # the same file, written whole, marked as a table as log_table marks it.
+        mlflow_client.log_text(run_id, table.to_json(orient="split", index=False, date_format="iso"), BEST_TABLE)
+        logged = json.loads(mlflow_client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        if {"path": BEST_TABLE, "type": "table"} not in logged:
+            logged.append({"path": BEST_TABLE, "type": "table"})
+            mlflow_client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(logged))
         text = markdown(pd.DataFrame(rows))
         mlflow_client.log_text(run_id, text + "\n", "best_configurations.md")
         note = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "").split("\n\n**Best configuration")[0]

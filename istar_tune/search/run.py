@@ -3,7 +3,8 @@
 :func:`run_searches` checks everything first (``preflight``), plans each search's groups (``plan``), opens its
 MLflow experiment and parent run, hands every group's configurations to Ray Tune through one searcher and one
 scheduler (``searcher``, ``scheduler``), and ends with a summary per search (``outcome``), whichever way the
-experiment ended. ``resume=True`` restores the experiment with ``Tuner.restore``: finished trials are not run again.
+experiment ended. ``resume=True`` restores the experiment with ``Tuner.restore``: finished trials are not run again;
+a search whose every trial had ended is summarised from Tune's saved state without starting Ray.
 With a :class:`~istar_tune.search.tune.simulate.Simulation`, trials are rehearsed without training.
 """
 
@@ -69,29 +70,82 @@ def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike |
     stop = stopping.Stop()
     with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept
         with contextlib.ExitStack() as writing:
+            experiment, ended = None, None
             try:
                 experiment = experiment_of(spaces, storage_path, tracking_uri, name, data_dir, simulation)
                 checked_s = check_and_plan(experiment, resume)
-                if experiment.simulated:
-                    trainable_fn = simulated_trainable
-                cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
-                listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
-                checked_s += check_resources(experiment, gpu_memory_gb)
+                if resume:  # before Ray starts: a refusal, or a search whose every trial had ended, needs none
+                    _guard(experiment, resume, accept_changed_space, say)
+                    ended = _ended(experiment)
+                if ended is None:
+                    cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
+                    listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
+                    checked_s += check_resources(experiment, gpu_memory_gb)
                 writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
-            except KeyboardInterrupt as err:
-                raise type(err)("interrupted before the search started; nothing was written: run it again") from None
-            say(f"preflight: storage, tracking{'' if experiment.simulated else ', data, models'} and cluster resources "
-                f"checked in {checked_s:.1f} s")
-            for task in {t.name: t for space in experiment.spaces for t in space.task_objects}.values():
-                say(f"  {task.describe()}")  # what the trials train on, as the preflight read it
-            _guard(experiment, resume, accept_changed_space, say)
+            except BaseException as err:
+                if experiment is not None:  # a resume holds its lock from here on
+                    experiment.lock.release()
+                if isinstance(err, KeyboardInterrupt):
+                    raise type(err)("interrupted before the search started; nothing was written: run it "
+                                    "again") from None
+                raise
+            _say_checked(experiment, checked_s, say, cluster_checked=ended is None)
+            if ended is not None:
+                return _summarise_ended(experiment, ended, say, began, stop)
+            if not resume:
+                _guard(experiment, resume, accept_changed_space, say)
             try:
                 _open_tracking(experiment)
                 cluster.tune_environment(experiment.total, experiment.spaces[0])
             except BaseException:
                 experiment.lock.release()
                 raise
-        return _fit(experiment, trainable_fn, resume, say, began, stop)
+        return _fit(experiment, simulated_trainable if experiment.simulated else trainable_fn, resume, say, began, stop)
+
+
+def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], None], cluster_checked: bool) -> None:
+    """The preflight's line, and each task as it read it."""
+    said = f"storage, tracking{'' if experiment.simulated else ', data, models'}"
+    say(f"preflight: {said}{' and cluster resources' if cluster_checked else ''} checked in {checked_s:.1f} s")
+    for task in {t.name: t for space in experiment.spaces for t in space.task_objects}.values():
+        say(f"  {task.describe()}")  # what the trials train on, as the preflight read it
+
+
+def _ended(experiment: Experiment):
+    """Tune's saved state of a resumed search (``ExperimentAnalysis``, read without Ray) when every trial it planned
+    had ended and none failed; ``None`` when anything is left to run or to retry, or the state cannot be read."""
+    from ray.tune import ExperimentAnalysis, ResultGrid
+    from ray.tune.experiment import Trial
+
+    try:
+        analysis = ExperimentAnalysis(str(experiment.results_root))
+    except Exception:  # noqa: BLE001 - Tune's restore says what is wrong with its state
+        log.debug("Tune's state could not be read without Ray", exc_info=True)
+        return None
+    if not analysis.trials or any(t.status != Trial.TERMINATED for t in analysis.trials):
+        return None
+    results = list(ResultGrid(analysis))
+    statuses = {t.trial_id: t.status for t in analysis.trials}
+    outcomes = {n: group_outcomes(experiment.planned[n], results, statuses, n) for n in experiment.names}
+    ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in experiment.names for g in outcomes[n])
+    return analysis if ended >= expected_trials(experiment.names, experiment.planned, outcomes) else None
+
+
+def _summarise_ended(experiment: Experiment, analysis, say: Callable[[str], None], began: float,
+                     stop: stopping.Stop) -> list[SearchSummary]:
+    """A resumed search whose every trial had ended: its MLflow records reconciled and its runs ended as Tune's
+    restore would (the trial loggers' end of experiment), and its summaries, without starting Ray or a worker."""
+    from ray.tune import ResultGrid
+
+    with contextlib.ExitStack() as ending:
+        ending.callback(experiment.lock.release)
+        _open_tracking(experiment)
+        trials = analysis.trials
+        for logger in experiment.loggers.values():
+            logger.on_experiment_end(trials)
+        say(f"== {experiment.name}: every trial had ended; nothing to run")
+        phases = {"setup": time.monotonic() - began, "fit": 0.0}
+        return _close(experiment, ResultGrid(analysis), {t.trial_id: t.status for t in trials}, "", phases, stop)
 
 
 def _guard(experiment: Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -148,10 +150,34 @@ def test_resume_refuses_a_second_driver_and_a_changed_grid(tmp_path):
     refused = subprocess.run(_search(tmp_path, "--resume", space=changed), capture_output=True, text=True,
                              env=_env(), timeout=120)
     assert refused.returncode == 2 and "the search space of faults changed since the search started" in refused.stderr
-    accepted = subprocess.run(_search(tmp_path, "--resume", "--accept-changed-space", space=changed),
-                              capture_output=True, text=True, env=_env(), timeout=300)
-    assert accepted.returncode == 0, accepted.stdout[-2000:] + accepted.stderr[-2000:]
-    assert "6 trials, 6 finished" in accepted.stdout  # the grid the search started with
+    runs_before = _runs(tmp_path)
+    ray_temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    try:
+        accepted = subprocess.run(_search(tmp_path, "--resume", "--accept-changed-space", space=changed),
+                                  capture_output=True, text=True, env={**_env(), "RAY_TMPDIR": str(ray_temp)},
+                                  timeout=300)
+        assert accepted.returncode == 0, accepted.stdout[-2000:] + accepted.stderr[-2000:]
+        assert "6 trials, 6 finished" in accepted.stdout  # the grid the search started with
+        # Every trial had ended: summarised from Tune's saved state, no Ray instance started to run nothing.
+        assert "every trial had ended; nothing to run" in accepted.stdout and "cluster resources" not in accepted.stdout
+        assert not list(ray_temp.rglob("session_*")), sorted(ray_temp.rglob("*"))[:5]
+        assert "Traceback" not in accepted.stderr and "Downloading" not in accepted.stderr, accepted.stderr[-2000:]
+    finally:
+        shutil.rmtree(ray_temp, ignore_errors=True)
+    after = _runs(tmp_path)  # the same runs, each as it was; the search's run ended again
+    assert {k: v for k, v in after.items() if k != "search"} == {k: v for k, v in runs_before.items() if k != "search"}
+    assert after["search"] == "FINISHED"
+
+
+def _runs(tmp_path: Path) -> dict[str, object]:
+    """Each trial run's status, status tag and metrics, and the search run's status, by trial id."""
+    client = tracking.client(default_tracking_uri(str(tmp_path / "runs")))
+    runs = tracking.find_runs(client, client.get_experiment_by_name("faults").experiment_id)
+    found: dict[str, object] = {r.data.tags.get(tracking.TAG_TRIAL_ID, r.info.run_id): (
+        r.info.status, r.data.tags.get(tracking.TAG_STATUS), r.data.metrics) for r in runs
+        if r.data.tags.get(tracking.TAG_ROLE) == "trial"}
+    found["search"] = next(r.info.status for r in runs if r.data.tags.get(tracking.TAG_ROLE) == "search")
+    return found
 
 
 @pytest.mark.parametrize("delay", [0.0, 1.5])

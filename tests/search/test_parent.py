@@ -20,6 +20,7 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     log_trial(client, experiment, "a", "tiny-bert", "rte", "base", {"accuracy": [0.5]}, learning_rate=1e-3)
     log_trial(client, experiment, "b", "tiny-bert", "rte", "istar", {"accuracy": [0.6]}, lam=-1.0, zeta=0.2)
     parent.log_best(uri, "smoke", run_id, planned, simulated=False)
+    parent.log_best(uri, "smoke", run_id, planned, simulated=False)  # a resume's end: the table replaced, not appended
     run = client.get_run(run_id)
     assert run.data.params["algorithm"] == "grid" and run.data.params["trials"] == "4"
     assert run.data.params["setting.max_length"] == "48" and run.data.params["tasks"] == "rte"
@@ -32,3 +33,8 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert [(r["method"], r["score"]) for r in rows] == [("base", 0.5), ("istar", 0.6)]
     assert rows[0]["lam"] is None and rows[1]["lam"] == "-1.0"  # Base has no λ; I-STAR's as logged
+    assert json.loads(run.data.tags[parent.MLFLOW_LOGGED_ARTIFACTS]) == [{"path": parent.BEST_TABLE, "type": "table"}]
+    # The filter MlflowClient.load_table finds a run's tables with.
+    found = client.search_runs([experiment], f"tags.`{parent.MLFLOW_LOGGED_ARTIFACTS}` LIKE "
+                                             f"'%\"path\"%:%\"{parent.BEST_TABLE}\",%\"type\"%:%\"table\"%'")
+    assert [r.info.run_id for r in found] == [run_id]

@@ -223,14 +223,14 @@ def reported_epochs(trial) -> list[dict[str, Any]]:
     from ray.tune.result import EXPR_RESULT_FILE
 
     storage = trial.storage
-    places = [(storage.storage_filesystem, storage.trial_fs_path),
-              (pyarrow.fs.LocalFileSystem(), storage.trial_driver_staging_path)]
+    places = [(lambda: storage.storage_filesystem, lambda: storage.trial_fs_path),
+              (pyarrow.fs.LocalFileSystem, lambda: storage.trial_driver_staging_path)]
     for filesystem, folder in places:
         try:
-            with filesystem.open_input_stream(f"{folder}/{EXPR_RESULT_FILE}") as stream:
+            with filesystem().open_input_stream(f"{folder()}/{EXPR_RESULT_FILE}") as stream:
                 lines = stream.read().decode("utf-8").splitlines()
-        except (OSError, ValueError):  # not written there (yet), or storage that cannot be reached
-            continue
+        except (OSError, ValueError, AssertionError):  # not written there (yet), storage that cannot be reached, or
+            continue  # the driver's staging folder of a search summarised without Ray (a session's folder)
         by_epoch: dict[int, dict[str, Any]] = {}
         for line in lines:
             try:
