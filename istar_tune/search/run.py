@@ -112,8 +112,9 @@ def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], 
 
 
 def _ended(experiment: Experiment):
-    """Tune's saved state of a resumed search (``ExperimentAnalysis``, read without Ray) when every trial it planned
-    had ended and none failed; ``None`` when anything is left to run or to retry, or the state cannot be read."""
+    """Tune's saved state of a resumed search (``ExperimentAnalysis``, read without Ray) when every configuration it
+    planned trained to its last epoch; ``None`` when anything is left to run or to retry (a failed trial, one short
+    of its epochs), or the state cannot be read: Tune's restore then takes it."""
     from ray.tune import ExperimentAnalysis, ResultGrid
     from ray.tune.experiment import Trial
 
@@ -126,7 +127,9 @@ def _ended(experiment: Experiment):
         return None
     results = list(ResultGrid(analysis))
     statuses = {t.trial_id: t.status for t in analysis.trials}
-    outcomes = {n: group_outcomes(experiment.planned[n], results, statuses, n) for n in experiment.names}
+    # As if stopped: a trial short of its last epoch counts as interrupted (Tune may save a trial the search's stop
+    # ended as TERMINATED; one its scheduler stopped goes the full way too, this process not knowing which).
+    outcomes = {n: group_outcomes(experiment.planned[n], results, statuses, n, stopped=True) for n in experiment.names}
     ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in experiment.names for g in outcomes[n])
     return analysis if ended >= expected_trials(experiment.names, experiment.planned, outcomes) else None
 
