@@ -140,6 +140,13 @@ def expected_trials(names: list[str], planned: dict[str, list[PlannedGroup]],
     return sum(p.trials for n in names for p in planned[n] if not p.after or best.get(p.after) is not None)
 
 
+def every_trial_ended(names: list[str], planned: dict[str, list[PlannedGroup]],
+                      outcomes: dict[str, list[GroupOutcome]]) -> bool:
+    """Whether every trial expected to run (:func:`expected_trials`) ended without being interrupted."""
+    ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in names for g in outcomes[n])
+    return ended >= expected_trials(names, planned, outcomes)
+
+
 def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[str, str], search: str,
                    stopped: bool = False) -> list[GroupOutcome]:
     """Each planned group's trials among ``results`` (Tune's, of every search in the experiment) of ``search``.

@@ -23,7 +23,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.search import cluster, guard, parent, stopping
 from istar_tune.search.backends import get_backend
 from istar_tune.search.experiment import Experiment, check_and_plan, check_resources, experiment_of
-from istar_tune.search.outcome import SearchSummary, expected_trials, folder_bytes, group_outcomes
+from istar_tune.search.outcome import SearchSummary, every_trial_ended, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import base_config, group_plans, planned_size
 from istar_tune.search.spaces.space import SearchSpace
@@ -111,44 +111,43 @@ def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], 
         say(f"  {task.describe()}")  # what the trials train on, as the preflight read it
 
 
-def _ended(experiment: Experiment):
-    """Tune's saved state of a resumed search (``ExperimentAnalysis``, read without Ray) when every configuration it
-    planned trained to its last epoch; ``None`` when anything is left to run or to retry (a failed trial, one short
-    of its epochs), or the state cannot be read: Tune's restore then takes it."""
+def _ended(experiment: Experiment) -> tuple[list, list] | None:
+    """Tune's saved trials and results of a resumed search (read without Ray) when every configuration it planned
+    trained to its last epoch; ``None`` when anything is left to run or to retry (a failed trial, one short of its
+    epochs), or the state cannot be read so: Tune's restore then takes it."""
     from ray.tune import ExperimentAnalysis, ResultGrid
     from ray.tune.experiment import Trial
 
     try:
         analysis = ExperimentAnalysis(str(experiment.results_root))
-    except Exception:  # noqa: BLE001 - Tune's restore says what is wrong with its state
+        trials = analysis.trials
+        if not trials or any(t.status != Trial.TERMINATED for t in trials):
+            return None
+        results = list(ResultGrid(analysis))
+        statuses = {t.trial_id: t.status for t in trials}
+        # As if stopped: a trial short of its last epoch counts as interrupted (Tune may save a trial the search's
+        # stop ended as TERMINATED; one its scheduler stopped goes the full way too, this process not knowing which).
+        outcomes = {n: group_outcomes(experiment.planned[n], results, statuses, n, stopped=True)
+                    for n in experiment.names}
+    except Exception:  # noqa: BLE001 - Tune's restore reads its state again and says what is wrong with it
         log.debug("Tune's state could not be read without Ray", exc_info=True)
         return None
-    if not analysis.trials or any(t.status != Trial.TERMINATED for t in analysis.trials):
-        return None
-    results = list(ResultGrid(analysis))
-    statuses = {t.trial_id: t.status for t in analysis.trials}
-    # As if stopped: a trial short of its last epoch counts as interrupted (Tune may save a trial the search's stop
-    # ended as TERMINATED; one its scheduler stopped goes the full way too, this process not knowing which).
-    outcomes = {n: group_outcomes(experiment.planned[n], results, statuses, n, stopped=True) for n in experiment.names}
-    ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in experiment.names for g in outcomes[n])
-    return analysis if ended >= expected_trials(experiment.names, experiment.planned, outcomes) else None
+    return (trials, results) if every_trial_ended(experiment.names, experiment.planned, outcomes) else None
 
 
-def _summarise_ended(experiment: Experiment, analysis, say: Callable[[str], None], began: float,
+def _summarise_ended(experiment: Experiment, ended: tuple[list, list], say: Callable[[str], None], began: float,
                      stop: stopping.Stop) -> list[SearchSummary]:
     """A resumed search whose every trial had ended: its MLflow records reconciled and its runs ended as Tune's
     restore would (the trial loggers' end of experiment), and its summaries, without starting Ray or a worker."""
-    from ray.tune import ResultGrid
-
+    trials, results = ended
     with contextlib.ExitStack() as ending:
         ending.callback(experiment.lock.release)
         _open_tracking(experiment)
-        trials = analysis.trials
         for logger in experiment.loggers.values():
             logger.on_experiment_end(trials)
         say(f"== {experiment.name}: every trial had ended; nothing to run")
         phases = {"setup": time.monotonic() - began, "fit": 0.0}
-        return _close(experiment, ResultGrid(analysis), {t.trial_id: t.status for t in trials}, "", phases, stop)
+        return _close(experiment, results, {t.trial_id: t.status for t in trials}, "", phases, stop)
 
 
 def _guard(experiment: Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:
@@ -294,8 +293,7 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
     names, planned = experiment.names, experiment.planned
     results = list(grid) if grid is not None else []
     outcomes = {n: group_outcomes(planned[n], results, statuses, n, stopped=bool(stop.reason)) for n in names}
-    ended = sum(len(g.trials) - g.count(TrialStatus.INTERRUPTED) for n in names for g in outcomes[n])
-    if not interrupted and ended < expected_trials(names, planned, outcomes):
+    if not interrupted and not every_trial_ended(names, planned, outcomes):
         interrupted = "stopped before every trial ended (Ctrl-C, or Ray stopped the experiment)"
     flushing = time.monotonic()
     for logger in experiment.loggers.values():

@@ -77,7 +77,7 @@ def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 1
 def fingerprint(split: datasets.Dataset, tokenizer, function, how: tuple) -> str | None:
     """The fingerprint of ``split`` mapped by ``function`` with ``tokenizer`` as ``how`` says, from what decides the
     result: the split's own fingerprint, the tokenizer's whole definition, the function's code and ``how``.
-    ``datasets`` would otherwise hash the function with dill, the tokenizer's vocabulary with it: 0.4 s a run (0.03 s
+    ``datasets`` would otherwise hash the function with dill, the tokenizer's vocabulary with it: 0.4 s a run (0.04 s
     with this), which a search's short trials pay every time. ``None`` (``datasets`` hashes) for a tokenizer without
     a serialisable definition (a slow one)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

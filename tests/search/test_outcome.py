@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from istar_tune.search.outcome import SearchSummary, exit_code, expected_trials, group_outcomes
+from istar_tune.search.outcome import SearchSummary, every_trial_ended, exit_code, expected_trials, group_outcomes
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import Group
 
@@ -61,6 +61,8 @@ def test_seeds_of_a_group_whose_source_scored_nothing_are_not_expected():
     assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*failed, *failed]}) == 2
     scored = group_outcomes([source], [_result("t1", 0.6, 3)], {}, "s")
     assert expected_trials(["s"], {"s": [source, seeds]}, {"s": [*scored, *scored]}) == 5
+    assert every_trial_ended(["s"], {"s": [source, seeds]}, {"s": [*failed, *failed]})  # the seeds never ran
+    assert not every_trial_ended(["s"], {"s": [source, seeds]}, {"s": [*scored, *scored]})  # 2 of 5
 
 
 def test_the_disk_a_search_takes_is_measured_and_said_as_people_read_it(tmp_path):
