@@ -29,6 +29,9 @@ def _mlflow_default_store_in_a_temporary_folder(tmp_path_factory):
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path_factory.mktemp('mlflow-default') / 'mlflow.db'}")
+    # set_tracking_uri also exports $MLFLOW_TRACKING_URI "so that subprocess can inherit it": the package reads that
+    # variable as the user's choice of store (before the one under --storage-path), and Ray's workers inherit it.
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
     yield
     mlflow.set_tracking_uri(None)
 

@@ -113,11 +113,12 @@ def test_a_rehearsal_with_a_quarter_gpu_packs_four_trials_a_gpu_at_the_measured_
 
     trials = ExperimentAnalysis(str(tmp_path / "runs" / "packed")).trials
     assert len(trials) == 8 and {t.placement_group_factory.required_resources["GPU"] for t in trials} == {0.25}
-    # Each trial held its share from its start for at least its own running time: a moment common to all 8 intervals
-    # means all 8 ran at once on 2 GPUs, 4 a GPU.
+    # Each trial held its share from its start for at least its own running time. More than 4 intervals sharing a
+    # moment means more than 2 trials a GPU ran at once on 2 GPUs (at ``gpu: 0.5`` at most 4 could). Not "all 8": on a
+    # loaded 2-core machine Ray starts the 8 trial actors one after another, up to 18 s apart (measured in CI).
     starts = [t.run_metadata.start_time for t in trials]
     ends = [t.run_metadata.start_time + t.last_result["time_total_s"] for t in trials]
-    assert max(starts) < min(ends)
+    assert max(sum(s <= moment < e for s, e in zip(starts, ends)) for moment in starts) > 4
     rates = Throughput.read([str(tmp_path / "bert.yaml")], ("bert",), 128)
     for trial in trials:  # the pace of 4 a GPU (5,000 tokens/s each), not of one alone (10,000)
         packed = epoch_seconds(trial.config, measured=rates.at(4)) * factor
