@@ -89,9 +89,9 @@ def own_ray(monkeypatch):
 
 @pytest.mark.slow
 def test_a_rehearsal_with_a_quarter_gpu_packs_four_trials_a_gpu_at_the_measured_pace(own_ray, tmp_path, capsys):
-    """8 I-STAR configurations at ``gpu: 0.25`` on 2 logical GPUs: all 8 hold their share at once, each runs at the
-    calibrated rate of 4 trials a GPU (half the rate of one alone), the report gives the makespan, the table is
-    exact."""
+    """8 I-STAR configurations at ``gpu: 0.25`` on 2 logical GPUs: more than 2 a GPU hold their share at once, each
+    runs at the calibrated rate of 4 trials a GPU (half the rate of one alone), the report gives the makespan, the
+    table is exact."""
     from ray.tune import ExperimentAnalysis
 
     from istar_tune.cli import main
