@@ -21,21 +21,6 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _mlflow_default_store_in_a_temporary_folder(tmp_path_factory):
-    """MLflow's own default store (``sqlite:///mlflow.db`` in the working folder, used by its fluent API, e.g. what
-    ``MlflowClient.load_table`` searches with) in a temporary folder: a test never writes one into the checkout. The
-    package always names its store, so this reaches only such library calls."""
-    import mlflow
-
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path_factory.mktemp('mlflow-default') / 'mlflow.db'}")
-    # set_tracking_uri also exports $MLFLOW_TRACKING_URI "so that subprocess can inherit it": the package reads that
-    # variable as the user's choice of store (before the one under --storage-path), and Ray's workers inherit it.
-    os.environ.pop("MLFLOW_TRACKING_URI", None)
-    yield
-    mlflow.set_tracking_uri(None)
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _no_ray_left_behind():
     """Each test file ends with no Ray instance in the test process, whatever its searches started (a search run in
