@@ -277,7 +277,9 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
             raise
         finally:
             phases["fit"] = time.monotonic() - began - phases["setup"]
-            summaries = _close(experiment, grid, statuses.statuses, interrupted, phases, stop)
+            # Tune may have failed reading its results back (after a full disk): the trials as its callbacks saw them
+            ended = grid if grid is not None else statuses.results()
+            summaries = _close(experiment, ended, statuses.statuses, interrupted, phases, stop)
     return summaries
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from ray.tune import Callback
@@ -179,6 +180,9 @@ class MlflowTrialLogger(Callback):
             return
         for run_id, _, _ in self._open(trial):
             self.writer.set_tags(run_id, {"istar_tune.retries": str(getattr(trial, "num_failures", ""))})
+        error = tracking.trial_error_text(trial)
+        if self.stop is not None and (cause := systemic_cause(error)):
+            self.stop.fail(cause, error)  # no retry fixes the machine: the search stops at this first failure
 
     def on_trial_error(self, iteration, trials, trial, **info):
         if not self._mine(trial):
@@ -291,6 +295,13 @@ class ProgressPrinter(Callback):
         said = f"INTERRUPTED ({cause})" if (cause := systemic_cause(error)) else f"FAILED: {error}"
         self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} {said} — {tracking.run_name(trial.config)}")
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        """A retry says nothing, except where the machine failed: the search stops there, and this says where."""
+        if cause := systemic_cause(tracking.trial_error_text(trial)):
+            self.done += 1
+            self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} INTERRUPTED ({cause}) — "
+                       f"{tracking.run_name(trial.config)}")
+
 
 
 class TrialStatuses(Callback):
@@ -299,6 +310,7 @@ class TrialStatuses(Callback):
 
     def __init__(self) -> None:
         self.statuses: dict[str, str] = {}
+        self.trials: list = []
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         self.statuses[trial.trial_id] = trial.status
@@ -308,3 +320,12 @@ class TrialStatuses(Callback):
 
     def on_experiment_end(self, trials: list, **info) -> None:
         self.statuses.update({t.trial_id: t.status for t in trials})
+        self.trials = list(trials)
+
+    def results(self) -> list[SimpleNamespace]:
+        """Each trial of the ended experiment as Tune's ``ResultGrid`` gives it (config, metrics, path, error), read
+        leniently: for when Tune cannot read its own results back (an error file a full disk cut short)."""
+        return [SimpleNamespace(config=t.config, metrics={"trial_id": t.trial_id, **(t.last_result or {})},
+                                path=getattr(t, "path", None),
+                                error=RuntimeError(tracking.trial_error_text(t)) if t.status == "ERROR" else None)
+                for t in self.trials]

@@ -14,6 +14,8 @@ from istar_tune.search.tune.callbacks import LOST, MlflowTrialLogger, ProgressPr
 from istar_tune.search.tune.trainable import RESTORED_RECORDS
 from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
+FULL_DISK = "OSError: [Errno 28] No space left on device"
+
 
 def _trial(trial_id, search="s", epochs=2, error_file=None, folder=None):
     config = {"model": "tiny-bert", "task": "rte", "method": "istar", "epochs": epochs, "learning_rate": 1e-4,
@@ -259,3 +261,54 @@ def test_trial_statuses_follow_tune_as_trials_end_and_whole_at_the_experiments_e
     restored = SimpleNamespace(trial_id="c", status="TERMINATED")  # ended in the run before a resume
     statuses.on_experiment_end(trials=[a, b, restored])
     assert statuses.statuses == {"a": "ERROR", "b": "TERMINATED", "c": "TERMINATED"}
+
+
+def test_a_retry_after_a_systemic_failure_stops_the_search_there_and_a_trials_own_error_is_retried(mlflow_store,
+                                                                                                   tmp_path):
+    """Tune retries a failed trial (``max_failures``) before it calls ``on_trial_error``: a full disk stops the
+    search at the first failure (no retry can free it) and the printer says where; a trial's own error is retried."""
+    uri, client, experiment = mlflow_store
+    logger = MlflowTrialLogger(uri, "s", tracking.parent_run(client, experiment, "s", {}), experiment, {}, threads=2)
+    failures = []
+    logger.stop = SimpleNamespace(fail=lambda cause, seen: failures.append((cause, seen)))
+    lines = []
+    printer = ProgressPrinter(total=2, write=lines.append)
+    own, full = _trial("t1"), _trial("t2")
+    own.error_file, full.error_file = str(tmp_path / "own.txt"), str(tmp_path / "full.txt")
+    (tmp_path / "own.txt").write_text("Traceback (most recent call last):\nRuntimeError: CUDA out of memory")
+    (tmp_path / "full.txt").write_text(f"Traceback (most recent call last):\n{FULL_DISK}")
+    for trial in (own, full):
+        logger.on_trial_start(0, [], trial)
+        logger.on_trial_recover(0, [], trial)
+        printer.on_trial_recover(0, [], trial)
+    assert failures == [("no space left on the storage device", FULL_DISK)]
+    name = "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42 (tiny-bert/rte)"
+    assert lines == [f"[1/2] trial t2 INTERRUPTED (no space left on the storage device) — {name}"]
+    assert logger.close(timeout=60)
+    retries = {r.data.tags[tracking.TAG_TRIAL_ID]: r.data.tags.get("istar_tune.retries")
+               for r in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})}
+    assert retries == {"t1": "1", "t2": "1"}
+
+
+def test_the_trials_tune_could_not_read_back_are_counted_as_its_callbacks_saw_them(tmp_path):
+    """Tune fails building its results when a full disk cut a trial's error file short: the summary then reads the
+    trials the experiment ended with, the one that hit the full disk and the one being retried both interrupted."""
+    from istar_tune.search.outcome import SearchSummary, group_outcomes
+    from istar_tune.search.plan import PlannedGroup
+    from istar_tune.search.spaces.space import Group
+    from istar_tune.search.tune.callbacks import TrialStatuses
+
+    full, retried = _trial("t1"), _trial("t2")
+    full.status, retried.status = "ERROR", "PENDING"
+    full.error_file = str(tmp_path / "error.txt")
+    (tmp_path / "error.txt").write_text(f"Traceback (most recent call last):\n{FULL_DISK}")
+    retried.last_result = {"epoch": 1, "objective": 0.5}
+    statuses = TrialStatuses()
+    statuses.on_experiment_end(trials=[full, retried])
+    planned = [PlannedGroup(group=Group("tiny-bert", "rte", "istar", {}), trials=4)]
+    (outcome,) = group_outcomes(planned, statuses.results(), statuses.statuses, "s", stopped=True)
+    assert {t.trial_id: t.status for t in outcome.trials} == {"t1": "interrupted", "t2": "interrupted"}
+    summary = SearchSummary(name="s", storage_path="/runs", tracking_uri="sqlite:///m.db", groups=[outcome],
+                            planned_trials=4, interrupted="systemic failure: no space left", systemic=True)
+    assert summary.report().startswith("search s: 2 of 4 trials started, 0 finished, 0 stopped early, 0 failed, "
+                                       "2 interrupted")
