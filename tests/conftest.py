@@ -17,6 +17,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Ray runs its workers at niceness 15: on a machine whose cores are busy with anything else the tests' trials would
 # starve. Every Ray instance a test starts (local, `ray start`, a subprocess search) inherits normal priority.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# `make test` runs two workers on a two-core machine: torch's default of a thread per core in each process (the
+# workers and every train they start) leaves threads spin-waiting for cores the other process holds. Two MiniLM trains
+# side by side took 148 s so and 82 s with a thread each. One thread a process, unless the variable is set; Ray's
+# trial workers already get theirs from the trial's CPUs.
+if "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"  # for every process a test starts
+    torch.set_num_threads(1)  # and for this one, whose OpenMP read the variable when torch was imported
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
