@@ -19,8 +19,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_worker_niceness", "0")
 # `make test` runs two workers on a two-core machine: torch's default of a thread per core in each process (the
 # workers and every train they start) leaves threads spin-waiting for cores the other process holds. Two MiniLM trains
-# side by side took 148 s so and 82 s with a thread each. One thread a process, unless the variable is set; Ray's
-# trial workers already get theirs from the trial's CPUs.
+# side by side took 148 s with torch's default threads and 82 s with one thread each. One thread a process, unless the
+# variable is set; Ray's trial workers already get theirs from the trial's CPUs.
 if "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"  # for every process a test starts
     torch.set_num_threads(1)  # and for this one, whose OpenMP read the variable when torch was imported

@@ -303,7 +303,6 @@ class ProgressPrinter(Callback):
                        f"{tracking.run_name(trial.config)}")
 
 
-
 class TrialStatuses(Callback):
     """Each Tune trial's last status (``TERMINATED``, ``ERROR``, ...), for the summary: a trial's results alone do
     not say how it ended. Kept as Tune reports trials ending, and whole when the experiment ends."""
