@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = (("ray::ImplicitFunc", "trial workers"), ("ray::IDLE", "idle workers (started with Ray)"),
+TRIAL_WORKERS = "trial workers"
+KINDS = (("ray::ImplicitFunc", TRIAL_WORKERS), ("ray::IDLE", "idle workers (started with Ray)"),
          ("istar-tune", "search driver"), ("ray", "Ray's own processes"))
 """The first pattern a process's command line contains names its kind."""
 
@@ -58,7 +59,7 @@ def sample(command: list[str], env: dict) -> tuple[float, dict, set[Path], subpr
                 cpu = process.info["cpu_times"].user + process.info["cpu_times"].system
                 kind = seen.get(process.pid, ("", 0.0))[0]
                 line = " ".join(process.info["cmdline"] or [])  # none once it has ended (a zombie): its kind stays
-                if line and kind != KINDS[0][1]:  # and a worker named after its trial stays a trial worker
+                if line and kind != TRIAL_WORKERS:  # and a worker named after its trial stays a trial worker
                     kind = kind_of(line)
                     sessions.update(Path(m) for m in re.findall(r"(/\S*/session_[\w-]+)", line))
                 seen[process.pid] = (kind or "other", cpu)
@@ -128,7 +129,7 @@ def main() -> None:
         wall, seen, sessions, done = sample(command, env)
         if done.returncode != 0:
             sys.exit(f"the search exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        if len(sessions) != 1 or not any(kind == KINDS[0][1] for kind, _ in seen.values()):
+        if len(sessions) != 1 or not any(kind == TRIAL_WORKERS for kind, _ in seen.values()):
             sys.exit(f"expected one local Ray instance running trial workers; seen sessions {sorted(sessions)}")
         imports, packages = worker_imports(sessions.pop())
         epochs = epoch_seconds(storage)
@@ -146,7 +147,7 @@ def report(args, wall: float, seen: dict, imports: list[float], packages: collec
           f"{wall:.1f} s wall, {total:.1f} CPU-s in the processes it started")
     for kind, seconds in cpu.most_common():
         print(f"  {kind:32} {seconds:6.1f} CPU-s ({seconds / total:4.0%}) in {count[kind]} processes")
-    workers = cpu["trial workers"]
+    workers = cpu[TRIAL_WORKERS]
     print(f"  trial workers: {epochs:.1f} s in their epochs ({epochs / workers:.0%} of their CPU), "
           f"imports {sum(imports):.1f} s over {len(imports)} workers "
           f"({' / '.join(f'{s:.1f}' for s in imports)} s each)")
