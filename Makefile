@@ -18,7 +18,7 @@ STAMP := $(VENV)/.istar-tune-installed
 # where pip takes 30); otherwise pip with its own configuration (an index of CUDA builds, for example).
 torch_install = $(if $(PIP_FIND_LINKS),$(1)/bin/uv pip install --quiet --python $(1)/bin/python --find-links $(PIP_FIND_LINKS),$(1)/bin/python -m pip install --quiet)
 PY_RUN := env -u PYTHONDONTWRITEBYTECODE
-.PHONY: install test test-fast lint demo bench-scale constraints clean smoke-lowest smoke-image smoke-image-device \
+.PHONY: install test test-fast lint fuzz demo bench-scale constraints clean smoke-lowest smoke-image smoke-image-device \
 	smoke-lowest-env smoke-image-env smoke-env smoke-build smoke-run smoke-versions
 
 $(STAMP): pyproject.toml constraints.txt
@@ -39,6 +39,10 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
 	$(PY_RUN) $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not smoke" tests
+
+# The generated-input tests of the reading path with many more examples than the suite runs (about a minute).
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY_RUN) $(BIN)/python -m pytest -q -p no:cacheprovider tests/training/test_reading_generated.py
 
 # The versions clusters run: each installs the project into its own environment with constraints/NAME.txt (the lowest
 # versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API, a tiny-bert

@@ -91,12 +91,16 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> Task:
         if not (args.train_file and args.validation_file):
             raise ConfigError("--train-file and --validation-file go together: give both files")
         definition = {"name": task if args.task else "custom", "train": args.train_file,
-                      "validation": args.validation_file, "label_field": args.label_field or "label",
+                      "validation": args.validation_file,
+                      **({"label_field": args.label_field} if args.label_field else {}),
                       **({"problem_type": args.problem_type} if args.problem_type else {}),
-                      **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {})}
+                      **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {}),
+                      **({"column_names": _names([args.column_names], "--column-names")} if args.column_names
+                         else {})}
         return task_of(definition, Path.cwd(), source="--train-file/--validation-file")
     given = [flag for flag, value in (("--text-fields", args.text_fields), ("--label-field", args.label_field),
-                                      ("--problem-type", args.problem_type)) if value]
+                                      ("--problem-type", args.problem_type), ("--column-names", args.column_names))
+             if value]
     if given:
         raise ConfigError(f"{', '.join(given)} describe(s) the files of --train-file/--validation-file: give those "
                           "files, or say it in the task's definition (text_fields, label_field, problem_type)")

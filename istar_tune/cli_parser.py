@@ -44,6 +44,8 @@ def _add_train_command(commands) -> None:
                                                             "hold one field besides the label, or only sentence1 "
                                                             "and sentence2)")
     files.add_argument("--label-field", metavar="NAME", help="the label field (default: label)")
+    files.add_argument("--column-names", metavar="A,B,...", help="the columns of csv/tsv files without a header "
+                                                                 "row, in order")
     files.add_argument("--problem-type", choices=PROBLEM_TYPES, help="default: from the labels (numbers with "
                                                                      "decimals: regression, else classification)")
     add_config_flags(train, Hyperparameters, "hyperparameters")

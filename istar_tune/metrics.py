@@ -124,8 +124,10 @@ def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -
 
 HOLDOUT_PREFIX = "holdout_"
 """Prefix of the measures on the held-out training examples (the ``holdout`` setting)."""
-CHOOSE_BY = ("dev", "holdout")
-"""What chooses a seeds stage's configurations: the validation (dev) set, or the held-out training examples."""
+CHOOSE_BY = ("auto", "dev", "holdout")
+"""What chooses a seeds stage's configurations: ``auto`` (the held-out training examples where the runs have them,
+else the dev set: :func:`choosing_score`), the validation (dev) set (refused for runs with held-out data), or the
+held-out training examples (refused for runs without)."""
 FINETUNED_PREFIX = "finetuned_"
 """Prefix of what a two-stage method's records say of its first stage's model (IsoLayer: the fine-tuned LM without
 the layer, its paper's "Finetuned LM" row): the task metric, the sentence IsoScore and EV_1..EV_3."""
@@ -145,9 +147,31 @@ def score(values: Mapping[str, float], metric: str) -> float | None:
     return values.get(metric) if value is None else value
 
 
-def choice_metric(metric: str, choose_by: str = "dev") -> str:
-    """The measure configurations are chosen by: the task metric on the dev set, or on the held-out examples."""
+def choosing_score(values: Mapping[str, float], metric: str) -> float | None:
+    """The value that chooses among configurations (and that Tune's schedulers and searchers see): with held-out
+    data, the held-out metric at the scored epoch (an epoch record's: the best held-out value so far); else
+    :func:`score`, the dev metric. The one choosing rule of the search's objective, its summary, the tables, ``status``,
+    the seeds stage and the replay: where a run held data out, the dev set only scores."""
+    held = score(values, HOLDOUT_PREFIX + metric)
+    return score(values, metric) if held is None else held
+
+
+def chosen_on(values: Mapping[str, float], metric: str) -> str:
+    """``holdout`` where :func:`choosing_score` reads held-out data for these values, else ``dev``."""
+    return "holdout" if score(values, HOLDOUT_PREFIX + metric) is not None else "dev"
+
+
+def choice_metric(metric: str, choose_by: str = "auto") -> str:
+    """The measure configurations are chosen by: the task metric on the dev set, or on the held-out examples (``auto``
+    names the dev metric: the runs decide, see :func:`choosing_score`)."""
     return HOLDOUT_PREFIX + metric if choose_by == "holdout" else metric
+
+
+def choosing(values: Mapping[str, float], metric: str, choose_by: str = "auto") -> float | None:
+    """A run's value under a seeds stage's ``choose_by``: ``auto`` is :func:`choosing_score`."""
+    if choose_by == "auto":
+        return choosing_score(values, metric)
+    return score(values, choice_metric(metric, choose_by))
 
 
 T = TypeVar("T")
@@ -189,5 +213,8 @@ __all__ = [
     "HOLDOUT_PREFIX",
     "FINETUNED_PREFIX",
     "choice_metric",
+    "choosing",
+    "choosing_score",
+    "chosen_on",
     "EXTRACTIVE_QA",
 ]

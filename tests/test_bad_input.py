@@ -365,7 +365,75 @@ CASES = {
                                                        f"sqlite:///{_store(t)}", "--output",
                                                        str(t / "missing" / "best.md")], "does not exist"),
     "status: negative watch": (lambda t: ["status", "--experiment", "x", "--watch", "-5"], "--watch -5"),
+    # One reading path: every class of data defect the label rule and the field checks refuse (docs/tasks.md)
+    "data: a placeholder label": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,1\nb,0\nc,-\n")],
+                                  "rows 3: '-' is not a label: .*drop_labels: \\['-'\\]"),
+    "data: 'nan' beside numbers": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,1\nb,0\nc,nan\n")],
+                                   "'nan' is not a label"),
+    "data: a list label (JSON)": (lambda t: [*TRAIN, "--task", _own_json(t, [0, [0, 1], 1])],
+                                  "multi-label classification is not supported"),
+    "data: case-only spellings": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,Pos\nb,pos\nc,neg\n",
+                                                                      dev="text,label\nd,neg\n")],
+                                  "'Pos', 'pos' differ only in case"),
+    "data: dev numbers, train words": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,pos\nb,neg\n",
+                                                                           dev="text,label\nd,0\n")],
+                                       "no index is guessed"),
+    "data: one training class despite label_names": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN + "label_names: [neg, pos]\n", train="text,label\na,pos\nb,pos\n", dev="text,label\nd,neg\n")],
+        "every training label is 'pos'"),
+    "data: a label column twice": (lambda t: [*TRAIN, "--task", _own(t, OWN + "text_fields: [text]\n",
+                                                                       train="text,label,label\na,1,0\nb,0,1\n",
+                                                                       dev="text,label,label\nd,1,0\n")],
+                                   "names 'label' more than once"),
+    "data: a headerless file": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="1,good film\n0,bad film\n",
+                                                                    dev="1,fine\n")],
+                                "the first row looks like data .*column_names"),
+    "data: 1-based labels against a list": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN + "column_names: [label, text]\nlabel_names: [World, Sports, Business]\n",
+        train="1,a\n2,b\n3,c\n", dev="2,d\n")], "look 1-based.*give a mapping"),
+    "data: numbers in a text field (JSON)": (lambda t: [*TRAIN, "--task", _own_json(t, [0, 1, 0], texts=["a", 7, "c"])],
+                                             "field 'text' holds values of different kinds"),
+    "data: only the label": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="label\n0\n1\n", dev="label\n1\n")],
+                             "no field besides the label 'label'"),
+    "data: SQuAD v2 unanswerable question": (lambda t: [*TRAIN, "--task", _squad_v2(t)],
+                                             "no answer.*SQuAD v2"),
+    "data: SQuAD answer shifted": (lambda t: [*TRAIN, "--task", _squad_v2(t, shift=3)],
+                                   "does not hold the answer text at its answer_start"),
+    "data: SQuAD ids repeated": (lambda t: [*TRAIN, "--task", _squad_v2(t, same_ids=True)], "ids q repeat"),
 }
+
+
+def _own_json(tmp: Path, labels: list, texts: list | None = None) -> str:
+    """A user's task as JSON Lines whose training labels (and texts) are written as given."""
+    import json
+
+    folder = tmp / "own"
+    folder.mkdir(exist_ok=True)
+    texts = texts or [f"text {i}" for i in range(len(labels))]
+    (folder / "train.jsonl").write_text("".join(json.dumps({"text": x, "label": y}) + "\n"
+                                                for x, y in zip(texts, labels)))
+    (folder / "dev.jsonl").write_text(json.dumps({"text": "fine", "label": 1}) + "\n")
+    return _write(folder, "task.yaml", "name: own\ntrain: train.jsonl\nvalidation: dev.jsonl\n")
+
+
+def _squad_v2(tmp: Path, shift: int = 0, same_ids: bool = False) -> str:
+    """A SQuAD-layout task of one's own (read by its JSON's shape): one answerable question and, unless a defect
+    is asked for, one unanswerable (SQuAD v2's ``is_impossible``)."""
+    import json
+
+    context = "The film opened in Paris in 1999."
+    answerable = {"id": "q" if same_ids else "q1", "question": "Where?",
+                  "answers": [{"text": "Paris", "answer_start": context.index("Paris") + shift}]}
+    other = ({"id": "q", "question": "When?", "answers": [{"text": "1999", "answer_start": context.index("1999")}]}
+             if same_ids or shift else
+             {"id": "q2", "question": "Who?", "answers": [], "is_impossible": True})
+    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context,
+                                                                       "qas": [answerable, other]}]}]}
+    folder = tmp / "squad"
+    folder.mkdir(exist_ok=True)
+    for name in ("train.json", "dev.json"):
+        (folder / name).write_text(json.dumps(data))
+    return _write(folder, "task.yaml", "name: qa\ntrain: train.json\nvalidation: dev.json\n")
 
 
 def _write(tmp: Path, name: str, text: str) -> str:

@@ -113,6 +113,16 @@ def test_mlflow_keeps_the_definition_with_its_files_checksums(searched):
                t.data.tags[tracking.TAG_TASK] for t in trials)
 
 
+def test_replay_of_a_grid_of_ones_own_task(searched):
+    """The replay reads the task, its metric and its sizes (the cost model) from the runs, as table and status do:
+    no registry of names is asked."""
+    root, _ = searched
+    done = _run("replay", "--experiment", "own-search", "--storage-path", "runs", "--replays", "5", "--no-mlflow",
+                cwd=root, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "| tiny-bert | reviews | istar |" in done.stdout and "unknown task" not in done.stderr
+
+
 def test_the_yaml_export_trains_again_from_another_folder(searched):
     root, _ = searched
     wrote = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--format", "yaml", "--output",

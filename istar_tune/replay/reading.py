@@ -123,12 +123,15 @@ def _point(config: dict[str, Any]) -> str:
 def curve_of(run, history: History, holdout: bool) -> Curve:
     """A run's curve: after each epoch, the score a scheduler saw (the task metric, or with held-out data the best
     held-out metric so far) and, with held-out data, the dev metric at the epoch that best one came from."""
-    metric = tracking.run_task(run).metric
+    task = tracking.run_task(run)  # a task of one's own as its run describes it: no registry is asked
+    metric = task.metric
     epochs = int(run.config["epochs"])
     dev = _aligned(run, history(run.run_id, metric), epochs, metric)
     config = {**run.config, "method": run.method}
-    cost = epoch_seconds({**config, "model": run.model, "task": run.task},
-                         **_shrinkage(run.settings))
+    if not task.train_examples:
+        raise ConfigError(f"run {run.run_id} of task {task.name!r} does not record its example counts, which the "
+                          "replay's cost model needs: run its search again with this version (its runs record them)")
+    cost = epoch_seconds({**config, "model": run.model, "task": run.task}, **_shrinkage(run.settings), task=task)
     failed = run.status == "failed"
     if not holdout:
         return Curve(config, tuple(dev), failed=failed, epoch_seconds=cost)

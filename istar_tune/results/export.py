@@ -21,7 +21,7 @@ import yaml
 from istar_tune import tracking
 from istar_tune.config import RunSettings, from_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.metrics import score
+from istar_tune.metrics import choosing_score, chosen_on, score
 from istar_tune.search.parent import TASKS_FOLDER
 from istar_tune.search.tune.trainable import train_config
 from istar_tune.tasks import is_shipped
@@ -39,7 +39,9 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
         metric = tracking.run_task(run).metric
         config = train_config(run.config, {k: v for k, v in settings.items() if k in run.settings})
         chosen[group_key(config)] = {"config": config, "trial_id": run.trial_id, "metric": metric,
-                                     "score": score(run.metrics, metric)}
+                                     "score": score(run.metrics, metric),
+                                     "held_out": (choosing_score(run.metrics, metric) if chosen_on(run.metrics, metric)
+                                                  == "holdout" else None)}
     if not chosen:
         raise ConfigError(f"experiment {experiment!r} at {tracking_uri} has no finished trial to export")
     return chosen
@@ -99,8 +101,11 @@ def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment
                 found["config"]["task"] = task_file.name
     for key, found in chosen.items():
         single = path.with_name(f"{path.stem}-{key.replace('/', '-')}{path.suffix or '.yaml'}")
+        held = found.get("held_out")
+        chose = (f"chosen by held-out {found['metric']} {held:.4f}; dev {found['metric']} {found['score']:.4f}"
+                 if held is not None else f"{found['metric']} {found['score']:.4f}")
         head = (f"# The best configuration of {key} in experiment {experiment} (trial {found['trial_id']}, "
-                f"{found['metric']} {found['score']:.4f}).\n"
+                f"{chose}).\n"
                 f"# Train it again: istar-tune train --config {single.name}\n")
         single.write_text(head + yaml.safe_dump(found["config"], sort_keys=False, allow_unicode=True), "utf-8")
         written.append(single)

@@ -240,7 +240,10 @@ CHOICES = {
     "dev": "Configurations: each group's best on the dev set these scores come from (the paper's protocol). † "
            "corrects for seed noise and for the number of tasks compared per model (Holm), not for that choice: "
            "I-STAR's configuration is the best of more candidates on the same dev set than Base's.",
-    "holdout": "Configurations: each group's best on held-out training examples (choose_by: holdout); the dev set "
+    "auto": "Configurations: each group's best by its search's objective: on held-out training examples where the "
+            "search held data out (the dev set reported here then chose nothing), else on the dev set. † corrects "
+            "for seed noise and for the number of tasks compared per model (Holm).",
+    "holdout": "Configurations: each group's best on held-out training examples; the dev set "
                "reported here chose nothing, so every method had the same chance. † corrects for seed noise and for "
                "the number of tasks compared per model (Holm).",
 }

@@ -14,7 +14,7 @@ from istar_tune import tracking
 from istar_tune.console import say
 from istar_tune.errors import ConfigError
 from istar_tune.markdown import markdown
-from istar_tune.metrics import best_scored, score
+from istar_tune.metrics import best_scored, choosing_score, chosen_on
 from istar_tune.trial_status import TrialStatus
 
 COLUMNS = (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.FINISHED, TrialStatus.STOPPED_EARLY,
@@ -74,8 +74,9 @@ def watch_status(tracking_uri: str, experiment: str, every_s: float = 0, redraw:
 
 
 def _best_so_far(runs: list) -> tuple[str, float | None]:
-    """The group's task metric and its best score so far among trials that have not failed (running ones
-    included: their latest epoch), by :func:`istar_tune.metrics.best_scored`."""
+    """The group's task metric and its best value so far among trials that have not failed (running ones
+    included: their latest epoch), by :func:`istar_tune.metrics.best_scored` on the value that chooses
+    (:func:`istar_tune.metrics.choosing_score`: ``held-out <metric>`` where the trials hold data out)."""
     metric = ""
     for run in runs:
         try:
@@ -89,7 +90,11 @@ def _best_so_far(runs: list) -> tuple[str, float | None]:
     def value(run) -> float | None:
         if run.data.tags.get(tracking.TAG_STATUS) == TrialStatus.FAILED:
             return None
-        return score(run.data.metrics, metric)
+        return choosing_score(run.data.metrics, metric)
 
     best = best_scored(runs, lambda r: r.data.params, value)
-    return (metric, value(best)) if best is not None else ("", None)
+    if best is None:
+        return "", None
+    # With held-out data the held-out value chooses (the objective Tune sees), and the column says so.
+    held = chosen_on(best.data.metrics, metric) == "holdout"
+    return (f"held-out {metric}" if held else metric), value(best)

@@ -20,7 +20,7 @@ from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_lambda, uses_zeta
-from istar_tune.metrics import best_scored, score
+from istar_tune.metrics import best_scored, choosing_score, chosen_on, score
 from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
@@ -45,8 +45,10 @@ def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun
 
 def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, tasks=None, methods=None,
                paper_axes: bool = False) -> pd.DataFrame:
-    """``scores``: run id → the score it is ranked by (see :func:`run_scores`). Without axes asked for, only the
-    groups the runs searched (every paper task with ``paper_axes``)."""
+    """``scores``: run id → the value it is ranked by (see :func:`run_scores`). The ``score`` column is the chosen
+    run's dev score (its task metric at its scored epoch); ``held_out``, where held-out data chose, the held-out value
+    that chose it. Without axes asked for, only the groups the runs searched (every paper task with
+    ``paper_axes``)."""
     searched = {r.group for r in runs}
     asked = bool(models or tasks or methods or paper_axes)
     models, tasks, methods = axes(runs, models, tasks, methods, paper_axes)
@@ -62,7 +64,9 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
                 config = best.config if best else {}
                 rows.append({
                     "model": model, "task": task, "method": method, "metric": get_task(task, known).metric_text,
-                    "score": scores[best.run_id] if best else math.nan,
+                    "score": _dev_score(best, scores) if best else math.nan,
+                    "held_out": (scores[best.run_id] if best and chosen_on(best.metrics, run_task(best).metric)
+                                 == "holdout" else None),
                     "batch_size": config.get("batch_size"), "epochs": config.get("epochs"),
                     "learning_rate": config.get("learning_rate"),
                     "lam": config.get("lam") if uses_lambda(method) else None,
@@ -70,16 +74,44 @@ def best_table(runs: list[TrialRun], scores: dict[str, float], models=None, task
                     "alpha": config.get("alpha") if has_second_stage(method) else None,
                     "trials": len(ranked), "trial_id": best.trial_id if best else None,
                 })
-    table = pd.DataFrame(rows, columns=["model", "task", "method", "metric", "score", "batch_size", "epochs",
-                                        "learning_rate", "lam", "zeta", "alpha", "trials", "trial_id"])
+    table = pd.DataFrame(rows, columns=["model", "task", "method", "metric", "score", "held_out", "batch_size",
+                                        "epochs", "learning_rate", "lam", "zeta", "alpha", "trials", "trial_id"])
     # Nullable types: a missing value stays missing (not NaN, not 16.0) in every format, parquet included.
-    return table.astype({"score": "Float64", "batch_size": "Int64", "epochs": "Int64", "learning_rate": "Float64",
-                         "lam": "Float64", "zeta": "Float64", "alpha": "Float64", "trials": "Int64"})
+    table = table.astype({"score": "Float64", "held_out": "Float64", "batch_size": "Int64", "epochs": "Int64",
+                          "learning_rate": "Float64", "lam": "Float64", "zeta": "Float64", "alpha": "Float64",
+                          "trials": "Int64"})
+    table.attrs["caption"] = best_caption(table)
+    return table
 
+
+def _dev_score(run: TrialRun, scores: dict[str, float]) -> float:
+    """What the ``score`` column shows of a chosen run: its dev score where held-out data chose, else its ranking
+    value (the dev score at its scored epoch, or its best epoch's)."""
+    metric = run_task(run).metric
+    if chosen_on(run.metrics, metric) == "holdout":
+        value = score(run.metrics, metric)
+        return math.nan if value is None else value
+    return scores[run.run_id]
+
+
+def best_caption(table: pd.DataFrame) -> str:
+    """The best table's caption: which value chose each row's configuration, and which the ``score`` column is."""
+    held = table["held_out"].notna()
+    if not held.any():
+        how = ("chosen by the dev score shown (the task metric at its scored epoch, on the validation set: no trial "
+               "held training data out)")
+    elif held[table["trials"] > 0].all():
+        how = ("chosen by `held_out`, the task metric on the training examples its trials held out (at the epoch "
+               "they chose); `score` is the dev score of that epoch, which chose nothing")
+    else:
+        how = ("chosen by `held_out` where a group's trials held training data out (`score`, the dev score, then chose "
+               "nothing), else by the dev score `score`")
+    return f"Best trial per model × task × method, {how}; `trials`: how many it was chosen from."
 
 def run_scores(runs: list[TrialRun], scope: str = "last", history=None) -> dict[str, float]:
-    """The score of each run: its task metric at its scored epoch (``metrics.score``: the last, or the one its
-    held-out data chose), or (``best-epoch``) its best epoch on the validation set.
+    """The value each run is ranked by: the one that chooses (``metrics.choosing_score``: with held-out data the
+    held-out metric at the epoch it chose, else the task metric at its scored epoch), or (``best-epoch``) its best
+    epoch on the validation set (refused for runs that held data out: the dev set would choose).
 
     ``history(run_id, metric)`` returns the metric's values per epoch (MLflow's metric history)."""
     if scope not in SCOPES:
@@ -88,9 +120,13 @@ def run_scores(runs: list[TrialRun], scope: str = "last", history=None) -> dict[
     for run in runs:
         metric = run_task(run).metric
         if scope == "last":
-            if score(run.metrics, metric) is not None:
-                scores[run.run_id] = score(run.metrics, metric)
+            if choosing_score(run.metrics, metric) is not None:
+                scores[run.run_id] = choosing_score(run.metrics, metric)
         else:
+            if chosen_on(run.metrics, metric) == "holdout":
+                raise ConfigError(f"--scope best-epoch ranks runs by their best dev epoch, but run {run.run_id} held "
+                                  "training data out to choose its epoch: the dev set would choose what it then "
+                                  "scores; leave --scope out")
             values = history(run.run_id, metric) if history else []
             if values:
                 scores[run.run_id] = max(values)
@@ -149,7 +185,8 @@ def lambda_zeta_table(runs: list[TrialRun], scores: dict[str, float], models=Non
 
 
 CAPTIONS = {
-    "best": "Best trial per model × task × method; `trials`: how many it was chosen from.",
+    "best": "Best trial per model × task × method, chosen by the dev score shown; `trials`: how many it was chosen "
+            "from.",
     "lambda-zeta": "λ | ζ of the best I-STAR trial per model and task; `average`: mean λ | mean ζ.",
     "seeds": SEEDS_CAPTION,
 }

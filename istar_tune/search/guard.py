@@ -76,7 +76,7 @@ def fingerprint(spaces: list[SearchSpace], planned: dict[str, list[PlannedGroup]
     def study(space: SearchSpace) -> dict[str, Any]:  # a seeds stage without a study reads as before
         varied = {"vary": [space.vary[0], {m: list(v) for m, v in space.vary[1].items()}]} if space.vary else {}
         return {**varied, **({"start_from": space.start_from} if space.start_from else {}),
-                **({"choose_by": space.choose_by} if space.choose_by != "dev" else {})}
+                **({"choose_by": space.choose_by} if space.choose_by != "auto" else {})}
 
     return {space.name: {"algorithm": space.algorithm, "num_samples": space.num_samples, "stage": space.stage,
                          "seeds": list(space.seeds), **study(space), "settings": dict(sorted(space.settings.items())),

@@ -16,7 +16,7 @@ from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.spaces.space import Group
 from istar_tune.search.stopping import way_on
-from istar_tune.search.tune.trainable import configuration_results
+from istar_tune.search.tune.trainable import configuration_results, dev_values
 from istar_tune.trial_config import SEARCH_KEY, trial_group
 from istar_tune.trial_status import TrialStatus
 
@@ -35,6 +35,8 @@ class TrialOutcome:
     """Unix time of its last report."""
     trained_by: str = ""
     """The shared trial that completed this configuration on its way (empty: its own trial)."""
+    dev_value: float | None = None
+    """With held-out data (``value`` is then the held-out value that chose): the dev value beside it."""
 
 
 @dataclass
@@ -107,7 +109,9 @@ class SearchSummary:
             keys = [*_SHOWN, *(("lam",) if method.uses_lambda else ()), *(("zeta",) if method.uses_zeta else ()),
                     *(_SECOND_STAGE_SHOWN if method.second_stage else ())]
             shown = {k: best.config[k] for k in keys if k in best.config}
-            lines.append(f"  {outcome.group.key}: best {outcome.metric} {best.value:.4f} with "
+            value = (f"held-out {outcome.metric} {best.value:.4f} (dev {best.dev_value:.4f}, which chose nothing)"
+                     if best.dev_value is not None else f"{outcome.metric} {best.value:.4f}")
+            lines.append(f"  {outcome.group.key}: best {value} with "
                          + ", ".join(f"{k}={v}" for k, v in shown.items()) + f" (trial {best.trial_id})")
         if self.time_factor and self.phases_s.get("fit"):
             fit, modelled = self.phases_s["fit"], self.phases_s["fit"] / self.time_factor
@@ -165,6 +169,7 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         metrics = result.metrics or {}
         trial_id = str(metrics.get("trial_id", Path(result.path or "?").name))
         ended = metrics.get("timestamp")
+        devs = dev_values(config, metrics)
         for cid, configuration, value, epochs, passed in configuration_results(trial_id, config, metrics):
             trained_by = trial_id if cid != trial_id else ""
             if result.error is not None and not passed:
@@ -179,6 +184,7 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
                 outcome = TrialOutcome(cid, tracking.ended_status(configuration, epochs, by_scheduler), configuration,
                                        value, epochs, ended_at=ended)
             outcome.trained_by = trained_by
+            outcome.dev_value = devs.get(int(configuration.get("epochs", 0) or 0))
             by_group.setdefault(group_key(config), []).append(outcome)
     outcomes = []
     for item in planned:

@@ -16,7 +16,7 @@ import pandas as pd
 from istar_tune import tracking
 from istar_tune.config import RunSettings
 from istar_tune.markdown import markdown
-from istar_tune.metrics import score
+from istar_tune.metrics import choosing_score, chosen_on, score
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.tasks import definition_mapping
@@ -139,7 +139,10 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
         values = {k: v for k, v in tracking.logged_params(run.config).items()
                   if k not in ("model", "task", "method") and k in run.config}
         rows.append({"model": model, "task": task, "method": method, "metric": metric,
-                     "score": score(run.metrics, metric), "run": tracking.run_name(run.config),
+                     "score": score(run.metrics, metric),
+                     **({"held_out": choosing_score(run.metrics, metric)}  # what chose it; the dev score did not
+                        if chosen_on(run.metrics, metric) == "holdout" else {}),
+                     "run": tracking.run_name(run.config),
                      "trial_id": run.trial_id, **values})
     return rows
 

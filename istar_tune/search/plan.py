@@ -13,6 +13,7 @@ from typing import Any
 from istar_tune import tracking
 from istar_tune.config import HYPERPARAMETER_KEYS, group_key
 from istar_tune.errors import ConfigError
+from istar_tune.metrics import chosen_on
 from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.spaces.space import Domain, Group, SearchSpace, grid_configs
@@ -33,6 +34,9 @@ class PlannedGroup:
     """Tune trials that train them (``None``: one per configuration); fewer where configurations share epochs."""
     sharing: str | None = "one epoch count per configuration: nothing to share"
     """Why its configurations do not share epoch prefixes (``None``: they do)."""
+    chosen_by: str = ""
+    """Seeds stage: what chose the configuration it re-runs (``holdout`` or ``dev``; empty: chosen as the search
+    runs, by its objective's rule)."""
 
     @property
     def trainings(self) -> int:
@@ -98,9 +102,17 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
         for source, run in best.items():
             if source not in wanted:
                 continue
+            chosen_by = chosen_on(run.metrics, metrics[source[1]])
+            if space.choose_by == "dev" and chosen_by == "holdout":
+                raise ConfigError(f"{space.path}: choose_by: dev, but the trials of {experiment} held training data "
+                                  "out to choose: the dev set would choose what it then scores; leave choose_by "
+                                  "out (their held-out scores choose)")
+            if space.choose_by == "holdout":
+                chosen_by = "holdout"
             config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k not in _NOT_CARRIED}
             group = seeds_group(space, studied[source])
-            planned.append(PlannedGroup(group=group, trials=space.trials_in(group), param_space=config))
+            planned.append(PlannedGroup(group=group, trials=space.trials_in(group), param_space=config,
+                                        chosen_by=chosen_by))
     for source, keys in sources.items():
         group = seeds_group(space, studied[source])
         planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key) for key in keys]

@@ -184,7 +184,8 @@ def _open_tracking(experiment: Experiment) -> None:
         tags = {tracking.TAG_SPACE: space.path, tracking.TAG_COMMIT: tracking.git_commit(),
                 tracking.TAG_STAGE: space.stage}
         if space.stage == "seeds":
-            tags[tracking.TAG_CHOSEN_BY] = space.choose_by
+            chosen = sorted({p.chosen_by for p in experiment.planned[n] if p.chosen_by})
+            tags[tracking.TAG_CHOSEN_BY] = ",".join(chosen) if chosen else space.choose_by
         if experiment.simulated:
             tags[tracking.TAG_SIMULATED] = "true"
         experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)

@@ -17,7 +17,10 @@ A definition (user-facing keys)::
     text_fields: [subject, body]  # one field or a pair (default only when the data holds one field besides the
                                   # label, or just sentence1 and sentence2; else it must be named)
     label_field: label
-    label_names: [billing, bug]   # default: the training split's distinct values, sorted (2 or more)
+    label_names: [billing, bug]   # default: the training split's distinct values, sorted (2 or more); a list also
+                                  # reads 0-based indices; a mapping {1: World, 2: Sports} names each label value
+    drop_labels: ['-']            # label values whose rows are dropped (a no-consensus placeholder), counted
+    column_names: [label, text]   # csv/tsv without a header row: its columns, in order
     score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
     positive_label: bug           # metric f1 of a classification: the class whose F1 it is (required)
@@ -55,7 +58,7 @@ from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
         "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue",
-        "encoding", "positive_label")
+        "encoding", "positive_label", "drop_labels", "column_names")
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -92,7 +95,15 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         if key not in KEYS:
             problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
     name = _name(raw, reserved, problem)
+    files_in = raw.get("files_in", IN_DEFINITION_FOLDER)
+    if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):
+        problem("files_in", f"must be {IN_DEFINITION_FOLDER} or {IN_DATA_FOLDER}, got {files_in!r}")
+    files, file_format = _files(raw, base_dir, files_in, problem)
     problem_type = raw.get("problem_type") or _implied_problem_type(raw)
+    if file_format == "squad" and problem_type is None:
+        problem_type = EXTRACTIVE_QA  # a SQuAD file holds questions and answers
+    elif file_format == "squad" and problem_type != EXTRACTIVE_QA:
+        problem("format", f"a SQuAD file holds extractive QA (questions and answer spans), not a {problem_type} task")
     infer = problem_type is None  # the data decides (numbers with decimals: regression), then the metric
     problem_type = problem_type or CLASSIFICATION
     if problem_type not in PROBLEM_TYPES:
@@ -102,10 +113,6 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     if metric not in METRICS[problem_type]:
         problem("metric", f"{metric!r} does not fit a {problem_type} task: choose one of "
                           f"{', '.join(METRICS[problem_type])}")
-    files_in = raw.get("files_in", IN_DEFINITION_FOLDER)
-    if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):
-        problem("files_in", f"must be {IN_DEFINITION_FOLDER} or {IN_DATA_FOLDER}, got {files_in!r}")
-    files, file_format = _files(raw, base_dir, files_in, problem)
     hub = _hub(raw.get("hub"), problem)
     if not files and hub is None:
         problem("train", "give the data: train and validation files, or hub: {path: ...}")
@@ -115,7 +122,16 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     text_fields = _strings(raw.get("text_fields", default_fields), "text_fields", problem, most=2)
     label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")
     _check_fields(text_fields, label_field, problem)
-    label_names = _label_names(raw.get("label_names", []), problem_type, metric, problem)
+    label_names, label_values = _label_names(raw.get("label_names", []), problem_type, metric, problem)
+    drop_labels = _strings(raw.get("drop_labels", []), "drop_labels", problem)
+    if drop_labels and problem_type != CLASSIFICATION:
+        problem("drop_labels", f"only a classification task's labels are dropped by value; this one is {problem_type}")
+    column_names = _strings(raw.get("column_names", []), "column_names", problem)
+    if column_names and file_format not in ("csv", "tsv"):
+        problem("column_names", f"names the columns of a csv or tsv file without a header; this task's format is "
+                                f"{file_format or 'a hub data set'!s}")
+    if len(set(column_names)) < len(column_names):
+        problem("column_names", f"each column once, got {list(column_names)}")
     positive = _positive_label(raw.get("positive_label"), problem_type, metric, label_names, problem)
     score_range = _score_range(raw.get("score_range"), problem_type, problem)
     examples = _examples(raw.get("examples", {}), problem)
@@ -129,6 +145,8 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         raise ConfigError(problems)
     return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
                 metric=metric, text_fields=text_fields, label_field=label_field, label_names=label_names,
+                label_values=label_values, indexed_labels=bool(label_names) and not label_values,
+                drop_labels=drop_labels, column_names=column_names,
                 score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
                 checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped,
@@ -182,7 +200,15 @@ def _check_fields(text_fields: tuple[str, ...], label_field, problem) -> None:
                                "name cannot be kept beside it; rename the column")
 
 
-def _label_names(value, problem_type: str, metric: str, problem) -> tuple[str, ...]:
+def _label_names(value, problem_type: str, metric: str, problem) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(class names, their label values): a list names the classes (values empty); a mapping
+    ``{label value: class name}`` names the class of each value, in its order."""
+    values: tuple[str, ...] = ()
+    if isinstance(value, Mapping):
+        values = _strings(list(value), "label_names", problem)
+        value = list(value.values())
+        if len(set(values)) < len(values):
+            problem("label_names", f"each label value once, got {list(values)}")
     label_names = _strings(value, "label_names", problem)
     if label_names and problem_type != CLASSIFICATION:
         problem("label_names", f"only a classification task has class names; this one is {problem_type}")
@@ -192,7 +218,18 @@ def _label_names(value, problem_type: str, metric: str, problem) -> tuple[str, .
         problem("label_names", f"a classifier needs two classes or more, got {list(label_names)}")
     if metric == "f1" and problem_type == CLASSIFICATION and label_names and len(label_names) != 2:
         problem("metric", f"f1 is binary F1 (two classes); this task has {len(label_names)}: use f1_macro")
-    return label_names
+    return label_names, tuple(_canonical(v) for v in values)
+
+
+def _canonical(value: str) -> str:
+    """A label value of a mapping as the data's numbers are read (``01`` and ``1.0`` are ``1``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number):
+        return value
+    return str(int(number)) if number.is_integer() else repr(number)
 
 
 def _implied_problem_type(raw: Mapping[str, Any]) -> str | None:
@@ -260,7 +297,23 @@ def _files(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[di
             problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in files.values())}: give "
                               f"format: one of {', '.join(FORMATS)}")
         file_format = next(iter(suffixes)) or ""
+        if file_format == "json" and any(looks_like_squad(Path(p)) for p in files.values()):
+            file_format = "squad"  # SQuAD's nested JSON (data → paragraphs → qas), not a table of rows
     return files, file_format or ""
+
+
+SNIFF_BYTES = 1 << 16
+"""How much of a .json file is read to tell SQuAD's nested layout from a table of rows."""
+
+
+def looks_like_squad(path: Path) -> bool:
+    """Whether a .json file is SQuAD's nested layout: one object whose ``data`` holds articles with ``paragraphs``."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head.startswith(b"{") and b'"data"' in head and b'"paragraphs"' in head
 
 
 def _hub(value, problem) -> HubSource | None:
@@ -350,8 +403,14 @@ def definition_mapping(task: Task) -> dict[str, Any]:
     mapping.update({"text_fields": list(task.text_fields), "label_field": task.label_field})
     if task.encoding != DEFAULT_ENCODING:
         mapping["encoding"] = task.encoding
-    if task.label_names:
+    if task.label_values:
+        mapping["label_names"] = dict(zip(task.label_values, task.label_names))
+    elif task.label_names:
         mapping["label_names"] = list(task.label_names)
+    if task.drop_labels:
+        mapping["drop_labels"] = list(task.drop_labels)
+    if task.column_names:
+        mapping["column_names"] = list(task.column_names)
     if task.positive_label:
         mapping["positive_label"] = task.positive_label
     if task.score_range is not None:
@@ -363,17 +422,23 @@ def definition_mapping(task: Task) -> dict[str, Any]:
     return mapping
 
 
-def facts(task: Task) -> dict[str, str]:
-    """What a reader of MLflow needs of a task it has no definition of: its name, how it is shown and ranked."""
+def facts(task: Task) -> dict[str, Any]:
+    """What a reader of MLflow needs of a task it has no definition of: its name, how it is shown and ranked, and
+    its split sizes (the replay's cost model)."""
+    sizes = ({"examples": {"train": task.train_examples, "validation": task.eval_examples}}
+             if task.train_examples and task.eval_examples else {})
     return {"name": task.name, "display_name": task.display_name, "problem_type": task.problem_type,
-            "metric": task.metric, **({"positive_label": task.positive_label} if task.positive_label else {})}
+            "metric": task.metric, **({"positive_label": task.positive_label} if task.positive_label else {}),
+            **sizes}
 
 
-def task_from_facts(values: Mapping[str, str], source: str) -> Task:
-    """The task of :func:`facts`, for tables and plots (no data: it cannot be trained)."""
+def task_from_facts(values: Mapping[str, Any], source: str) -> Task:
+    """The task of :func:`facts`, for tables, plots and the replay's cost model (no data: it cannot be trained)."""
+    sizes = values.get("examples") or {}
     return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
                 problem_type=values["problem_type"], metric=values["metric"], source=source,
-                positive_label=values.get("positive_label", ""))
+                positive_label=values.get("positive_label", ""), train_examples=int(sizes.get("train", 0)),
+                eval_examples=int(sizes.get("validation", 0)))
 
 
 __all__ = ["KEYS", "PAPER_FORMATS", "definition_mapping", "facts", "label_text", "load_task_file",

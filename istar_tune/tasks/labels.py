@@ -1,22 +1,144 @@
-"""One rule for every label of every format: a class is named by its name in ``label_names``, or by its index where
-the names are words (``label_names: [negative, positive]`` and labels 0/1); where the names are numbers a label is
-only ever a name (classes 0 and 2: a label 1 is refused, never read as the index of class 2); a score is a finite
-number (not a boolean); the class names of a definition without ``label_names`` are the training split's distinct
-values, sorted (numerically when they are all numbers)."""
+"""One rule for every label of every format (csv, tsv, json, parquet, the hub, the GLUE layout's files):
+
+* **Canonical values.** Where every label of a split's column parses as a finite number, numbers are the labels:
+  ``'01'``, ``'1'``, ``'1.0'``, ``'1e0'`` and ``1`` are one class, ``1``. Otherwise a label is its text, stripped.
+* **Not labels.** ``None``, NaN, ``''``, ``'nan'`` and placeholders (``-``, ``?``, ``n/a``, ``null``, ``none``) are
+  refused, naming them and their rows, unless the definition's ``drop_labels`` lists them (the rows are then dropped
+  and counted). Lists and mappings are refused: multi-label classification is not supported.
+* **Classes.** ``label_names`` a list: a label is a class's name, or (names that are words) its 0-based index;
+  integer labels 1..N against a list of N names are refused as 1-based (give the mapping ``{1: World, ...}``).
+  ``label_names`` a mapping: each listed value names its class, nothing else. Without ``label_names`` the classes are
+  the training split's distinct labels, sorted (numerically when they are numbers): spellings that differ only in case
+  are refused, numbers mixed with words are refused, and a split whose labels are numbers where the training split's
+  are words is refused (no index is guessed). One training class is refused whatever ``label_names`` says.
+* **Scores** (regression) are finite numbers, written as numbers or as numeric strings; yes/no values are refused.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from istar_tune.errors import DataError
 from istar_tune.tasks.definition import label_text
 from istar_tune.tasks.task import REGRESSION, Task
 
+PLACEHOLDERS = ("", "nan", "none", "null", "-", "?", "n/a")
+"""Label texts that stand for "no label" (compared case-insensitively): refused unless ``drop_labels`` names them."""
+
+
+def is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except (TypeError, ValueError):
+        return False
+
+
+def number_text(value: float) -> str:
+    """A number as one class name: ``1`` for 1, 1.0, '01' and '1e0'; ``0.5`` for 0.5."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+@dataclass
+class LabelColumn:
+    """A split's label column under the rule: each row's canonical text (``None``: not a label), and what is wrong."""
+
+    texts: list[str | None]
+    numeric: bool
+    """Every label of the column is a number (the texts are then canonical numbers)."""
+    structured: list[int] = field(default_factory=list)
+    """Rows whose label is a list or a mapping."""
+    missing: dict[str, list[int]] = field(default_factory=dict)
+    """Placeholder text (as written) → its rows."""
+
+
+def read_column(values: Sequence[Any], drop: Iterable[str] = ()) -> LabelColumn:
+    """The canonical labels of a column; rows whose label is in ``drop`` are ``None`` and not reported."""
+    dropped = {d.strip().lower() for d in drop}
+    texts: list[str | None] = []
+    structured, missing = [], {}
+    for row, value in enumerate(values):
+        if isinstance(value, (list, tuple, dict, Mapping)):
+            structured.append(row)
+            texts.append(None)
+            continue
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            text = "" if value is None else "nan"
+        else:
+            text = label_text(value)
+        if text.lower() in dropped:
+            texts.append(None)
+        elif text.lower() in PLACEHOLDERS:
+            missing.setdefault(text, []).append(row)  # an empty cell (None) as ''
+
+            texts.append(None)
+        else:
+            texts.append(text)
+    present = [t for t in texts if t is not None]
+    numeric = bool(present) and all(is_number(t) for t in present) and not any(
+        isinstance(v, bool) for v in values)
+    if numeric:
+        texts = [None if t is None else number_text(float(t)) for t in texts]
+    return LabelColumn(texts, numeric, structured, missing)
+
+
+def column_problems(column: LabelColumn, where: str, rows) -> list[str]:
+    """What a column's rule refuses, one line each: structured labels, placeholders."""
+    problems = []
+    if column.structured:
+        problems.append(f"{where}: rows {rows(column.structured)}: the label is a list or a mapping: multi-label "
+                        "classification is not supported (one label per row)")
+    if column.missing:
+        named = ", ".join(repr(t) for t in column.missing)
+        all_rows = sorted(r for found in column.missing.values() for r in found)
+        verb = "is" if len(column.missing) == 1 else "are"
+        problems.append(f"{where}: rows {rows(all_rows)}: {named} {verb} not a label: fix those rows, or drop them "
+                        f"with drop_labels: [{named}] in the task's definition")
+    return problems
+
+
+def distinct_labels(texts: Iterable[str | None], numeric: bool) -> tuple[str, ...]:
+    """The class names of a training split: its distinct canonical labels, sorted (as numbers when numeric)."""
+    names = {t for t in texts if t is not None}
+    return tuple(sorted(names, key=float)) if numeric else tuple(sorted(names))
+
+
+def case_variants(names: Iterable[str], declared: Iterable[str] = ()) -> list[tuple[str, ...]]:
+    """Class names that differ only in case (``Positive`` and ``positive``), unless all of them are declared."""
+    by_fold: dict[str, list[str]] = {}
+    for name in names:
+        by_fold.setdefault(name.casefold(), []).append(name)
+    known = set(declared)
+    return [tuple(sorted(group)) for group in by_fold.values() if len(group) > 1 and not set(group) <= known]
+
+
+def mixed_labels(names: Iterable[str]) -> str:
+    """What is wrong with a training split's class names, or "": numbers and words mixed (``0``, ``1``, ``neg``,
+    ``pos`` would be four classes)."""
+    numbers = [n for n in names if is_number(n)]
+    words = [n for n in names if not is_number(n)]
+    if numbers and words:
+        return (f"its labels mix numbers ({', '.join(numbers[:3])}) and words ({', '.join(words[:3])}), which would "
+                "be separate classes: write each class one way, or map them with label_names: [...] (a label that is "
+                "a number in 0..N-1 then names the class at that index)")
+    return ""
+
+
+def one_based(texts: Iterable[str | None], numeric: bool, names: Sequence[str]) -> bool:
+    """Integer labels 1..N (N reached, no 0) against a list of N class names: they look 1-based."""
+    if not numeric or any(is_number(n) for n in names):
+        return False
+    values = {float(t) for t in texts if t is not None}
+    return bool(values) and all(v.is_integer() for v in values) and 0 not in values and max(values) == len(names) \
+        and min(values) >= 1
+
 
 def label_value(task: Task, raw: Any, where: str) -> int | float:
-    """The label id (classification) or score (regression) of a raw value; a :class:`DataError` naming ``where``."""
+    """The label id (classification) or score (regression) of one value; a :class:`DataError` naming ``where``.
+    ``raw`` is a canonical label text (:func:`read_column`) or, for a score, any value."""
     if task.problem_type == REGRESSION:
         if isinstance(raw, bool):
             raise DataError(f"{where}: score {raw!r} is a yes/no value, not a number: a regression task's labels are "
@@ -33,38 +155,16 @@ def label_value(task: Task, raw: Any, where: str) -> int | float:
             raise DataError(f"{where}: score {raw!r} is outside the task's scale {low:g} to {high:g} (score_range)")
         return value
     text = label_text(raw)
+    if task.label_values:  # a mapping: its values alone name the classes
+        if is_number(text) and all(is_number(v) for v in task.label_values):
+            text = number_text(float(text))
+        if text in task.label_values:
+            return task.label_values.index(text)
+        raise DataError(f"{where}: label {text!r} is not one of {', '.join(task.label_values)} (label_names)")
     if text in task.label_names:
         return task.label_names.index(text)
-    by_index = not any(is_number(name) for name in task.label_names)
-    if by_index and text.isdigit() and int(text) < len(task.label_names):
-        return int(text)
+    by_index = task.indexed_labels and not any(is_number(name) for name in task.label_names)
+    if by_index and is_number(text) and float(text).is_integer() and 0 <= float(text) < len(task.label_names):
+        return int(float(text))
     indices = f" (or 0..{len(task.label_names) - 1})" if by_index else ""
     raise DataError(f"{where}: label {text!r} is not one of {', '.join(task.label_names)}{indices}")
-
-
-def is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def mixed_labels(names: Iterable[str]) -> str:
-    """What is wrong with a training split's class names, or "": numbers and words mixed (``0``, ``1``, ``neg``,
-    ``pos`` would be four classes)."""
-    numbers = [n for n in names if is_number(n)]
-    words = [n for n in names if not is_number(n)]
-    if numbers and words:
-        return (f"its labels mix numbers ({', '.join(numbers[:3])}) and words ({', '.join(words[:3])}), which would "
-                "be separate classes: write each class one way, or map them with label_names: [...] (a label that is "
-                "a number in 0..N-1 then names the class at that index)")
-    return ""
-
-
-def distinct_labels(values: Iterable[Any]) -> tuple[str, ...]:
-    """The class names of a training split: its distinct label values, sorted (as numbers when all are numbers)."""
-    names = {label_text(v) for v in values if v is not None}
-    if names and all(is_number(n) for n in names):
-        return tuple(sorted(names, key=float))
-    return tuple(sorted(names))

@@ -84,6 +84,18 @@ class Task:
     """The field holding the label (a class, a score, or QA's answers)."""
     label_names: tuple[str, ...] = ()
     """Class names in label-id order (empty for regression and QA; read from the training split when not given)."""
+    label_values: tuple[str, ...] = ()
+    """``label_names`` given as a mapping (``{1: World, 2: Sports}``): the label value of each class, in label-id order
+    (empty: a label is a class's name, or its index where ``indexed_labels``)."""
+    indexed_labels: bool = False
+    """The definition listed ``label_names`` (a list): a number in 0..N-1 names the class at that index where the names
+    are words (GLUE's 0/1 files with the names negative/positive). Names read from the data never index."""
+    drop_labels: tuple[str, ...] = ()
+    """Label values whose rows are dropped (a no-consensus placeholder such as ``-``), counted in the task's line."""
+    column_names: tuple[str, ...] = ()
+    """The columns of a headerless csv/tsv file, in order (empty: the first row is the header)."""
+    dropped: tuple[int, int] = (0, 0)
+    """Once read: the training and validation rows dropped by ``drop_labels``."""
     score_range: tuple[float, float] | None = None
     """Regression: the scale of the scores (STS-B: 0 to 5); a score outside it is refused as bad data."""
     format: str = ""
@@ -172,5 +184,8 @@ class Task:
         if self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):
             sizes = (f"; {self.read_examples[0]:,} train / {self.read_examples[1]:,} validation examples read "
                      f"(published: {self.train_examples:,} / {self.eval_examples:,})")
+        if any(self.dropped):
+            sizes += (f"; {self.dropped[0]:,} train / {self.dropped[1]:,} validation rows dropped (drop_labels: "
+                      f"{', '.join(self.drop_labels)})")
         return f"task {self.name}: input {fields}; label {self.label_field}; {kind}{sizes}"
 

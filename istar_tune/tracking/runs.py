@@ -14,7 +14,7 @@ from typing import Any
 
 from istar_tune.config import HYPERPARAMETER_KEYS, Hyperparameters, from_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, score
+from istar_tune.metrics import SCORED_PREFIX, best_scored, choice_metric, choosing
 from istar_tune.tasks import Task, get_task, is_shipped, task_from_facts
 from istar_tune.tracking.naming import SETTING_PREFIX
 from istar_tune.tracking.store import (
@@ -136,11 +136,12 @@ def _trial_run(run) -> TrialRun:
 
 
 def best_trials(tracking_uri: str, experiment_name: str, simulated: bool = False,
-                groups: list[tuple[str, str, str]] | None = None, choose_by: str = "dev",
+                groups: list[tuple[str, str, str]] | None = None, choose_by: str = "auto",
                 metrics: Mapping[str, str] | None = None) -> dict[tuple, TrialRun]:
-    """The best finished (or early-stopped) trial per (model, task, method), by its score (``metrics.score``: the
-    task metric at its scored epoch; with ``choose_by="holdout"``, that metric on the held-out training examples at
-    the epoch they chose); ties go to the configuration with fewest epochs, then by its values
+    """The best finished (or early-stopped) trial per (model, task, method), by the value that chooses
+    (:func:`~istar_tune.metrics.choosing`: with held-out data the task metric on the held-out training examples at the
+    epoch they chose, else the dev metric at its scored epoch; ``choose_by`` ``dev`` or ``holdout`` reads that one
+    alone); ties go to the configuration with fewest epochs, then by its values
     (:func:`~istar_tune.metrics.tie_order`).
 
     With ``groups``, only those, each read by one query of its runs ordered by the metric (the top
@@ -194,12 +195,12 @@ def run_task(run: TrialRun) -> Task:
                       "version, which describes every task of one's own to MLflow")
 
 
-def _best_of(runs: list[TrialRun], choose_by: str = "dev") -> dict[tuple, TrialRun]:
+def _best_of(runs: list[TrialRun], choose_by: str = "auto") -> dict[tuple, TrialRun]:
     by_group: dict[tuple, list[TrialRun]] = {}
     for run in runs:
         if run.status in COUNTED_STATUSES:
             by_group.setdefault(run.group, []).append(run)
     chosen = {group: best_scored(candidates, lambda r: r.config,
-                                 lambda r: score(r.metrics, choice_metric(run_task(r).metric, choose_by)))
+                                 lambda r: choosing(r.metrics, run_task(r).metric, choose_by))
               for group, candidates in by_group.items()}
     return {group: run for group, run in chosen.items() if run is not None}

@@ -1,7 +1,8 @@
 """The paper's files as the GLUE layout ships them, parsed by hand where ``datasets`` cannot read them as they are:
 GLUE TSVs with stray ``"`` (quoting off), MRPC's byte-order mark, CoLA without a header, Stanford sentiment trees and
 SQuAD v1.1's nested JSON. Every malformed row is reported with its file and line number. Rows come out as columns
-of the task's fields and ``label`` (a class id or a score, by :func:`istar_tune.tasks.labels.label_value`).
+of the task's fields and ``label`` as the file writes it: every check of the fields and labels is the one every format
+takes (:mod:`istar_tune.training.reading`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from istar_tune.errors import DataError
 from istar_tune.tasks import Task
-from istar_tune.tasks.labels import label_value
 
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
@@ -51,7 +51,7 @@ def parse_tsv(task: Task, path: Path) -> dict[str, list]:
             raise DataError(f"{where}: expected {layout.num_columns} tab-separated columns, found {len(fields)}")
         for name in task.text_fields:
             columns[name].append(fields[index[name]])
-        columns["label"].append(label_value(task, fields[index["label"]], where))
+        columns["label"].append(fields[index["label"]])
     if not columns["label"]:
         raise DataError(f"{path}: no data rows")
     return columns
@@ -70,7 +70,7 @@ def parse_ptb(task: Task, path: Path) -> dict[str, list]:
         root, leaves = _PTB_ROOT.match(line), _PTB_LEAF.findall(line)
         if root is None or not leaves or line.count("(") != line.count(")"):
             raise DataError(f"{path}:{number}: not a labelled PTB tree such as '(3 (2 It) (4 works))'")
-        labels.append(label_value(task, root.group(1), f"{path}:{number}"))
+        labels.append(root.group(1))
         sentences.append(" ".join(leaves))
     if not labels:
         raise DataError(f"{path}: no trees")
@@ -78,7 +78,8 @@ def parse_ptb(task: Task, path: Path) -> dict[str, list]:
 
 
 def parse_squad(task: Task, path: Path) -> dict[str, list]:
-    """SQuAD v1.1 JSON flattened to one row per question with ``answers = {text: [...], answer_start: [...]}``."""
+    """SQuAD JSON flattened to one row per question with ``answers = {text: [...], answer_start: [...]}`` (the QA
+    checks of every format follow: answers in their context, ids unique, no nulls)."""
     try:
         try:
             articles = json.loads(read_text(path))["data"]
@@ -93,9 +94,9 @@ def parse_squad(task: Task, path: Path) -> dict[str, list]:
                     rows["context"].append(paragraph["context"])
                     rows["question"].append(qa["question"])
                     rows["answers"].append({"text": [a["text"] for a in qa["answers"]],
-                                            "answer_start": [int(a["answer_start"]) for a in qa["answers"]]})
+                                            "answer_start": [a["answer_start"] for a in qa["answers"]]})
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise DataError(f"{path}: not a SQuAD v1.1 file ({type(err).__name__}: {err})") from None
+        raise DataError(f"{path}: not a SQuAD file ({type(err).__name__}: {err})") from None
     if not rows["id"]:
         raise DataError(f"{path}: no questions")
     return rows

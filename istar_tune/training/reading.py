@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +23,17 @@ from istar_tune.errors import ConfigError, DataError, IstarTuneError
 from istar_tune.tasks import CLASSIFICATION, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
 from istar_tune.tasks.definition import label_text
-from istar_tune.tasks.labels import distinct_labels, label_value, mixed_labels
+from istar_tune.tasks.labels import (
+    LabelColumn,
+    case_variants,
+    column_problems,
+    distinct_labels,
+    is_number,
+    label_value,
+    mixed_labels,
+    one_based,
+    read_column,
+)
 from istar_tune.tasks.task import DEFAULT_METRIC, IN_DATA_FOLDER, PAPER_FORMATS
 from istar_tune.training.glue import PARSERS
 
@@ -56,17 +66,15 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
                 f"({task.checksums[split]}, now {checksums[split]}): restore the file, or plan the search again"
                 for split in SPLITS if task.checksums.get(split, checksums[split]) != checksums[split]
                 and checksums[split] != "hub"]
-    if task.format in PAPER_FORMATS:  # parsed, labels mapped, every row checked by the GLUE-layout parsers
-        splits, resolved = loaded, task
-    else:
-        resolved, splits = _normalise(task, loaded, files, problems)
+    # One path: every format's table (files, the GLUE layout's parsers, the hub) takes the same checks.
+    resolved, splits = _normalise(task, loaded, files, problems)
     if not task.shipped:  # the files' counts, not a definition's word, size the cost model
         problems += [f"{task.source}: examples: {split} {given:,}, but the data holds {len(splits[split]):,}: leave "
                      "examples out (the data is counted) or fix it" for split, given in
                      (("train", task.train_examples), ("validation", task.eval_examples))
                      if given and given != len(splits[split])]
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(list(dict.fromkeys(problems)))  # one file as both splits: each problem once
     resolved = replace(resolved, checksums={**resolved.checksums, **{s: c for s, c in checksums.items()
                                                                        if c != "hub"}})
     # Sizes a definition gives stay (the paper's tasks give the published ones; the data read may be a subset).
@@ -113,13 +121,23 @@ def file_checksum(path: Path) -> str:
 
 def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Dataset]:
     if task.format in PAPER_FORMATS:
-        return {split: datasets.Dataset.from_dict(PARSERS[task.format](task, files[split])) for split in SPLITS}
-    builder, options = {"csv": ("csv", {}), "tsv": ("csv", {"sep": "\t", "quoting": 3}), "json": ("json", {}),
-                        "parquet": ("parquet", {})}[task.format]
+        return {split: _table(PARSERS[task.format](task, files[split]), files[split]) for split in SPLITS}
+    # csv/tsv: a cell is what is written ('nan', 'NA' and '' are not turned into nulls the rule could not name).
+    verbatim = {"keep_default_na": False}
+    builder, options = {"csv": ("csv", dict(verbatim)), "tsv": ("csv", {"sep": "\t", "quoting": 3, **verbatim}),
+                        "json": ("json", {}), "parquet": ("parquet", {})}[task.format]
     if task.format != "parquet":
         options["encoding"] = task.encoding
+    if task.column_names:
+        options["column_names"] = list(task.column_names)
     splits = {}
+    headers = {split: _header(task, files[split]) for split in SPLITS} if task.format in ("csv", "tsv") else {}
+    _check_headers(task, files, headers)
     for split in SPLITS:
+        mixed = _mixed_json(task, files[split]) if task.format == "json" else None
+        if mixed is not None:  # datasets' builder would coerce the mixture (a '-' among numbers read as 0)
+            splits[split] = mixed
+            continue
         try:
             with _quiet("datasets"):  # its own ERROR line would repeat, in library words, what is said below
                 splits[split] = datasets.load_dataset(builder, data_files={split: str(files[split])}, split=split,
@@ -137,6 +155,102 @@ def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Datase
             raise DataError(f"{files[split]}: its header {tabs[0]!r} holds tabs, not commas: a tab-separated file "
                             "named .csv? give format: tsv (or name it .tsv)")
     return splits
+
+
+def _mixed_json(task: Task, path: Path) -> datasets.Dataset | None:
+    """A JSON (or JSON Lines) file whose fields mix kinds of values, read as written; ``None`` where every field
+    holds one kind (the builder reads it). ``datasets``' json builder falls back to pandas on a mixture and coerces it
+    silently (labels ``"-"`` and ``0`` come out as 0, 0): here the label field's mixture of scalars is kept as text
+    (the label rule then reads it), a label that is a list or a mapping is refused, and another field that mixes
+    kinds is refused, naming its rows."""
+    import json
+
+    try:
+        text = path.read_text(encoding=task.encoding).lstrip("\ufeff")
+        rows = json.loads(text) if text.lstrip().startswith("[") else [
+            json.loads(line) for line in text.splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None  # the builder says what is wrong, with its line
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        return None
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    columns = {name: [r.get(name) for r in rows] for name in names}
+    kinds = {name: {_kind(v) for v in values if v is not None} for name, values in columns.items()}
+    if all(len(found) <= 1 for found in kinds.values()):
+        return None
+    problems = []
+    for name, values in columns.items():
+        if len(kinds[name]) <= 1:
+            continue
+        if name == task.label_field and task.problem_type != EXTRACTIVE_QA:
+            structured = [i for i, v in enumerate(values) if isinstance(v, (list, dict))]
+            if structured:
+                problems.append(f"{path}: rows {_rows(structured)}: the label is a list or a mapping: multi-label "
+                                "classification is not supported (one label per row)")
+            columns[name] = [v if v is None or isinstance(v, (list, dict)) else label_text(v) for v in values]
+            continue
+        by_kind: dict[str, list[int]] = {}
+        for i, v in enumerate(values):
+            if v is not None:
+                by_kind.setdefault(_kind(v), []).append(i)
+        shown = "; ".join(f"{kind} in rows {_rows(found)}" for kind, found in sorted(by_kind.items()))
+        problems.append(f"{path}: field {name!r} holds values of different kinds ({shown}): write each field one way "
+                        "(a text field holds text)")
+    if problems:
+        raise ConfigError(problems)
+    return _table(columns, path)
+
+
+def _table(columns: dict[str, list], path: Path) -> datasets.Dataset:
+    """A parsed file's columns as a table; values of mixed kinds in one column are refused in one line."""
+    try:
+        return datasets.Dataset.from_dict(columns)
+    except Exception as err:  # noqa: BLE001 — pyarrow's words (ArrowInvalid, ArrowTypeError), on one line
+        text = " ".join(str(err).split())[:200]
+        raise DataError(f"{path}: a field holds values of different kinds (text, numbers, null, lists): {text}; "
+                        "write each field one way") from None
+
+
+def _header(task: Task, path: Path) -> list[str]:
+    """The first row of a csv/tsv file as its cells (the header unless ``column_names`` is given)."""
+    import csv
+
+    try:
+        with open(path, encoding=task.encoding, newline="") as handle:
+            first = handle.readline().lstrip("\ufeff")
+    except (UnicodeDecodeError, LookupError):
+        return []  # said in the builder's own error, with the line and byte
+    if task.format == "tsv":
+        return [cell.strip() for cell in first.rstrip("\r\n").split("\t")] if first else []
+    return [cell.strip() for cell in next(csv.reader([first]), [])]
+
+
+HEADER_WORDS = 5
+"""A header cell of this many words or more reads as a sentence: the first row is data, not a header."""
+
+
+def _check_headers(task: Task, files: dict[str, Path], headers: dict[str, list[str]]) -> None:
+    """A header with a column name twice is refused (which one is the label?); a first row that looks like data (a
+    number or a sentence as a column name, or train and validation headers that differ) asks for ``column_names``."""
+    if task.column_names:
+        return
+    problems = []
+    for split, header in headers.items():
+        twice = sorted({c for c in header if header.count(c) > 1})
+        if twice:
+            problems.append(f"{files[split]}: the header names {', '.join(map(repr, twice))} more than once: name each "
+                            "column once")
+    looks = {split: [c for c in header if is_number(c) or len(c.split()) >= HEADER_WORDS]
+             for split, header in headers.items()}
+    differ = len(headers) == 2 and all(headers.values()) and set(headers["train"]) != set(headers["validation"])
+    if any(looks.values()) or differ:
+        cells = next((cells for cells in looks.values() if cells), [])
+        why = (f"{cells[0]!r} as a column name" if cells else
+               f"train's header {', '.join(headers['train'])} against validation's {', '.join(headers['validation'])}")
+        problems.append(f"{files['train']}: the first row looks like data ({why}): give the columns with "
+                        "column_names: [...] in the task's definition (--column-names A,B on the command line)")
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
 
 
 def _undecodable(path: Path, encoding: str) -> str:
@@ -225,30 +339,61 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
     if problems:
         return task, loaded
     task = replace(task, text_fields=text_fields)
+    _check_text_fields(task, loaded, where, problems)
+    if problems:
+        return task, loaded
     if task.problem_type == EXTRACTIVE_QA:
         return task, {split: _qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
-    if task.problem_type == CLASSIFICATION and not task.label_names:
-        task = replace(task, label_names=distinct_labels(loaded["train"][task.label_field]))
-        if mixed := mixed_labels(task.label_names):
-            problems.append(f"{where['train']}: {mixed}")
-        if len(task.label_names) == 1:
-            problems.append(f"{where['train']}: every training label is {task.label_names[0]!r}: a classifier needs "
-                            "two classes or more (check label_field, or the file)")
-        if task.metric == "f1" and len(task.label_names) != 2:
-            problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
-                            f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
-        elif task.positive_label and task.positive_label not in task.label_names:
-            problems.append(f"{task.source}: positive_label {task.positive_label!r} is not a class of the training "
-                            f"split ({', '.join(task.label_names)})")
-    splits = {}
+    columns = {split: read_column(loaded[split][task.label_field], task.drop_labels) for split in SPLITS}
+    if task.problem_type == CLASSIFICATION:
+        for split in SPLITS:  # rows without a label; the other rows are still read (their problems said too)
+            problems += column_problems(columns[split], where[split], _rows)
+        before = len(problems)
+        task = _classes(task, columns, where, problems)
+        if len(problems) > before:  # the classes themselves are in doubt: no row is read against them
+            return task, loaded
+    splits, dropped = {}, []
+    for split in SPLITS:
+        data, column = loaded[split], columns[split]
+        if task.problem_type == CLASSIFICATION:
+            keep = [i for i, text in enumerate(column.texts) if text is not None]
+            dropped.append(len(data) - len(keep))
+            if len(keep) < len(data):
+                data = data.select(keep)
+            raw = [column.texts[i] for i in keep]
+        else:
+            raw = data[task.label_field]
+        labels = _labels(task, raw, where[split], split, problems,
+                         origin=keep if task.problem_type == CLASSIFICATION else None)
+        splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
+        if split == "train" and task.problem_type == REGRESSION and labels:
+            task = replace(task, observed_scores=(min(labels), max(labels)))
+    if task.problem_type == CLASSIFICATION:
+        task = replace(task, dropped=(dropped[0], dropped[1]))
+        trained = set(splits["train"]["label"]) if not problems else set()
+        if len(trained) == 1:
+            problems.append(f"{where['train']}: every training label is {task.label_names[next(iter(trained))]!r}: a "
+                            "classifier needs two classes or more (check label_field, or the file)")
+    return task, splits
+
+
+def _check_text_fields(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, str],
+                       problems: list[str]) -> None:
+    """Every text field (a QA task's question and context too) holds text: a null, a number, a list or a mapping in
+    one is refused, naming the field and its rows; so is a cell over :data:`MAX_CELL_CHARS`."""
     for split in SPLITS:
         data = loaded[split]
-        labels = _labels(task, data[task.label_field], where[split], split, problems)
-        for name in text_fields:
+        for name in task.text_fields:
             values = data[name]
-            empty = [i for i, value in enumerate(values) if value is None]
+            empty = [i for i, value in enumerate(values) if value is None or value == ""]
             if empty:
                 problems.append(f"{where[split]}: rows {_rows(empty)}: text field {name!r} is empty")
+            other = [i for i, value in enumerate(values) if value is not None and not isinstance(value, str)]
+            if other:
+                kinds = sorted({_kind(values[i]) for i in other})
+                problems.append(f"{where[split]}: rows {_rows(other)}: text field {name!r} holds {', '.join(kinds)}, "
+                                "not text: a model reads text; name a text field with text_fields, or write it as "
+                                "text")
             sizes = [len(value) if isinstance(value, str) else 0 for value in values]
             longest = max(range(len(sizes)), key=sizes.__getitem__, default=0)
             if sizes and sizes[longest] > MAX_CELL_CHARS:
@@ -256,10 +401,50 @@ def _normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str,
                                 f"{sizes[longest]:,} characters, over {MAX_CELL_CHARS:,} a cell (a model reads "
                                 "max_length tokens of it; every trial would hold it whole): cut it, or split it into "
                                 "rows")
-        splits[split] = data.select_columns(list(text_fields)).add_column("label", labels)
-        if split == "train" and task.problem_type == REGRESSION and labels:
-            task = replace(task, observed_scores=(min(labels), max(labels)))
-    return task, splits
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "yes/no values"
+    if isinstance(value, (int, float)):
+        return "numbers"
+    if isinstance(value, (list, tuple)):
+        return "lists"
+    if isinstance(value, dict):
+        return "mappings (nested objects)"
+    if isinstance(value, str):
+        return "text"
+    return type(value).__name__
+
+
+def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str], problems: list[str]) -> Task:
+    """The label rule's class checks (:mod:`istar_tune.tasks.labels`): the task with its class names."""
+    train, dev = columns["train"], columns["validation"]
+    if not task.label_names:
+        task = replace(task, label_names=distinct_labels(train.texts, train.numeric))
+        if mixed := mixed_labels(task.label_names):
+            problems.append(f"{where['train']}: {mixed}")
+        for variants in case_variants(task.label_names):
+            problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} differ only in case: are they "
+                            "one class? write them one way, or declare each with label_names: [...]")
+        if dev.numeric and not train.numeric and any(t is not None for t in train.texts):
+            shown = ", ".join(sorted({t for t in dev.texts if t is not None}, key=float)[:3])
+            problems.append(f"{where['validation']}: its labels are numbers ({shown}) where the training split's are "
+                            f"words ({', '.join(task.label_names[:3])}): no index is guessed; write the same labels "
+                            "in both, or give label_names: [...] (then a number in 0..N-1 names the class at that "
+                            "index)")
+        if task.metric == "f1" and len(task.label_names) != 2:
+            problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
+                            f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
+        elif task.positive_label and task.positive_label not in task.label_names:
+            problems.append(f"{task.source}: positive_label {task.positive_label!r} is not a class of the training "
+                            f"split ({', '.join(task.label_names)})")
+    elif not task.label_values and one_based(train.texts, train.numeric, task.label_names):
+        names = task.label_names
+        problems.append(f"{where['train']}: labels 1..{len(names)} against label_names {list(names)} look 1-based, "
+                        "but a list's labels are 0-based indices: give a mapping, label_names: {1: "
+                        f"{names[0]}, 2: {names[1]}, ...}}")
+    return task
 
 
 INFERRED_CLASSES_HINT = 10
@@ -269,13 +454,15 @@ INFERRED_CLASSES_HINT = 10
 def _infer_problem_type(task: Task, labels: list) -> Task:
     """The problem type the training labels say, as ``datasets`` read them (``run_glue.py`` asks the column's dtype):
     numbers with decimals are scores (regression, metric pearson); whole numbers, words or yes/no are classes."""
-    values = [v for v in labels if v is not None]
-    numbers = bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    if numbers and any(math.isfinite(v) and not float(v).is_integer() for v in values):
+    column = read_column(labels)  # numbers written as text ("3.8") are numbers too
+    values = [float(t) for t in column.texts if t is not None] if column.numeric else [
+        t for t in column.texts if t is not None]
+    numbers = column.numeric
+    if numbers and any(not v.is_integer() for v in values):
         why = "labels are numbers with decimals; if they are classes, say problem_type: classification"
         return replace(task, problem_type=REGRESSION, metric=DEFAULT_METRIC[REGRESSION], infer_problem_type=False,
                        inferred=why)
-    distinct = len({label_text(v) for v in values})
+    distinct = len(set(values))
     why = "labels are whole numbers" if numbers else "labels are words"
     if numbers and distinct > INFERRED_CLASSES_HINT:
         why += (f", {distinct} distinct: if they are scores, say problem_type: regression (--problem-type "
@@ -288,11 +475,17 @@ def _default_text_fields(task: Task, train: datasets.Dataset, where: str, proble
     ``sentence2`` when they are the only two. Anything else is refused, naming the fields (``run_glue.py`` would take
     the first two: a second label column or an id would become model input), and so is a field whose values decide
     the label (every value of it belongs to one class)."""
+    if not train.column_names or task.label_field not in train.column_names:
+        return ()  # an empty split, or no label field: said where the fields are checked
     others = [c for c in train.column_names if c != task.label_field]
     if len(others) == 1 or sorted(others) == ["sentence1", "sentence2"]:
         fields = ("sentence1", "sentence2") if len(others) == 2 else (others[0],)
     else:
-        if others:
+        if not others:
+            problems.append(f"{where}: the data has no field besides the label {task.label_field!r} "
+                            f"({', '.join(train.column_names) or 'no fields'}): nothing for the model to read; add the "
+                            "text, or name its field with text_fields (a headerless file: column_names)")
+        else:
             problems.append(f"{where}: which fields are the input? Besides the label {task.label_field!r} the data "
                             f"has {len(others)} fields ({', '.join(others)}): name the input with text_fields: [...] "
                             "(--text-fields A[,B] on the command line)")
@@ -318,28 +511,39 @@ def _decides(values: list, labels: list) -> bool:
     return 2 <= len(classes) <= len(values) / CATEGORY_ROWS and all(len(c) == 1 for c in classes.values())
 
 
-def _labels(task: Task, values: list, where: str, split: str, problems: list[str]) -> list:
-    out, bad = [], {}
+def _labels(task: Task, values: list, where: str, split: str, problems: list[str],
+            origin: list[int] | None = None) -> list:
+    """Each value's label id or score; the rows (of the file: ``origin`` maps kept rows back) whose value is not one
+    are reported once per split."""
+    out, bad, reasons = [], {}, {}
     for index, value in enumerate(values):
         try:
             out.append(label_value(task, value, where))
-        except DataError:
-            bad.setdefault(label_text(value), []).append(index)
+        except DataError as err:
+            bad.setdefault(label_text(value), []).append(origin[index] if origin is not None else index)
+            reason = str(err).split(": ", 1)[-1].replace(repr(value), "{}", 1)
+            reasons.setdefault(reason, {}).setdefault(repr(value), []).append(
+                origin[index] if origin is not None else index)
             out.append(0)
     if bad:  # one problem per split: its rows and its first few bad values
         rows = sorted(i for indices in bad.values() for i in indices)
         values = ", ".join(repr(v) for v in list(bad)[:MAX_ROWS_SHOWN])
         values += f" and {len(bad) - MAX_ROWS_SHOWN} more" if len(bad) > MAX_ROWS_SHOWN else ""
         plural = len(bad) > 1
-        if task.problem_type == REGRESSION:
-            problems.append(f"{where}: rows {_rows(rows)}: score{'s' if plural else ''} {values} "
-                            f"{'are not numbers' if plural else 'is not a number'} (a regression task's labels are "
-                            "numbers)")
+        if task.problem_type == REGRESSION:  # each reason once (not a number, not finite, off the scale)
+            for reason, found in reasons.items():
+                shown = ", ".join(list(found)[:MAX_ROWS_SHOWN]) + (
+                    f" and {len(found) - MAX_ROWS_SHOWN} more" if len(found) > MAX_ROWS_SHOWN else "")
+                problems.append(f"{where}: rows {_rows(sorted(r for rs in found.values() for r in rs))}: "
+                                + reason.replace("{}", shown, 1))
         else:
+            declared = task.indexed_labels or bool(task.label_values)  # else the classes are the training split's
             unseen = " (the training split never shows it)" if split == "validation" and not plural else ""
             unseen = " (the training split never shows them)" if split == "validation" and plural else unseen
+            unseen = "" if declared else unseen
+            shown = task.label_values or task.label_names
             problems.append(f"{where}: rows {_rows(rows)}: label{'s' if plural else ''} {values} "
-                            f"{'are' if plural else 'is'} not one of {', '.join(task.label_names)}{unseen}")
+                            f"{'are' if plural else 'is'} not one of {', '.join(shown)}{unseen}")
     return out
 
 
@@ -363,9 +567,15 @@ def _qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str
         problems.append(f"{where}: rows {_rows(bad)}: {task.label_field} must be {{text: [...], answer_start: "
                         "[...]}} of the same length")
         return data
-    ids = [str(i) for i in (data["id"] if "id" in data.column_names else range(len(data)))]
+    given = data["id"] if "id" in data.column_names else list(range(len(data)))
+    nulls = [row for row, value in enumerate(given) if value is None or str(value).strip() == ""]
+    if nulls:
+        problems.append(f"{where}: rows {_rows(nulls)}: no id: each question needs its own id (answers are scored per "
+                        "id)")
+    ids = [str(i) for i in given]
     _check_answers(data[context], data[task.label_field], where, task.label_field, problems)
-    twice = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+    counts = Counter(ids)
+    twice = sorted(i for i, count in counts.items() if count > 1)
     if twice:
         problems.append(f"{where}: ids {', '.join(twice[:MAX_ROWS_SHOWN])} repeat: each question needs its own id "
                         "(answers are scored per id)")
@@ -376,16 +586,23 @@ def _qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str
 def _check_answers(contexts: list, answers: list, where: str, field: str, problems: list[str]) -> None:
     """Each question has an answer, and each answer is its context's text at its ``answer_start`` (else every window
     of it would be read as "no answer", or train towards the wrong span)."""
-    empty, off = [], []
+    empty, off, untyped = [], [], []
     for row, (context, answer) in enumerate(zip(contexts, answers)):
         if not answer["text"]:
             empty.append(row)
-        elif any(not isinstance(start, int) or context[start:start + len(text)] != text
+        elif not all(isinstance(text, str) and isinstance(start, int) and not isinstance(start, bool)
+                     for text, start in zip(answer["text"], answer["answer_start"])):
+            untyped.append(row)
+        elif any(context[start:start + len(text)] != text
                  for text, start in zip(answer["text"], answer["answer_start"])):
             off.append(row)
     if empty:
         problems.append(f"{where}: rows {_rows(empty)}: no answer: an extractive QA question needs at least one answer "
-                        "in its context")
+                        "in its context (unanswerable questions, SQuAD v2's is_impossible, are not supported: remove "
+                        "those rows)")
+    if untyped:
+        problems.append(f"{where}: rows {_rows(untyped)}: {field}: each answer's text must be text and its "
+                        "answer_start a whole number (a null, a number or a string found)")
     if off:
         problems.append(f"{where}: rows {_rows(off)}: {field}: the context does not hold the answer text at its "
                         "answer_start (a shifted offset, an answer past the context's end, or text not in it)")

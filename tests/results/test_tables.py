@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from istar_tune.cli import main
+from istar_tune.errors import ConfigError
 from istar_tune.results.formats import render
 from istar_tune.results.tables import build_table
 
@@ -13,8 +15,9 @@ from istar_tune.results.tables import build_table
 def test_best_table_picks_the_best_trial_and_shows_missing_tasks(store):
     uri, _ = store
     table = build_table(uri, "s", "best", tasks=["sst2", "cola", "rte"])
-    assert list(table.columns) == ["model", "task", "method", "metric", "score", "batch_size", "epochs",
+    assert list(table.columns) == ["model", "task", "method", "metric", "score", "held_out", "batch_size", "epochs",
                                    "learning_rate", "lam", "zeta", "alpha", "trials", "trial_id"]
+    assert table["held_out"].isna().all() and "chosen by the dev score shown" in table.attrs["caption"]
     rows = {(r.task, r.method): r for r in table.itertuples()}
     assert len(rows) == 6  # 3 tasks × 2 methods, missing ones included
     assert (rows["sst2", "base"].trial_id, rows["sst2", "base"].score, rows["sst2", "base"].trials) == ("b2", 0.85, 2)
@@ -31,19 +34,44 @@ def test_best_table_formats(store, tmp_path):
     uri, _ = store
     table = build_table(uri, "s", "best", tasks=["sst2", "rte"], methods=["base"])
     md = render(table, "md")
-    assert md.splitlines()[0] == ("| model | task | method | metric | score | batch_size | epochs | learning_rate "
-                                  "| lam | zeta | alpha | trials | trial_id |")
-    assert md.splitlines()[2] == "| minilm | sst2 | base | accuracy | 0.85 | 16 | 2 | 5e-05 | — | — | — | 2 | b2 |"
-    assert md.splitlines()[3] == "| minilm | rte | base | accuracy | — | — | — | — | — | — | — | 0 | — |"
+    assert md.splitlines()[0] == ("| model | task | method | metric | score | held_out | batch_size | epochs | "
+                                  "learning_rate | lam | zeta | alpha | trials | trial_id |")
+    assert md.splitlines()[2] == ("| minilm | sst2 | base | accuracy | 0.85 | — | 16 | 2 | 5e-05 | — | — | — | 2 | "
+                                  "b2 |")
+    assert md.splitlines()[3] == "| minilm | rte | base | accuracy | — | — | — | — | — | — | — | — | 0 | — |"
     csv = render(table, "csv").splitlines()
-    assert csv[0] == "model,task,method,metric,score,batch_size,epochs,learning_rate,lam,zeta,alpha,trials,trial_id"
-    assert csv[1] == "minilm,sst2,base,accuracy,0.85,16,2,5e-05,,,,2,b2"
+    assert csv[0] == ("model,task,method,metric,score,held_out,batch_size,epochs,learning_rate,lam,zeta,alpha,trials,"
+                      "trial_id")
+    assert csv[1] == "minilm,sst2,base,accuracy,0.85,,16,2,5e-05,,,,2,b2"
     latex = render(table, "latex")
     assert "\\begin{tabular}" in latex and "minilm & sst2 & base & accuracy & 0.85" in latex
     render(table, "parquet", tmp_path / "best.parquet")
     back = pq.read_table(tmp_path / "best.parquet")
     assert back.column("trial_id").to_pylist() == ["b2", None] and back.column("trials").to_pylist() == [2, 0]
     assert back.column("score").to_pylist() == [0.85, None] and back.column("batch_size").to_pylist() == [16, None]
+
+
+def test_with_held_out_data_the_best_table_chooses_on_it_and_shows_the_dev_score_beside(log_trial, tmp_path, capsys):
+    from istar_tune import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "h", str(tmp_path / "artifacts"))
+    # "dev" is best on the dev set, "held" on the held-out examples: the held-out one is chosen.
+    log_trial(client, exp, "dev", "minilm", "sst2", "base",
+              {"accuracy": [0.91], "holdout_accuracy": [0.60], "scored_accuracy": [0.91],
+               "scored_holdout_accuracy": [0.60]}, learning_rate=1e-5)
+    log_trial(client, exp, "held", "minilm", "sst2", "base",
+              {"accuracy": [0.70, 0.80], "holdout_accuracy": [0.75, 0.70], "scored_accuracy": [0.70, 0.70],
+               "scored_holdout_accuracy": [0.75, 0.75]}, learning_rate=5e-5)
+    [row] = build_table(uri, "h", "best").itertuples()
+    assert (row.trial_id, row.held_out, row.score) == ("held", 0.75, 0.70)  # the dev score at the chosen epoch
+    table = build_table(uri, "h", "best")
+    assert "chosen by `held_out`" in table.attrs["caption"] and "chose nothing" in table.attrs["caption"]
+    assert main(["table", "--tracking-uri", uri, "--experiment", "h"]) == 0
+    assert "chosen by `held_out`" in capsys.readouterr().out  # the command prints the caption that says so
+    with pytest.raises(ConfigError, match="held training data out"):
+        build_table(uri, "h", "best", scope="best-epoch")
 
 
 def test_lambda_zeta_table_with_the_paper_beside_ours(store):

@@ -128,12 +128,17 @@ def test_the_fair_option_chooses_configurations_by_held_out_score_not_the_dev_se
     log_trial(client, experiment, "b", "bert", "rte", "base", {"accuracy": [0.66], "holdout_accuracy": [0.64]},
               learning_rate=5e-5)
     chosen = {}
-    for choose_by in ("dev", "holdout"):
+    for choose_by in ("auto", "holdout"):
         space = replace(load_search_space("paper_seeds_fair").narrow(models=["bert"], tasks=["rte"],
                                                                      methods=["base"]), choose_by=choose_by)
         [group] = plan(space, uri)
-        chosen[choose_by] = group.param_space["learning_rate"]
-    assert chosen == {"dev": pytest.approx(5e-5), "holdout": pytest.approx(1e-5)}
+        chosen[choose_by] = (group.param_space["learning_rate"], group.chosen_by)
+    assert chosen == {"auto": (pytest.approx(1e-5), "holdout"), "holdout": (pytest.approx(1e-5), "holdout")}
+    # Insisting on the dev set for runs that held data out would let it choose what it then scores: refused.
+    space = replace(load_search_space("paper_seeds_fair").narrow(models=["bert"], tasks=["rte"], methods=["base"]),
+                    choose_by="dev")
+    with pytest.raises(ConfigError, match="the dev set would choose what it then scores"):
+        plan(space, uri)
 
 
 def test_the_fair_option_refuses_searches_run_without_held_out_data(tmp_path, log_trial):

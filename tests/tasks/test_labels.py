@@ -1,21 +1,36 @@
-"""One label rule for every format."""
+"""One label rule for every format: canonical numbers, placeholders, lists, case variants, 1-based labels."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from istar_tune.errors import DataError
 from istar_tune.tasks import Task
-from istar_tune.tasks.labels import distinct_labels, label_value
+from istar_tune.tasks.labels import (
+    case_variants,
+    column_problems,
+    distinct_labels,
+    label_value,
+    one_based,
+    read_column,
+)
 
 CLASSES = Task(name="t", display_name="T", problem_type="classification", metric="accuracy",
-               label_names=("negative", "positive"))
+               label_names=("negative", "positive"), indexed_labels=True)
 STARS = Task(name="s", display_name="S", problem_type="classification", metric="accuracy",
-             label_names=("1", "2", "3"))
+             label_names=("1", "2", "3"), indexed_labels=True)
+NEWS = Task(name="n", display_name="N", problem_type="classification", metric="accuracy",
+            label_names=("World", "Sports"), label_values=("1", "2"))
 SCORES = Task(name="r", display_name="R", problem_type="regression", metric="pearson")
 
 
-def test_a_class_by_its_name_or_its_index():
+def _rows(indices):
+    return ", ".join(str(i + 1) for i in indices)
+
+
+def test_a_class_by_its_name_or_its_index_where_the_definition_listed_the_names():
     assert label_value(CLASSES, "positive", "f:2") == 1 and label_value(CLASSES, 0, "f:2") == 0
     assert label_value(CLASSES, "1", "f:2") == 1 and label_value(CLASSES, 1.0, "f:2") == 1
     assert label_value(STARS, 1, "f:2") == 0  # a name first: star "1" is the first class, not index 1
@@ -23,6 +38,15 @@ def test_a_class_by_its_name_or_its_index():
         label_value(CLASSES, "neutral", "f:9")
     with pytest.raises(DataError, match="label '2' is not one of"):
         label_value(CLASSES, 2, "f:9")
+    # Names read from the data never index: 0 is no class of negative/positive then.
+    with pytest.raises(DataError, match="label '0' is not one of negative, positive$"):
+        label_value(replace(CLASSES, indexed_labels=False), "0", "f:9")
+
+
+def test_a_mapping_names_each_label_value_and_nothing_else():
+    assert label_value(NEWS, "1", "f") == 0 and label_value(NEWS, "2.0", "f") == 1 and label_value(NEWS, 2, "f") == 1
+    with pytest.raises(DataError, match="label '0' is not one of 1, 2"):
+        label_value(NEWS, "0", "f")
 
 
 def test_a_score_is_a_finite_number():
@@ -33,7 +57,32 @@ def test_a_score_is_a_finite_number():
         label_value(SCORES, "nan", "f:3")
 
 
-def test_class_names_read_from_data_are_sorted_numerically_when_numbers():
-    assert distinct_labels(["b", "a", "b", None]) == ("a", "b")
-    assert distinct_labels([10, 2, 1, 2.0]) == ("1", "2", "10")
-    assert distinct_labels([True, False]) == ("False", "True")
+def test_number_like_labels_are_one_number_where_the_column_is_numbers():
+    column = read_column(["01", "1", "1.0", "1e0", 1, " 0 ", 0.0])
+    assert column.numeric and column.texts == ["1", "1", "1", "1", "1", "0", "0"]
+    assert distinct_labels(column.texts, column.numeric) == ("0", "1")
+    words = read_column(["01", "pos"])  # not all numbers: each is its text
+    assert not words.numeric and words.texts == ["01", "pos"]
+    assert distinct_labels(read_column([10, 2, 1, 2.0]).texts, True) == ("1", "2", "10")
+    assert not read_column([True, False]).numeric
+
+
+def test_placeholders_and_lists_are_not_labels_unless_dropped():
+    column = read_column(["0", "nan", None, "-", "1", [0, 1], float("nan"), "?"])
+    assert column.texts == ["0", None, None, None, "1", None, None, None] and column.numeric
+    assert column.structured == [5]
+    problems = column_problems(column, "f", _rows)
+    assert problems[0] == ("f: rows 6: the label is a list or a mapping: multi-label classification is not "
+                           "supported (one label per row)")
+    assert problems[1].startswith("f: rows 2, 3, 4, 7, 8: 'nan', '', '-', '?' are not a label")
+    assert "drop_labels" in problems[1]
+    dropped = read_column(["a", "-", "b"], drop=["-"])
+    assert dropped.texts == ["a", None, "b"] and not dropped.missing
+
+
+def test_case_variants_and_one_based_labels():
+    assert case_variants(["Positive", "positive", "neg"]) == [("Positive", "positive")]
+    assert case_variants(["Positive", "positive"], declared=["Positive", "positive"]) == []
+    assert one_based(["1", "2", "4", "3"], True, ["World", "Sports", "Business", "Sci/Tech"])
+    assert not one_based(["0", "1", "2", "3"], True, ["World", "Sports", "Business", "Sci/Tech"])
+    assert not one_based(["1", "2"], True, ["1", "2"])  # names that are numbers are names

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from istar_tune.errors import DataError
+from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tasks.data_folder import resolve_data_dir
 from istar_tune.training.reading import load_raw
@@ -66,8 +66,9 @@ def test_clear_errors_for_missing_and_malformed_files(tmp_path):
     (folder / "dev.tsv").write_text("sentence\tlabel\nok\t1\n")
     with pytest.raises(DataError, match=r"train.tsv:3: expected 2 tab-separated columns, found 1"):
         load_raw(get_task("sst2"), tmp_path)
-    (folder / "train.tsv").write_text("sentence\tlabel\ngood film\tmaybe\n")
-    with pytest.raises(DataError, match=r"train.tsv:2: label 'maybe' is not one of negative, positive"):
+    (folder / "train.tsv").write_text("sentence\tlabel\ngood film\tmaybe\nbad film\t0\n")
+    # The GLUE layout's rows take every format's checks: row 1 (the first after the header).
+    with pytest.raises(ConfigError, match=r"train.tsv: rows 1: label 'maybe' is not one of negative, positive"):
         load_raw(get_task("sst2"), tmp_path)
     (folder / "train.tsv").write_text("text\tlabel\ngood film\t1\n")
     with pytest.raises(DataError, match="header lacks column"):
@@ -76,5 +77,5 @@ def test_clear_errors_for_missing_and_malformed_files(tmp_path):
     squad.mkdir()
     (squad / "train-v1.1.json").write_text("{not json")
     (squad / "dev-v1.1.json").write_text("{}")
-    with pytest.raises(DataError, match="not a SQuAD v1.1 file"):
+    with pytest.raises(DataError, match="not a SQuAD file"):
         load_raw(get_task("squad"), tmp_path)

@@ -138,7 +138,7 @@ def test_yes_no_values_are_not_scores(tmp_path):
     files = {"train": _write(tmp_path, "train.jsonl", '{"text": "a", "label": true}',
                              ['{"text": "b", "label": false}']),
              "validation": _write(tmp_path, "dev.jsonl", '{"text": "c", "label": true}', [])}
-    with pytest.raises(ConfigError, match="train.jsonl: rows 1, 2: scores 'True', 'False' are not numbers"):
+    with pytest.raises(ConfigError, match="train.jsonl: rows 1, 2: score True, False is a yes/no value, not a number"):
         read_task(_task(files, problem_type="regression"))  # not 1.0 and 0.0
     assert read_task(_task(files))[0].label_names == ("False", "True")  # unsaid: yes/no are two classes
 
@@ -199,7 +199,8 @@ def test_every_problem_of_the_data_at_once(own_data, tmp_path):
     files["validation"].write_text("\n".join([dev[0], "fine,neutral", *dev[1:], "great,"]) + "\n")
     with pytest.raises(ConfigError) as err:
         read_task(_task(files, label_names=["negative", "positive"]))
-    assert "dev.csv: rows 1, 34: labels 'neutral', 'None' are not one of negative, positive" in str(err.value)
+    assert "dev.csv: rows 1: label 'neutral' is not one of negative, positive" in str(err.value)
+    assert "dev.csv: rows 34: '' is not a label" in str(err.value)  # an empty cell: no label, not a class
     files["validation"].write_text("\n".join([dev[0], "fine,neutral", *dev[1:]]) + "\n")
     with pytest.raises(ConfigError, match="rows 1: label 'neutral' is not one of negative, positive \\(the training "
                                           "split never shows it\\)"):

@@ -185,23 +185,24 @@ def typed_hyperparameters(config: Mapping[str, Any]):
 
 
 def shrinkage_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,
-                      measured: Throughput | None = None) -> float:
-    """Modelled seconds of one Σ_S pass of ``config``."""
+                      measured: Throughput | None = None, task: Task | None = None) -> float:
+    """Modelled seconds of one Σ_S pass of ``config`` (``task``: as :func:`epoch_seconds`)."""
     hp = typed_hyperparameters(config)
-    task, rate = trial_task(dict(config)), throughput(hp.model, hp.batch_size, measured)
+    task, rate = task or trial_task(dict(config)), throughput(hp.model, hp.batch_size, measured)
     return min(shrinkage_tokens / SHRINKAGE_TOKENS_PER_EXAMPLE, task.train_examples) / (rate * EVAL_SPEEDUP)
 
 
 def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,
-                  measured: Throughput | None = None) -> float:
-    """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass."""
+                  measured: Throughput | None = None, task: Task | None = None) -> float:
+    """Modelled seconds of one training epoch of ``config``, its evaluation and (I-STAR) its Σ_S pass; ``task``:
+    the configuration's task where the caller holds it (a replay's, read from its runs), else the configuration's."""
     hp = typed_hyperparameters(config)
-    task, method = trial_task(dict(config)), get_method(hp.method)
+    task, method = task or trial_task(dict(config)), get_method(hp.method)
     rate = throughput(hp.model, hp.batch_size, measured)
     seconds = task.train_examples / rate * method.relative_step_cost
     seconds += task.eval_examples / (rate * EVAL_SPEEDUP)
     if method.uses_zeta:
-        seconds += shrinkage_seconds(config, shrinkage_tokens, measured)
+        seconds += shrinkage_seconds(config, shrinkage_tokens, measured, task)
     return seconds
 
 

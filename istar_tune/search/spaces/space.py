@@ -198,10 +198,12 @@ class SearchSpace:
     """(stage seeds) A study: one hyperparameter varied around each best configuration, every value × every seed:
     `{lam: [-5, -1, 1]}`, or values per model `{layer: {bert: [1, 2], distilbert: [1]}}`. The seeds stage's
     `hyperparameters` are constants set on top (e.g. `zeta: 0.2`)."""
-    choose_by: str = _yaml(default="dev")
-    """(stage seeds) What chooses each group's best configuration: `dev` (the validation set, as the paper), or
-    `holdout`: the held-out training examples of searches run with `settings.holdout` (or `search --holdout`), so the
-    dev score reported was never used to choose (a fair comparison)."""
+    choose_by: str = _yaml(default="auto")
+    """(stage seeds) What chooses each group's best configuration: `auto`, the rule of every table: the held-out
+    training examples of searches run with `settings.holdout` (or `search --holdout`), so the dev score reported was
+    never used to choose (a fair comparison), else the validation set (as the paper); `holdout` insists on held-out
+    scores (refused for searches without them); `dev` insists on the dev set (refused for searches with held-out
+    data: it would choose what it then scores)."""
     start_from: str | None = _yaml(shown="the group's method", default=None)
     """(stage seeds) The method whose best configuration each group starts from, e.g. `base`: I-STAR at Base's best
     learning rate, batch, epochs."""

@@ -20,7 +20,13 @@ from istar_tune.console import say
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
-from istar_tune.search.tune.trainable import OBJECTIVE_AT, RESTORED_RECORDS, configurations, write_trial_config
+from istar_tune.search.tune.trainable import (
+    DEV_OBJECTIVE_AT,
+    OBJECTIVE_AT,
+    RESTORED_RECORDS,
+    configurations,
+    write_trial_config,
+)
 from istar_tune.trial_config import SEARCH_KEY, trial_task
 from istar_tune.trial_status import TrialStatus
 
@@ -253,7 +259,7 @@ def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:
     per-configuration objectives, nor, before its own last epoch, what was measured only for a shorter
     configuration ending there."""
     drop = set(str(result.get(CLOSING_ONLY, "")).split(",")) - {""} if int(result.get("epoch", 0)) < epochs else set()
-    return {k: v for k, v in result.items() if k not in drop and not k.startswith(OBJECTIVE_AT)}
+    return {k: v for k, v in result.items() if k not in drop and not k.startswith((OBJECTIVE_AT, DEV_OBJECTIVE_AT))}
 
 
 class ProgressPrinter(Callback):

@@ -20,7 +20,7 @@ from istar_tune import tracking
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.console import say
 from istar_tune.methods import unused_hyperparameters
-from istar_tune.metrics import score
+from istar_tune.metrics import choosing_score, chosen_on, score
 from istar_tune.search.tune import checkpoints
 from istar_tune.tasks import Task
 from istar_tune.trial_config import (
@@ -34,11 +34,16 @@ from istar_tune.trial_config import (
 )
 
 OBJECTIVE = "objective"
-"""Every trial reports its task's selection metric under this key too (its score: the scored epoch's value where the
-run chooses one on held-out data, see ``metrics.score``), so one searcher/scheduler setting fits every task
-(accuracy, mcc, pearson or f1)."""
+"""Every trial reports its task's selection metric under this key too, so one searcher/scheduler setting fits every
+task (accuracy, mcc, pearson or f1): the value that chooses (``metrics.choosing_score``): with held-out data the best
+held-out value so far (the dev value at that epoch is reported beside it as ``scored_<metric>`` and chooses
+nothing), else the dev metric after the epoch."""
 OBJECTIVE_AT = "objective_at_epoch_"
 """Prefix of a shared trial's result keys: the objective of the configuration with that many epochs."""
+DEV_OBJECTIVE = "dev_objective"
+"""With held-out data: the dev value of the epoch the held-out data chose so far, reported beside the objective (it
+chooses nothing); a shared trial's ``dev_objective_at_epoch_<k>`` are those of its configurations."""
+DEV_OBJECTIVE_AT = "dev_objective_at_epoch_"
 
 
 # ---------------------------------------------------------------------------------------------- the trial
@@ -62,6 +67,7 @@ class TuneReporter:
         self.note = note
         self.completes = set(completes) if len(completes) > 1 else set()
         self.closed: dict[int, float] = {}
+        self.closed_dev: dict[int, float] = {}
         self.restored: list[dict[str, Any]] = []
 
     def heartbeat(self, epoch: int, done: int, total: int, write: Callable[[str], None] | None = None) -> None:
@@ -85,18 +91,31 @@ class TuneReporter:
         (``restored_records``), so epochs a killed driver never wrote to MLflow are written then."""
         for record in records:
             if record.get("epoch") in self.completes:
-                self.closed[int(record["epoch"])] = score(record, self.metric)
-        self.restored = [{**r, OBJECTIVE: score(r, self.metric)} for r in records]
+                self._close(record)
+        self.restored = [{**r, **self.objectives(r)} for r in records]
+
+    def objectives(self, record: dict[str, Any]) -> dict[str, float]:
+        """The objective of an epoch's record and, with held-out data, the dev value beside it."""
+        values = {OBJECTIVE: choosing_score(record, self.metric)}
+        if chosen_on(record, self.metric) == "holdout" and score(record, self.metric) is not None:
+            values[DEV_OBJECTIVE] = score(record, self.metric)
+        return values
+
+    def _close(self, record: dict[str, Any]) -> None:
+        values = self.objectives(record)
+        self.closed[int(record["epoch"])] = values[OBJECTIVE]
+        if DEV_OBJECTIVE in values:
+            self.closed_dev[int(record["epoch"])] = values[DEV_OBJECTIVE]
 
     def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray
         from ray import tune
 
-        objective = score(record, self.metric)
         if record.get("epoch") in self.completes:
-            self.closed[int(record["epoch"])] = objective
-        metrics = {**record, OBJECTIVE: objective, "node_id": ray.get_runtime_context().get_node_id(),
-                   **{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())}}
+            self._close(record)
+        metrics = {**record, **self.objectives(record), "node_id": ray.get_runtime_context().get_node_id(),
+                   **{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())},
+                   **{f"{DEV_OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed_dev.items())}}
         if checkpoint_dir is not None:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
@@ -115,6 +134,17 @@ def configurations(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dic
     if not config.get(SHARED_EPOCHS_KEY):
         return [(trial_id, config, int(config.get("epochs", Hyperparameters.epochs)))]
     return [(f"{trial_id}-e{k}", configuration(config, k), k) for k in completes(config)]
+
+
+def dev_values(config: dict[str, Any], result: dict[str, Any] | None) -> dict[int, float]:
+    """With held-out data: the dev value (chooses nothing) of each configuration of a trial by its epochs, from its
+    last result (empty without held-out data)."""
+    result = result or {}
+    last, dev = int(result.get("epoch", 0) or 0), result.get(DEV_OBJECTIVE)
+    if not config.get(SHARED_EPOCHS_KEY):
+        return {} if dev is None else {int(config.get("epochs", Hyperparameters.epochs)): dev}
+    found = {k: result.get(f"{DEV_OBJECTIVE_AT}{k}", dev) if k <= last else dev for k in completes(config)}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def configuration_results(trial_id: str, config: dict[str, Any], result: dict[str, Any] | None

@@ -11,7 +11,16 @@ import ray
 from ray import tune
 
 from istar_tune.search.tune import checkpoints
-from istar_tune.search.tune.trainable import OBJECTIVE, OBJECTIVE_AT, RESTORE_NOTE, RESTORED_RECORDS, TuneReporter
+from istar_tune.search.tune.trainable import (
+    DEV_OBJECTIVE,
+    OBJECTIVE,
+    OBJECTIVE_AT,
+    RESTORE_NOTE,
+    RESTORED_RECORDS,
+    TuneReporter,
+    dev_values,
+)
+from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 
 @pytest.fixture
@@ -47,6 +56,24 @@ def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_e
     earlier = json.loads(first[RESTORED_RECORDS])  # once, with the first report after the resume
     assert [(r["epoch"], r["objective"]) for r in earlier] == [(1, 0.5), (2, 0.6)]
     assert RESTORED_RECORDS not in second and second["objective_at_epoch_3"] == 0.8
+
+
+def test_with_held_out_data_the_objective_is_the_best_held_out_value_and_the_dev_value_is_beside_it(reported):
+    """What Tune's schedulers and searchers see: the held-out value that chooses (the best so far), never the dev
+    metric; a shared trial's configurations alike. The epoch-2 model is best on dev but worse on held-out."""
+    reporter = TuneReporter("accuracy", completes=(1, 2))
+    reporter({"epoch": 1, "accuracy": 0.6, "holdout_accuracy": 0.7, "scored_accuracy": 0.6,
+              "scored_holdout_accuracy": 0.7}, None)
+    reporter({"epoch": 2, "accuracy": 0.95, "holdout_accuracy": 0.5, "scored_accuracy": 0.6,
+              "scored_holdout_accuracy": 0.7}, None)
+    (first, _), (second, _) = reported["reports"]
+    assert (first[OBJECTIVE], second[OBJECTIVE]) == (0.7, 0.7)
+    assert (first[DEV_OBJECTIVE], second[DEV_OBJECTIVE]) == (0.6, 0.6)  # reported, choosing nothing
+    assert second["objective_at_epoch_1"] == second["objective_at_epoch_2"] == 0.7
+    assert second["dev_objective_at_epoch_2"] == 0.6
+    config = {"epochs": 2, SHARED_EPOCHS_KEY: [1, 2]}
+    assert dev_values(config, second) == {1: 0.6, 2: 0.6}
+    assert dev_values({"epochs": 2}, {"epoch": 2, "objective": 0.8}) == {}  # no held-out data: nothing beside
 
 
 def test_the_heartbeat_says_batches_rate_and_time_left_every_interval(monkeypatch):
