@@ -123,6 +123,30 @@ def test_replay_of_a_grid_of_ones_own_task(searched):
     assert "| tiny-bert | reviews | istar |" in done.stdout and "unknown task" not in done.stderr
 
 
+def test_a_headerless_csv_trains_through_column_names_with_class_names_from_a_mapping(tmp_path):
+    """AG News' layout: no header, classes 1..4: the definition names the columns and maps each label value to its
+    class; the saved model says the class names."""
+    rows = ["1,Talks resume in the capital", "2,The match ended in a draw", "3,Stocks fell on Monday",
+            "4,A new chip was shown", "1,Elections were called", "2,The striker scored twice",
+            "3,The bank raised rates", "4,The phone has a new camera"]
+    (tmp_path / "train.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "dev.csv").write_text("\n".join(rows[:4]) + "\n")
+    (tmp_path / "news.yaml").write_text("name: news\ntrain: train.csv\nvalidation: dev.csv\n"
+                                        "column_names: [label, text]\n"
+                                        "label_names: {1: World, 2: Sports, 3: Business, 4: Sci/Tech}\n")
+    done = _run("train", "--task", "news.yaml", "--model", "tiny-bert", "--epochs", "1", "--max-length", "16",
+                "--no-progress", "--output-dir", "out", cwd=tmp_path)
+    assert "best epoch 1: accuracy" in done.stdout
+    import json
+
+    saved = json.loads((tmp_path / "out" / "best-checkpoint" / "config.json").read_text())
+    assert saved["id2label"] == {"0": "World", "1": "Sports", "2": "Business", "3": "Sci/Tech"}
+    # Without column_names the first row would be the header: refused, naming the way out.
+    (tmp_path / "plain.yaml").write_text("name: news\ntrain: train.csv\nvalidation: dev.csv\n")
+    refused = _run("train", "--task", "plain.yaml", "--model", "tiny-bert", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and "the first row looks like data" in refused.stderr
+
+
 def test_the_yaml_export_trains_again_from_another_folder(searched):
     root, _ = searched
     wrote = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--format", "yaml", "--output",

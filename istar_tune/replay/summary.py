@@ -26,8 +26,9 @@ TPE_LARGEST_SHARE = 1 / 4
 """TPE's largest share (its cost per proposal grows with the trials told: half of a 648-point grid takes 1 s a
 replay)."""
 COLUMNS = ["model", "task", "method", "scheduler", "setting", "replays", "configurations", "chose_best",
-           "within_noise", "mean_regret", "worst_regret", "mean_dev_regret", "worst_dev_regret", "epochs_share",
-           "gpu_hours", "gpu_hours_share"]
+           "chose_best_low", "chose_best_high", "within_noise", "within_noise_low", "within_noise_high",
+           "mean_regret", "worst_regret", "mean_dev_regret", "worst_dev_regret", "epochs_share", "gpu_hours",
+           "gpu_hours_share"]
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,10 @@ class Setting:
 def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None = None) -> list[Setting]:
     """The default settings replayed on ``unit``: random search over :data:`SAMPLE_SHARES` of its configurations,
     TPE over those up to :data:`TPE_LARGEST_SHARE`; ASHA with grace 1 and 2 × η 2, 3, 4; asynchronous Hyperband
-    with η 2 and 3; median stopping with grace 1 and 2 (the early-stopping ones only where a rung lies below the
-    largest epochs, on the unit's :func:`~istar_tune.replay.curves.arms`: with shared prefixes, ``epochs`` is their
-    budget, not a hyperparameter)."""
+    with η 2 and 3; median stopping with grace 1 and 2 (the early-stopping ones wherever their first rung, the grace
+    period, lies below the largest epochs: at 3 epochs, grace 1 with η 3 or 4 cuts once, after epoch 1; on the
+    unit's :func:`~istar_tune.replay.curves.arms`: with shared prefixes, ``epochs`` is their budget, not a
+    hyperparameter)."""
     count, horizon = len(unit.curves), max(c.epochs for c in unit.curves)
     sizes = sorted({max(1, round(count * share)) for share in SAMPLE_SHARES if round(count * share) < count})
     found = [Setting("random", f"k={k}", lambda c, r, k=k: schedulers.random_search(c, r, k)) for k in sizes]
@@ -54,10 +56,10 @@ def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | N
     on = _on_arms(arms(unit.curves))
     found += [Setting("asha", f"grace={g} eta={eta} workers={workers}",
                       on(lambda c, r, done, g=g, eta=eta: schedulers.asha(c, r, g, eta, workers, completes=done)))
-              for g in graces for eta in (2, 3, 4) if g * eta < horizon]
+              for g in graces for eta in (2, 3, 4)]
     found += [Setting("hyperband", f"grace=1 eta={eta} workers={workers}",
                       on(lambda c, r, done, eta=eta: schedulers.asha(c, r, 1, eta, workers, horizon, done)))
-              for eta in (2, 3) if 1 in graces and eta < horizon]
+              for eta in (2, 3) if 1 in graces]
     found += [Setting("median", f"grace={g} workers={workers}",
                       on(lambda c, r, done, g=g: schedulers.median_stopping(c, r, g, workers, completes=done)))
               for g in graces]
@@ -93,9 +95,13 @@ def _row(unit: Unit, scheduler: str, name: str, replays: int, choices: list[Choi
     has_dev = unit.curves[0].dev is not None
     within = (float(np.mean(regrets <= unit.noise)) if unit.noise is not None else math.nan)
     gpu_hours = float(np.mean([c.seconds for c in choices])) / 3600
+    chose = float(np.mean([unit.is_best(c.chosen) for c in choices]))
+    chose_low, chose_high = wilson(chose, len(choices))
+    within_low, within_high = wilson(within, len(choices)) if not math.isnan(within) else (math.nan, math.nan)
     return {"model": unit.model, "task": unit.task, "method": unit.method, "scheduler": scheduler,
             "setting": name, "replays": replays, "configurations": len(unit.curves),
-            "chose_best": float(np.mean([unit.is_best(c.chosen) for c in choices])), "within_noise": within,
+            "chose_best": chose, "chose_best_low": chose_low, "chose_best_high": chose_high,
+            "within_noise": within, "within_noise_low": within_low, "within_noise_high": within_high,
             "mean_regret": float(np.mean(regrets)), "worst_regret": float(np.max(regrets)),
             "mean_dev_regret": float(np.mean(dev_regrets)) if has_dev else math.nan,
             "worst_dev_regret": float(np.max(dev_regrets)) if has_dev else math.nan,
@@ -163,22 +169,58 @@ def _replays(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None,
     return [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(first, end)]
 
 
+Z_95 = 1.959963984540054
+"""The normal quantile of a two-sided 95 % interval."""
+
+
+def wilson(share: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval (95 %) of a share observed in ``n`` replays: how sure a 50-replay estimate is (50 of
+    50 is [0.929, 1])."""
+    if n <= 0 or math.isnan(share):
+        return math.nan, math.nan
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def replays_to_decide(target: float = 0.95, z: float = Z_95) -> int:
+    """The fewest replays whose interval can lie wholly at or above ``target``: every replay a success, the Wilson
+    lower bound n / (n + z²) reaching it."""
+    return math.ceil(target * z * z / (1 - target))
+
+
 def recommendation(table: pd.DataFrame) -> str:
     """The cheapest setting (by its mean share of the grid's epochs over the units) that chose the grid's best, or one
-    within the seed noise of it, in at least :data:`TARGET` of the replays of every unit."""
+    within the seed noise of it, in at least :data:`TARGET` of the replays of every unit, judged on the lower bound
+    of its 95 % interval (:func:`wilson`). A setting whose share reached the target but whose interval does not lie
+    above it is named as undecided, with the replays that would decide it; "keep the grid" names only settings
+    replayed in every unit."""
     if table.empty:
         return "recommendation: nothing was replayed"
+    replays = int(table.replays.min()) if "replays" in table else 0
     reached = table.chose_best.where(table.within_noise.isna(), np.maximum(table.chose_best, table.within_noise))
-    by = table.assign(reached=reached).groupby(["scheduler", "setting"], sort=False)
-    summary = by.agg(reached=("reached", "min"), share=("epochs_share", "mean"), units=("reached", "size"))
-    good = summary[(summary.reached >= TARGET) & (summary.share < 1) & (summary.units == table.groupby(
-        ["model", "task", "method"]).ngroups)].sort_values("share", kind="stable")
+    low = np.array([wilson(share, replays)[0] if replays else share for share in reached])
+    by = table.assign(reached=reached, low=low).groupby(["scheduler", "setting"], sort=False)
+    summary = by.agg(reached=("reached", "min"), low=("low", "min"), share=("epochs_share", "mean"),
+                     units=("reached", "size"))
+    everywhere = summary[summary.units == table.groupby(["model", "task", "method"]).ngroups]
+    cheaper = everywhere[everywhere.share < 1].sort_values("share", kind="stable")
+    sure, likely = cheaper[cheaper.low >= TARGET], cheaper[cheaper.reached >= TARGET]
     what = "the best or one within its seed noise" if table.within_noise.notna().any() else "the best"
-    if good.empty:
-        top = summary.sort_values(["reached", "share"], ascending=[False, True], kind="stable").iloc[0]
-        return (f"recommendation: keep the grid: no cheaper setting chose {what} in {TARGET:.0%} of the replays of "
-                f"every group (the most reliable, {' '.join(top.name)}, did in {top.reached:.0%} at "
-                f"{top.share:.0%} of the grid's epochs)")
-    top = good.iloc[0]
-    return (f"recommendation: {' '.join(top.name)}: chose {what} in {top.reached:.0%} of the replays (the lowest of "
-            f"any group), for {top.share:.0%} of the grid's epochs")
+    interval = (lambda row: f" (95 % interval from {row.low:.0%}, {replays} replays)") if replays else (lambda row: "")
+    if not sure.empty:
+        top = sure.iloc[0]
+        return (f"recommendation: {' '.join(top.name)}: chose {what} in {top.reached:.0%} of the replays (the lowest "
+                f"of any group){interval(top)}, for {top.share:.0%} of the grid's epochs")
+    if not likely.empty:
+        top = likely.iloc[0]
+        return (f"recommendation: undecided: {' '.join(top.name)} chose {what} in {top.reached:.0%} of the replays "
+                f"(the lowest of any group){interval(top)}, for {top.share:.0%} of the grid's epochs, but its "
+                f"interval reaches below {TARGET:.0%}: replay again with --replays {replays_to_decide(TARGET)} or "
+                "more to decide")
+    if everywhere.empty:
+        return "recommendation: keep the grid: no setting was replayed in every group"
+    top = everywhere.sort_values(["reached", "share"], ascending=[False, True], kind="stable").iloc[0]
+    return (f"recommendation: keep the grid: no cheaper setting chose {what} in {TARGET:.0%} of the replays of "
+            f"every group (the most reliable, {' '.join(top.name)}, did in {top.reached:.0%} at "
+            f"{top.share:.0%} of the grid's epochs)")

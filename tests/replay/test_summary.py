@@ -10,7 +10,17 @@ import pytest
 
 from istar_tune.replay.curves import Choice, Curve, Unit
 from istar_tune.replay.schedulers import _quantile
-from istar_tune.replay.summary import COLUMNS, Setting, recommendation, replay_table, replay_unit, settings_for
+from istar_tune.replay.summary import (
+    COLUMNS,
+    Z_95,
+    Setting,
+    recommendation,
+    replay_table,
+    replay_unit,
+    replays_to_decide,
+    settings_for,
+    wilson,
+)
 
 
 def _unit(noise=None, dev=False):
@@ -35,8 +45,10 @@ def test_a_row_counts_choices_regrets_and_cost_over_the_replays():
 def test_the_default_settings_and_a_table_of_them():
     unit = _unit()
     names = [(s.scheduler, s.setting) for s in settings_for(unit, workers=2)]
+    # At 3 epochs every grace below 3 has a rung inside the grid: η 3 and 4 cut once, as cheaper settings.
     assert names == [("random", "k=1"), ("random", "k=2"), ("tpe", "k=1"),
-                     ("asha", "grace=1 eta=2 workers=2"), ("hyperband", "grace=1 eta=2 workers=2"),
+                     *[("asha", f"grace={g} eta={eta} workers=2") for g in (1, 2) for eta in (2, 3, 4)],
+                     ("hyperband", "grace=1 eta=2 workers=2"), ("hyperband", "grace=1 eta=3 workers=2"),
                      ("median", "grace=1 workers=2"), ("median", "grace=2 workers=2")]
     table = replay_table([unit], replays=3, workers=2, schedulers_asked=("random", "median"))
     assert list(table.columns) == COLUMNS and set(table.scheduler) == {"random", "median"}
@@ -71,6 +83,24 @@ def test_the_recommendation_is_the_cheapest_setting_that_reached_the_target_in_e
     assert recommendation(noisy).startswith("recommendation: asha a: chose the best or one within its seed noise")
     costly = table[table.scheduler == "median"]  # as dear as the grid itself
     assert recommendation(costly).startswith("recommendation: keep the grid: no cheaper setting chose the best")
+
+
+def test_shares_carry_wilson_intervals_and_the_recommendation_says_how_sure_it_is():
+    assert wilson(1.0, 50) == (pytest.approx(50 / (50 + Z_95 ** 2)), 1.0)  # 50 of 50: [0.929, 1]
+    low, high = wilson(0.5, 100)
+    assert low == pytest.approx(0.4038, abs=1e-4) and high == pytest.approx(0.5962, abs=1e-4)
+    assert replays_to_decide(0.95) == 73 and wilson(1.0, 73)[0] >= 0.95 > wilson(1.0, 72)[0]
+    nan = math.nan
+    table = _rows(("asha", "a", "m", "t1", "base", 1.0, nan, 0.4), ("asha", "a", "m", "t2", "base", 1.0, nan, 0.4),
+                  ("median", "g", "m", "t1", "base", 1.0, nan, 1.0), ("median", "g", "m", "t2", "base", 1.0, nan, 1.0))
+    undecided = recommendation(table.assign(replays=50))
+    assert undecided.startswith("recommendation: undecided: asha a chose the best in 100% of the replays")
+    assert "95 % interval from 93%, 50 replays" in undecided and "--replays 73" in undecided
+    assert recommendation(table.assign(replays=100)).startswith("recommendation: asha a: chose the best in 100%")
+    # A setting replayed in one group only is never named by "keep the grid".
+    partial = _rows(("hyperband", "h", "m", "t1", "base", 0.9, nan, 0.3), ("median", "g", "m", "t1", "base", 0.5,
+                    nan, 1.0), ("median", "g", "m", "t2", "base", 0.6, nan, 1.0))
+    assert "the most reliable, median g" in recommendation(partial.assign(replays=50))
 
 
 def test_the_quantile_is_numpys_to_the_last_bit():
