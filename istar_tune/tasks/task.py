@@ -61,11 +61,6 @@ class GlueLayout:
     """Field → the column holding it (header name, or 0-based index for a file without a header)."""
 
 
-WIDE_SCORES = 10.0
-"""A regression task whose scores span more than this is told to rescale them (STS-B spans 5; scores of 0 to 100
-trained with the defaults reached Pearson 0.06 where the same data on 0 to 5 reached 0.69, an audit's figures)."""
-
-
 @dataclass(frozen=True)
 class Task:
     """One fine-tuning task (build it from a definition: :func:`istar_tune.tasks.definition.task_from_mapping`)."""
@@ -176,9 +171,7 @@ class Task:
             kind += f", scores {low_high[0]:g} to {low_high[1]:g}" if low_high else ""
             kind += f" (scale {self.score_range[0]:g} to {self.score_range[1]:g})" if (
                 self.score_range and self.observed_scores) else ""
-            if low_high and low_high[1] - low_high[0] > WIDE_SCORES:
-                kind += (" (trained on as they are, by squared error: a scale this wide trains poorly at the usual "
-                         "learning rates; rescale the scores to a span of about 5, as STS-B's 0 to 5)")
+            kind += " (trained as z-scores)" if low_high else ""
         sizes = (f"; {self.train_examples:,} train / {self.eval_examples:,} validation examples"
                  if self.train_examples and self.eval_examples else "")
         if self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):

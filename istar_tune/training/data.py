@@ -15,7 +15,8 @@ import datasets
 import numpy as np
 
 from istar_tune.errors import ConfigError
-from istar_tune.tasks import EXTRACTIVE_QA, SPLITS, Task
+from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, SPLITS, Task
+from istar_tune.training.scale import LabelScale
 
 MAX_ANSWER_TOKENS = 30
 N_BEST = 20
@@ -33,6 +34,9 @@ class EncodedData:
     """SQuAD: per validation feature, the id of the question it came from."""
     holdout: datasets.Dataset | None = None
     """Training examples held out to choose the scored epoch (the ``holdout`` setting; see :func:`hold_out`)."""
+    label_scale: LabelScale | None = None
+    """Regression: the training scores' mean and deviation; every split's labels are z-scores of it
+    (:mod:`istar_tune.training.scale`)."""
 
     @property
     def labels(self) -> np.ndarray | None:
@@ -62,16 +66,19 @@ def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 1
         window = squad_window or max_length
         return _encode_squad(raw, tokenizer, window, squad_stride or squad_doc_stride(window))
 
+    scale = LabelScale.of(raw["train"]["label"]) if task.problem_type == REGRESSION else None
+
     def tokenize(batch):
         encoded = tokenizer(*[batch[f] for f in task.text_fields], truncation=True, max_length=max_length)
-        encoded["labels"] = batch["label"]
+        encoded["labels"] = scale.standardise(batch["label"]) if scale is not None else batch["label"]
         return encoded
 
-    how = ("sentences", task.text_fields, max_length)
+    how = ("sentences", task.text_fields, max_length, scale.as_config() if scale else None)
     splits = {split: raw[split].map(tokenize, batched=True, remove_columns=raw[split].column_names,
                                     new_fingerprint=fingerprint(raw[split], tokenizer, tokenize, how),
                                     desc=f"Tokenising {task.display_name} {split}") for split in SPLITS}
-    return EncodedData(train=splits["train"], validation=splits["validation"], raw_validation=raw["validation"])
+    return EncodedData(train=splits["train"], validation=splits["validation"], raw_validation=raw["validation"],
+                       label_scale=scale)
 
 
 def fingerprint(split: datasets.Dataset, tokenizer, function, how: tuple) -> str | None:

@@ -27,6 +27,7 @@ from istar_tune.recipes import RECIPES
 from istar_tune.tasks import Task, get_task
 from istar_tune.training.data import EncodedData, encode, hold_out
 from istar_tune.training.reading import read_task
+from istar_tune.training.scale import SCALE_ATTRIBUTE, saved_scale, unfold
 
 # ------------------------------------------------------------------------------------------------ set-up
 
@@ -143,6 +144,9 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
         data = hold_out(data, settings.holdout, split_seed)
     model_source = settings.init_checkpoint or hparams.model
     model = load_model(model_source, task, settings.attn_implementation).to(device)
+    if (scale := saved_scale(model)) is not None:  # a saved regression model trains on: back to z-scores
+        unfold(model, scale)
+        delattr(model.config, SCALE_ATTRIBUTE)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
                 device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
                 collate=DataCollatorWithPadding(tokenizer))

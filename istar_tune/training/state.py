@@ -28,6 +28,7 @@ from istar_tune.models import (
 )
 from istar_tune.tasks import Task, definition_mapping
 from istar_tune.training.run import Run
+from istar_tune.training.scale import folded
 from istar_tune.trial_config import TASK_DEFINITION_KEY
 
 STATE_FILE = "trainer_state.pt"
@@ -215,10 +216,12 @@ def report_epoch(reporter: Reporter | None, record: dict, write_state: Callable[
 
 
 def save_pretrained(run: Run, directory: Path) -> None:
-    """Model and tokenizer, loadable with ``from_pretrained`` (written to a sibling folder, then swapped in)."""
+    """Model and tokenizer, loadable with ``from_pretrained`` (written to a sibling folder, then swapped in); a
+    regression model with its scale folded into its output layer (:mod:`istar_tune.training.scale`)."""
     staging = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    run.model.save_pretrained(staging)
+    with folded(run.model, run.data.label_scale):  # a regression predicts in its data's scale once saved
+        run.model.save_pretrained(staging)
     run.tokenizer.save_pretrained(staging)
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(staging, directory)

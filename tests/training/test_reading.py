@@ -103,8 +103,8 @@ def test_the_problem_type_comes_from_the_labels_and_is_stated(tmp_path):
     assert (resolved.problem_type, resolved.metric, resolved.num_labels) == ("regression", "pearson", 1)
     assert raw["validation"]["label"] == [1.4, 3.0] and resolved.observed_scores == (0.0, 4.4)
     assert resolved.describe() == ("task own: input text; label label; regression (labels are numbers with decimals; "
-                                   "if they are classes, say problem_type: classification), scores 0 to 4.4; "
-                                   "20 train / 2 validation examples")
+                                   "if they are classes, say problem_type: classification), scores 0 to 4.4 (trained "
+                                   "as z-scores); 20 train / 2 validation examples")
     many = _files(tmp_path / "m", "text,label", [f"t {i},{i}" for i in range(30)], ["a,3"])
     resolved = read_task(_task(many))[0]
     assert resolved.problem_type == "classification" and resolved.num_labels == 30
