@@ -114,6 +114,12 @@ class RunSettings:
     """float32 matrix products (a fp32 run's layers, and I-STAR's Gram matrix, which autocast leaves in float32):
     highest (true float32, torch's default) or high (TF32 on Ampere and later GPUs: faster, a 10-bit mantissa; the same
     as highest on CPU). Recorded like attn_implementation, and refused in one table with the other value."""
+    threads: int | None = None
+    """CPU threads torch computes with (its intra-op pool; ``None``: torch's default, every core). Float sums differ
+    with the count in their last bits, and a few epochs carry that on (an exported configuration retrained with 2
+    threads gave 0.4625 where its 1-thread trial gave 0.4600): a search records its trials' count (its
+    ``resources.cpu``, which Ray gives each trial as ``OMP_NUM_THREADS``), so an exported configuration's ``train
+    --config`` computes as its trial did."""
     deterministic: bool = False
     """Torch's deterministic algorithms (and cuBLAS's deterministic workspace): a GPU run then repeats bit for bit, so
     shared epochs, resumes and Σ_S computed once are as exact on CUDA as on CPU (where they always are); slower, and
@@ -295,6 +301,8 @@ def _settings_problems(obj: RunSettings) -> list[str]:
         problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):
         problems.append(f"device must be auto, cpu, cuda, cuda:N or mps, got {obj.device!r}")
+    if obj.threads is not None and obj.threads < 1:
+        problems.append(f"threads must be at least 1 (or left out: torch's default), got {obj.threads}")
     if obj.holdout_seed is not None and not 0 <= obj.holdout_seed <= MAX_SEED:
         problems.append(f"holdout_seed must lie in [0, {MAX_SEED}], got {obj.holdout_seed}")
     if obj.output_dir and Path(obj.output_dir).exists() and not Path(obj.output_dir).is_dir():

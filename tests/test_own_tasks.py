@@ -152,12 +152,17 @@ def test_the_yaml_export_trains_again_from_another_folder(searched):
     wrote = _run("table", "--experiment", "own-search", "--storage-path", "runs", "--format", "yaml", "--output",
                  "best.yaml", cwd=root).stdout
     assert "task definition(s): task-reviews.yaml" in wrote
-    config = yaml.safe_load((root / "best-tiny-bert-reviews-istar.yaml").read_text())
+    text = (root / "best-tiny-bert-reviews-istar.yaml").read_text()
+    config = yaml.safe_load(text)
     assert config["task"] == "task-reviews.yaml"
+    assert config["threads"] == 1  # the trial's count (its resources.cpu): the retrain computes as it did
     elsewhere = root / "elsewhere"
     elsewhere.mkdir()
     trained = _run("train", "--config", "../best-tiny-bert-reviews-istar.yaml", "--no-progress", cwd=elsewhere).stdout
     assert "best epoch 1: accuracy" in trained and " f1 " in trained
+    # The retrained configuration scores what its trial scored, to the digits both print.
+    trial_f1 = text.split(", f1 ", 1)[1].split(")", 1)[0]
+    assert f"f1 {trial_f1}" in trained, (trial_f1, trained)
 
 
 def test_train_from_files_then_analyze_without_the_files_definition(glue_tiny, own_data, tmp_path):

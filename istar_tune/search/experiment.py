@@ -139,4 +139,6 @@ def trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:
     absolute: trials run in their own working folders."""
     chosen = resolve_data_dir(data_dir, space.settings.get("data_dir"))
     settings = space.run_settings(data_dir=str(chosen.resolve()) if chosen is not None else None)
-    return replace(settings, progress=False, output_dir=None, save_checkpoint=False)
+    # A trial computes with the threads Ray gives it (OMP_NUM_THREADS = its CPUs): recorded, so an export repeats it.
+    threads = settings.threads if settings.threads is not None else max(1, int(space.cpu))
+    return replace(settings, progress=False, output_dir=None, save_checkpoint=False, threads=threads)

@@ -129,6 +129,8 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     device = resolve_device(settings.device)
     use_deterministic_algorithms(settings.deterministic)
     torch.set_float32_matmul_precision(settings.matmul_precision)
+    if settings.threads is not None:  # the count a search's trial computed with (an export carries it)
+        torch.set_num_threads(settings.threads)
     use_attention_kernels(device)
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
