@@ -24,24 +24,37 @@ from istar_tune.replay.curves import Choice, Curve, choose
 
 NAMES = ("random", "tpe", "asha", "hyperband", "median")
 """The strategies a replay knows."""
-CONTINUE, STOP = "continue", "stop"
+CONTINUE, STOP, PAUSE = "continue", "stop", "pause"
 Decide = Callable[[int, int, float], str]
-"""(trial index, epoch, reported score) → ``CONTINUE`` or ``STOP``."""
+"""(trial index, epoch, reported score) → ``CONTINUE``, ``STOP`` or ``PAUSE`` (the trial yields its worker: it goes
+on, from its next epoch, once no trial waits to start and every trial paused before it has gone on: Tune's FIFO
+order of pending, then paused trials)."""
 
 
 def run_workers(curves: Sequence[Curve], order: Sequence[int], workers: int, decide: Decide,
-                completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
+                completes: Mapping[int, Sequence[int]] | None = None, queue: dict | None = None) -> Choice:
     """Trials of ``order`` on ``workers`` workers, each epoch's result shown to ``decide`` as it finishes; a trial
-    ends at its own epochs, when it fails, or when ``decide`` stops it. The choice: the best model among the trials'
-    ends and, per ``completes`` (trial → epoch counts, :func:`~istar_tune.replay.curves.arms`), the shorter
-    configurations a trial completed on its way (:func:`~istar_tune.replay.curves.choose`)."""
-    pending = iter(order)
+    ends at its own epochs, when it fails, or when ``decide`` stops it; a paused one waits for a free worker. The
+    choice: the best model among the trials' ends and, per ``completes`` (trial → epoch counts,
+    :func:`~istar_tune.replay.curves.arms`), the shorter configurations a trial completed on its way
+    (:func:`~istar_tune.replay.curves.choose`). ``queue``, when given, holds what waits while ``decide`` is asked:
+    ``pending`` (trials not started) and ``paused`` (trial → the epoch it goes on with)."""
+    pending = list(order)[::-1]  # the next one last
+    place = {index: number for number, index in enumerate(order)}
+    paused: dict[int, int] = {}
     running: list[tuple[float, int, int, int]] = []  # (finishes at, worker, trial, epoch)
+    if queue is not None:
+        queue.update(pending=pending, paused=paused)
 
     def start(worker: int, now: float) -> None:
-        index = next(pending, None)
-        if index is not None:
-            heapq.heappush(running, (now + curves[index].epoch_seconds, worker, index, 1))
+        if pending:
+            index, epoch = pending.pop(), 1
+        elif paused:  # the trial that came first in the order goes on first
+            index = min(paused, key=place.__getitem__)
+            epoch = paused.pop(index)
+        else:
+            return
+        heapq.heappush(running, (now + curves[index].epoch_seconds, worker, index, epoch))
 
     for worker in range(workers):
         start(worker, 0.0)
@@ -53,9 +66,13 @@ def run_workers(curves: Sequence[Curve], order: Sequence[int], workers: int, dec
         if not curve.reported(epoch):  # it failed in this epoch
             start(worker, now)
             continue
-        if decide(index, epoch, curve.score(epoch)) == STOP or epoch >= curve.epochs:
+        action = decide(index, epoch, curve.score(epoch))
+        if action == STOP or epoch >= curve.epochs:
             on_way = [(index, k) for k in (completes or {}).get(index, ()) if k < epoch]
             ended += [*on_way, (index, epoch)]
+            start(worker, now)
+        elif action == PAUSE:
+            paused[index] = epoch + 1
             start(worker, now)
         else:
             heapq.heappush(running, (now + curve.epoch_seconds, worker, index, epoch + 1))
@@ -130,7 +147,9 @@ def median_stopping(curves: Sequence[Curve], rng: np.random.Generator, grace: in
                     min_samples: int = 3, completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
     """Ray's median stopping rule with a hard stop: from epoch ``grace`` on, a trial whose best score so far is below
     the median of the other trials' mean scores over epochs ``grace..t`` (trials that reached epoch t) stops; with
-    fewer than ``min_samples`` such trials it goes on."""
+    fewer than ``min_samples`` such trials it pauses while other trials wait to start or go on (yielding its worker,
+    as Ray's rule does), else it goes on."""
+    queue: dict = {}
     sums: dict[int, float] = {}
     best: dict[int, float] = {}
     means_at: dict[int, list[float]] = {}  # epoch t → the sorted finite means over grace..t of trials that reached t
@@ -141,18 +160,19 @@ def median_stopping(curves: Sequence[Curve], rng: np.random.Generator, grace: in
             return CONTINUE
         sums[index] = sums.get(index, 0.0) + value
         others = means_at.setdefault(epoch, [])
-        action = CONTINUE
         if len(others) >= min_samples:
             middle = len(others) // 2
             median = others[middle] if len(others) % 2 else (others[middle - 1] + others[middle]) / 2
             action = STOP if median > best[index] else CONTINUE
+        else:  # too few to judge: Ray's rule yields the worker when a trial waits for one
+            action = PAUSE if queue["pending"] or queue["paused"] else CONTINUE
         mean = sums[index] / (epoch - grace + 1)
         if math.isfinite(mean):
             bisect.insort(others, mean)
         return action
 
     order = [int(i) for i in rng.permutation(len(curves))]
-    return run_workers(curves, order, workers, decide, completes)
+    return run_workers(curves, order, workers, decide, completes, queue)
 
 
 def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:

@@ -185,3 +185,57 @@ def test_the_replays_asha_is_rays_asha_scheduler_driven_with_the_same_trial_orde
             ours = schedulers.asha(curves, Fixed(order=order), grace=1, eta=eta, workers=workers)
             theirs = schedulers.run_workers(curves, order, workers, _ray_asha(1, eta, horizon))
             assert ours == theirs, (horizon, eta, workers, order)
+
+
+class _Trial:
+    """What Ray's schedulers read of a trial (hashable: they key their records by it)."""
+
+    def __init__(self, trial_id: str, status: str = "RUNNING"):
+        self.trial_id, self.status = trial_id, status
+
+
+def _ray_median(grace: int, queue: dict):
+    """Ray Tune's own ``MedianStoppingRule`` as a replay's ``decide``; the trials waiting for a worker (``queue``,
+    kept by :func:`~istar_tune.replay.schedulers.run_workers`) are the live PENDING and PAUSED trials it asks for."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import MedianStoppingRule, TrialScheduler
+
+    rule = MedianStoppingRule(time_attr="epoch", metric="objective", mode="max", grace_period=grace,
+                              min_samples_required=3, hard_stop=True)
+    trials: dict[int, _Trial] = {}
+
+    def live():
+        waiting = [(i, Trial.PENDING) for i in queue["pending"]] + [(i, Trial.PAUSED) for i in queue["paused"]]
+        return [_Trial(f"t{i}", status) for i, status in waiting]
+
+    controller = SimpleNamespace(get_live_trials=live)
+
+    def decide(index: int, epoch: int, value: float) -> str:
+        trial = trials.setdefault(index, _Trial(f"t{index}"))
+        action = rule.on_trial_result(controller, trial, {"epoch": epoch, "objective": value})
+        return {TrialScheduler.STOP: schedulers.STOP, TrialScheduler.PAUSE: schedulers.PAUSE}.get(
+            action, schedulers.CONTINUE)
+
+    return decide
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("grace", [1, 2])
+def test_the_replays_median_stopping_is_rays_rule_pauses_included(grace, workers):
+    """Cross-check: with too few trials to judge, Ray's rule pauses a trial while others wait for a worker; the
+    replay does the same, so every stop, every pause and the choice match."""
+    rng = np.random.default_rng(grace * 10 + workers)
+    for horizon in (3, 5):
+        for _ in range(6):
+            count = int(rng.integers(4, 12))
+            values = rng.uniform(0.4, 0.9, size=(count, horizon)).round(3)
+            curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": horizon},
+                            tuple(float(v) for v in values[i]), epoch_seconds=float(rng.choice([1.0, 1.5, 2.0])))
+                      for i in range(count)]
+            order = [int(i) for i in rng.permutation(count)]
+            ours = schedulers.median_stopping(curves, Fixed(order=order), grace, workers)
+            queue: dict = {}
+            theirs = schedulers.run_workers(curves, order, workers, _ray_median(grace, queue), queue=queue)
+            assert ours == theirs, (horizon, grace, workers, order)
