@@ -38,6 +38,10 @@ class IsotropyError(IstarTuneError, ValueError):
     """An isotropy score is undefined for the input (too few points, NaN values, ...)."""
 
 
+class ClusterError(IstarTuneError):
+    """A Ray instance cannot be started or joined (a local one that did not start in time, under load)."""
+
+
 class TrainingError(IstarTuneError):
     """Training cannot go on (for example the loss became NaN)."""
 
@@ -53,6 +57,9 @@ STORAGE_FAILURES = (
      "no space left on the storage device"),
     (re.compile(r"Read-only file system|Errno 30|EROFS|attempt to write a readonly database"),
      "the storage device is read-only"),
+    (re.compile(r"database disk image is malformed|file is not a database|no such table: (?:runs|experiments|"
+                r"metrics|params|tags|latest_metrics|alembic_version)\b"),
+     "the MLflow store's file is damaged (move it aside and start a new store, or restore it from a backup)"),
 )
 """Error texts of a full or read-only storage device, with the cause in words: no retry and no other configuration
 mends them (the search stops for them, the MLflow run writer gives up on them at once)."""

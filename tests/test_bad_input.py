@@ -365,6 +365,11 @@ CASES = {
                                                        f"sqlite:///{_store(t)}", "--output",
                                                        str(t / "missing" / "best.md")], "does not exist"),
     "status: negative watch": (lambda t: ["status", "--experiment", "x", "--watch", "-5"], "--watch -5"),
+    "calibrate: --device cuda without CUDA": (lambda t: ["calibrate", "--model", "tiny-bert", "--task", "rte",
+                                                         "--device", "cuda", "--output", str(t / "c.yaml")],
+                                               "CUDA is not available on this machine"),
+    "calibrate: --output a folder": (lambda t: ["calibrate", "--model", "tiny-bert", "--task", "rte", "--device",
+                                                "cpu", "--packing", "1", "--output", str(t)], "is a folder"),
     # One reading path: every class of data defect the label rule and the field checks refuse (docs/tasks.md)
     "data: a placeholder label": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,1\nb,0\nc,-\n")],
                                   "rows 3: '-' is not a label: .*drop_labels: \\['-'\\]"),

@@ -160,11 +160,25 @@ def recommend(measurements: list[dict[str, Any]]) -> dict[str, Any] | None:
             **({"gain_over_one": round(gain, 2)} if gain else {})}
 
 
+def check_output(output: str | os.PathLike) -> None:
+    """``--output`` can be written: not a folder, its folder creatable and writable (one line otherwise)."""
+    path = Path(output)
+    if path.is_dir():
+        raise ConfigError(f"--output {str(output)!r} is a folder: name the YAML file to write, e.g. "
+                          f"{str(path / 'calibration.yaml')!r}")
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"--output {str(output)!r}: {str(folder)!r} is not a folder this process can write in: "
+                          "write elsewhere")
+
+
 def calibrate(job: Job, packings: tuple[int, ...], modes: tuple[str, ...], output: str | os.PathLike,
               write: Callable[[str], None] = print) -> Calibration:
-    """Measure every packing × mode (:func:`measure`), print a line each, recommend, and write ``output``."""
+    """Measure every packing × mode (:func:`measure`), print a line each, recommend, and write ``output`` (checked
+    writable before anything is measured: a measurement takes minutes)."""
     import torch
 
+    check_output(output)
     if job.device == "cpu" or (job.device == "auto" and not torch.cuda.is_available()):
         machine = f"cpu ({os.cpu_count()} cores, {platform.processor() or platform.machine()})"
         cuda = False

@@ -4,6 +4,7 @@ compile modes for this machine, the method, the model and the task, made into a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from istar_tune.apps.calibrate import Job
@@ -51,6 +52,11 @@ def calibration_job(model: str, task: str, method: str, batch_size: int, max_len
     numbers = {"batch_size": batch_size, "max_length": max_length, "steps": steps, "warmup": warmup}
     problems = [f"--{name.replace('_', '-')} must be at least {LEAST[name]}, got {value}"
                 for name, value in numbers.items() if value < LEAST[name]]
+    if re.fullmatch(r"cuda(:\d+)?", device or ""):
+        import torch
+
+        if not torch.cuda.is_available():
+            problems.append(f"--device {device}: CUDA is not available on this machine: use --device cpu or auto")
     if problems:
         raise ConfigError(problems)
     get_method(method)

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 
 from istar_tune import tracking
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ClusterError, ConfigError
 from istar_tune.search.spaces.cost import packing_of
 from istar_tune.search.spaces.space import SearchSpace
 
@@ -81,9 +81,26 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     # driver alone, which ends the search honestly; a local instance's processes would die of it first and take the
     # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.
     with _sigterm_blocked(cluster == "local"):
-        ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING, **local)
+        try:
+            ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING,
+                     **local)
+        except Exception as err:  # noqa: BLE001 — Ray raises a bare Exception when its processes start too slowly
+            if cluster != "local" or not _timed_out(err):
+                raise
+            raise ClusterError(f"the local Ray instance did not start within Ray's {RAY_START_WAIT_S} s (its words: "
+                               f"{' '.join(str(err).split())[:160]}); the machine may be overloaded: run it again, "
+                               "or when it is busy, give --address of a running cluster") from None
     if cluster == "local":
         _ends_without_waiting(ray._private.worker._global_node)
+
+
+RAY_START_WAIT_S = 30
+"""How long Ray waits for a new local instance's processes (its raylet start wait) before it gives up."""
+
+
+def _timed_out(err: BaseException) -> bool:
+    text = str(err).lower()
+    return isinstance(err, TimeoutError) or "timed out" in text or "timeout" in text
 
 
 def _ends_without_waiting(node) -> None:

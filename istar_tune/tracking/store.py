@@ -121,9 +121,18 @@ def _open(tracking_uri: str) -> None:
         client(tracking_uri).search_experiments(max_results=1)
     except Exception as err:  # a file that is not a database, or one whose tables were left half-created
         seen = (str(err).strip().splitlines() or [""])[0][:200]
+        if "database is locked" in str(err):  # busy, not broken: moving it away would hide every run it holds
+            raise ConfigError(f"tracking store {tracking_uri}: another process holds it locked ({seen}): wait for "
+                              "that process (a search, an MLflow UI writing to it: `fuser "
+                              f"{_sqlite_path(tracking_uri)}` names it) and run this again; the store itself is not "
+                              "damaged") from err
         raise ConfigError(f"tracking store {tracking_uri}: MLflow cannot open it ({type(err).__name__}: {seen}); "
                           "it is another kind of file or a store whose creation was cut short: move it away or give "
                           "another --tracking-uri") from err
+
+
+def _sqlite_path(tracking_uri: str) -> str:
+    return tracking_uri.split("sqlite:///", 1)[-1]
 
 
 PLAN_TOTAL = "*"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import ray
 
 from istar_tune.search import cluster
@@ -74,3 +75,24 @@ def test_processes_started_while_sigterm_is_blocked_inherit_it_and_the_drivers_h
         assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_local_instance_that_does_not_start_in_time_is_said_in_one_line(monkeypatch):
+    """Under load Ray gives up on its own processes with a bare Exception and a traceback: said as what it is."""
+    import ray
+
+    from istar_tune.errors import ClusterError
+    from istar_tune.search import cluster
+
+    def too_slow(**_):
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", too_slow)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ClusterError, match=r"the local Ray instance did not start within Ray's 30 s .*run it again"):
+        cluster.connect(None)
+    monkeypatch.setattr(ray, "init", lambda **_: (_ for _ in ()).throw(ValueError("another failure")))
+    with pytest.raises(ValueError, match="another failure"):  # not a time-out: Ray's own error, untouched
+        cluster.connect(None)

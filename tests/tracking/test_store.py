@@ -123,3 +123,26 @@ def test_a_store_that_cannot_be_written_is_refused_before_anything_starts(tmp_pa
     monkeypatch.setattr(store, "client", lambda uri: Server(refuse=True))
     with pytest.raises(ConfigError, match="refuses writes .*PERMISSION_DENIED"):
         store.check_writable("http://127.0.0.1:5000")
+
+
+def test_a_store_another_process_holds_locked_is_said_to_be_locked_not_broken(tmp_path):
+    """Moving a locked store away (the advice for a broken one) would hide every run it holds."""
+    import sqlite3
+    import time
+
+    from istar_tune.errors import ConfigError
+    from istar_tune.tracking.store import _open
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.prepare_store(uri)
+    holder = sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    began = time.monotonic()
+    try:
+        with pytest.raises(ConfigError, match="another process holds it locked") as err:
+            _open(uri)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "move it away" not in str(err.value) and "fuser" in str(err.value)
+    assert time.monotonic() - began < 120

@@ -61,6 +61,53 @@ def test_a_kept_store_of_another_schema_is_built_again(cache, tmp_path):
     assert template._revision(kept) == template._revision(first) != "older"
 
 
+@pytest.mark.parametrize("damage", ["a table dropped", "garbage pages"])
+def test_a_damaged_kept_store_is_built_again_never_copied(cache, tmp_path, damage):
+    """A kept store with a table missing, or with garbage over its pages, still names its schema revision: the
+    quick check and the recorded schema find it, and the next store is a whole one."""
+    first = tmp_path / "a.db"
+    assert template.start_from_template(first)
+    kept = next(cache.glob("mlflow-*.db"))
+    if damage == "a table dropped":
+        with sqlite3.connect(kept) as db:
+            db.execute("DROP TABLE metrics")
+    else:
+        data = bytearray(kept.read_bytes())
+        data[4096:8192] = b"\xab" * 4096  # the second page and on, not the header
+        kept.write_bytes(bytes(data))
+    assert not template._healthy(kept)
+    second = tmp_path / "b.db"
+    assert template.start_from_template(second)
+    assert _schema(second) == _schema(first) and template._healthy(kept)  # rebuilt whole
+    uri = f"sqlite:///{second}"
+    tracking.prepare_store(uri)
+    client = tracking.client(uri)
+    client.log_metric(client.create_run(tracking.ensure_experiment(client, "e", str(tmp_path / "art"))).info.run_id,
+                      "accuracy", 0.5)
+
+
+def test_a_damaged_store_is_a_systemic_failure_never_retried():
+    from istar_tune.errors import storage_failure
+
+    assert "damaged" in storage_failure("sqlite3.DatabaseError: database disk image is malformed")
+    assert "damaged" in storage_failure("(sqlite3.OperationalError) no such table: metrics")
+    assert storage_failure("(sqlite3.OperationalError) database is locked") == ""  # waits, and is retried
+
+
+def test_a_full_disk_while_the_kept_store_is_built_leaves_the_building_to_mlflow(cache, tmp_path, monkeypatch):
+    """sqlite says a full disk in its own words (an OperationalError, not an OSError): the copy is given up quietly
+    and MLflow builds the store."""
+    import sqlalchemy
+
+    def full(build, file):
+        raise sqlalchemy.exc.OperationalError("CREATE TABLE", {}, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(template, "_build", full)
+    store = tmp_path / "results" / "mlflow.db"
+    assert not template.start_from_template(store) and not store.exists()
+    assert not list(cache.glob("*.building"))
+
+
 def test_a_cache_that_cannot_be_written_leaves_the_building_to_mlflow(tmp_path, monkeypatch):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
