@@ -126,14 +126,17 @@ def repair(results_root: str, say) -> set[str] | None:
     copy = _whole_copy(root)
     if copy is None and not any(root.glob(KINDS["experiment"])):
         return set()  # Tune wrote no state: its trials start again, each configuration in the run it started
+    if copy is None and _empty_state(root) and not _finished_trials(root):
+        aside = _set_aside(root)
+        say(f"resume: Tune's state in {root} is empty (0 bytes: the driver stopped as Tune began writing it) and no "
+            f"trial had finished: set aside in {aside.name}/, and the search starts again as with no state, each "
+            "configuration in the MLflow run it started")
+        return set()
     if copy is None:
         raise ConfigError(f"--resume: Tune's state in {root} cannot be restored ({why}; the storage device filled "
                           "while Tune wrote it?) and istar-tune holds no whole copy of it: the runs MLflow holds stay; "
                           "run the search again under a new name (--name NEW)")
-    aside = root / f"{SET_ASIDE}-{time.strftime('%Y%m%d-%H%M%S')}"
-    aside.mkdir()
-    for path in [p for pattern in KINDS.values() for p in root.glob(pattern)]:
-        path.rename(aside / path.name)
+    aside = _set_aside(root)
     for path in copy.files:
         shutil.copy2(path, root / path.name)
     stamp = time.strftime("%H:%M:%S", time.localtime(max(p.stat().st_mtime for p in copy.files)))
@@ -141,6 +144,31 @@ def repair(results_root: str, say) -> set[str] | None:
         f"(of {stamp}, {len(copy.trials)} trials) put back: trials started after it run again, each in the MLflow run "
         "it started")
     return copy.trials
+
+
+def _set_aside(root: Path) -> Path:
+    """Tune's state files moved (never deleted) into a dated folder of the results folder."""
+    aside = root / f"{SET_ASIDE}-{time.strftime('%Y%m%d-%H%M%S')}"
+    aside.mkdir(exist_ok=True)
+    for path in [p for pattern in KINDS.values() for p in root.glob(pattern)]:
+        path.rename(aside / path.name)
+    return aside
+
+
+def _empty_state(root: Path) -> bool:
+    """The newest experiment state is an empty file (Tune had created it and written nothing)."""
+    newest = max(root.glob(KINDS["experiment"]), default=None)
+    return newest is not None and newest.stat().st_size == 0
+
+
+def _finished_trials(root: Path) -> list[Path]:
+    """Trial folders whose results say the trial finished (``done``): what a restart would train again."""
+    finished = []
+    for results in root.glob("*/result.json"):
+        with open(results, "rb") as handle:
+            if any(b'"done": true' in line for line in handle):
+                finished.append(results.parent)
+    return finished
 
 
 def _whole_copy(root: Path) -> TuneState | None:

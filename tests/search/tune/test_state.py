@@ -134,6 +134,27 @@ def test_resume_leaves_a_whole_state_alone_and_refuses_a_cut_one_without_a_copy(
     assert state.repair("s3://bucket/runs/search", print) is None
 
 
+def test_resume_with_an_empty_state_and_nothing_finished_starts_again_as_with_no_state(tmp_path):
+    """The driver stopped as Tune began writing its state: a 0-byte file that no restore reads. With no trial
+    finished, the search starts again (the file set aside); with one finished, a restart would train it again: refused
+    as a state cut short."""
+    _write(tmp_path, "s", ["t0"])
+    (tmp_path / "experiment_state-s.json").write_bytes(b"")
+    (tmp_path / "trial_t0").mkdir()
+    (tmp_path / "trial_t0" / "result.json").write_text('{"epoch": 1, "done": false}\n')
+    said = []
+    assert state.repair(str(tmp_path), said.append) == set()
+    assert "is empty (0 bytes" in said[0] and "starts again as with no state" in said[0]
+    aside = next(tmp_path.glob(f"{state.SET_ASIDE}-*"))
+    assert (aside / "experiment_state-s.json").stat().st_size == 0 and not list(tmp_path.glob("experiment_state-*"))
+    _write(tmp_path / "done", "s", ["t0"])
+    (tmp_path / "done" / "experiment_state-s.json").write_bytes(b"")
+    (tmp_path / "done" / "trial_t0").mkdir()
+    (tmp_path / "done" / "trial_t0" / "result.json").write_text('{"epoch": 1, "done": true}\n')
+    with pytest.raises(ConfigError, match="cannot be restored"):
+        state.repair(str(tmp_path / "done"), print)
+
+
 def test_the_copier_copies_in_its_own_thread_and_once_more_at_the_end(tmp_path):
     copier = state.StateCopier(str(tmp_path), every_s=3600)
     _write(tmp_path, "s", ["t0"])
