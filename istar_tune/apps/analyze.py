@@ -140,7 +140,8 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     source = resolve_checkpoint(checkpoint)
     the_task = _task(source, task, checkpoint)
     if the_task.problem_type == EXTRACTIVE_QA:
-        raise ConfigError("analyze works on sentence-level tasks (a [CLS] embedding per example), not SQuAD")
+        raise ConfigError(f"analyze works on sentence-level tasks (a [CLS] embedding per example), not extractive QA "
+                          f"(task {the_task.name} is one): analyse a classification or regression task's model")
     data_dir = data_dir or source.settings.get("data_dir")
     max_length = max_length or source.settings.get("max_length") or 128
     max_eval_samples = max_eval_samples or source.settings.get("max_eval_samples")
