@@ -81,6 +81,68 @@ def squad_scores(predictions: dict[str, str], references: dict[str, Sequence[str
     return {"exact_match": 100.0 * exact / len(references), "f1": 100.0 * f1 / len(references)}
 
 
+def squad_v2_scores(predictions: dict[str, str], references: dict[str, Sequence[str]],
+                    no_answer_scores: dict[str, float], no_answer_threshold: float = 1.0) -> dict[str, float]:
+    """SQuAD v2.0 by the official evaluation's rules (percent): ``references`` id → gold texts (none: unanswerable,
+    whose one gold answer is the empty string); ``predictions`` id → text ("" predicts no answer);
+    ``no_answer_scores`` id → how much the null answer beats the best span (a question whose score is over
+    ``no_answer_threshold``, 1.0 as the official script's default, counts as predicted unanswerable). ``exact_match``
+    and ``f1`` over every question, ``has_ans_*`` and ``no_ans_*`` over the answerable and unanswerable ones, and
+    ``best_exact``/``best_f1`` with their thresholds: the null-score threshold the official script chooses (the one
+    that maximises the score on these very questions, so it is reported beside, never used to choose). A question
+    without a prediction is left out, as the official script leaves it out."""
+    exact_raw, f1_raw, has_answer = {}, {}, {}
+    for qid, truths in references.items():
+        gold = [t for t in truths if normalize_answer(t)] or [""]
+        has_answer[qid] = gold != [""]
+        if qid not in predictions:
+            continue
+        exact_raw[qid] = max(float(normalize_answer(t) == normalize_answer(predictions[qid])) for t in gold)
+        f1_raw[qid] = max(_v2_f1(predictions[qid], t) for t in gold)
+    if not exact_raw:
+        return {"exact_match": 0.0, "f1": 0.0}
+
+    def thresholded(raw: dict[str, float]) -> dict[str, float]:
+        return {qid: (float(not has_answer[qid]) if no_answer_scores.get(qid, 0.0) > no_answer_threshold else score)
+                for qid, score in raw.items()}
+
+    exact, f1 = thresholded(exact_raw), thresholded(f1_raw)
+    out = {"exact_match": 100.0 * sum(exact.values()) / len(exact), "f1": 100.0 * sum(f1.values()) / len(f1)}
+    for name, keep in (("has_ans", True), ("no_ans", False)):
+        ids = [q for q in exact if has_answer[q] == keep]
+        if ids:
+            out[f"{name}_exact"] = 100.0 * sum(exact[q] for q in ids) / len(ids)
+            out[f"{name}_f1"] = 100.0 * sum(f1[q] for q in ids) / len(ids)
+    for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
+        out[f"best_{name}"], out[f"best_{name}_thresh"] = _best_threshold(predictions, raw, no_answer_scores,
+                                                                          has_answer)
+    return out
+
+
+def _v2_f1(prediction: str, truth: str) -> float:
+    """The official v2 token F1: an empty answer against an empty one is 1, against any other 0."""
+    pred_tokens, truth_tokens = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    if not pred_tokens or not truth_tokens:
+        return float(pred_tokens == truth_tokens)
+    return _token_f1(prediction, truth)
+
+
+def _best_threshold(predictions: dict[str, str], raw: dict[str, float], no_answer_scores: dict[str, float],
+                    has_answer: dict[str, bool]) -> tuple[float, float]:
+    """The official script's ``find_best_thresh``: questions in the order of their no-answer score, the threshold
+    after each the one where predicting "no answer" for every question above it scores best."""
+    current = best = float(sum(not has_answer[q] for q in raw))
+    threshold = 0.0
+    for qid in sorted(raw, key=lambda q: no_answer_scores.get(q, 0.0)):
+        if has_answer[qid]:
+            current += raw[qid]
+        else:
+            current += -1.0 if predictions[qid] else 0.0
+        if current > best:
+            best, threshold = current, no_answer_scores.get(qid, 0.0)
+    return 100.0 * best / len(raw), threshold
+
+
 def f1_binary(predictions: Sequence[int], labels: Sequence[int], positive: int = 1) -> float:
     """F1 of the ``positive`` class (GLUE's MRPC/QQP F1: class 1); 0 when it is never predicted nor true."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)
@@ -206,6 +268,7 @@ __all__ = [
     "pearson",
     "normalize_answer",
     "squad_scores",
+    "squad_v2_scores",
     "classification_metrics",
     "score",
     "best_scored",

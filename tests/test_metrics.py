@@ -113,3 +113,26 @@ def test_what_the_docs_state_of_absent_classes_and_constant_predictions():
     assert f1_macro(predictions, labels) == pytest.approx(sum(per_class) / 2)
     constant = np.zeros(4)
     assert pearson(constant, labels) == spearman(constant, labels) == matthews_corrcoef(np.zeros(4, int), labels) == 0
+
+
+def test_squad_v2_by_the_official_rules_on_a_hand_made_set():
+    """Two answerable and two unanswerable questions, computed by hand with the official v2 evaluation's rules: an
+    empty prediction matches an unanswerable question; the no-answer scores over 1.0 count as "no answer"; the best
+    threshold walks the questions in the order of their no-answer score."""
+    from istar_tune.metrics import squad_v2_scores
+
+    references = {"q1": ["Paris"], "q2": [], "q3": ["the Eiffel Tower", "Eiffel Tower"], "q4": []}
+    predictions = {"q1": "Paris", "q2": "", "q3": "Tower", "q4": "London"}
+    no_answer = {"q1": -2.0, "q2": 3.0, "q3": 0.5, "q4": -1.0}
+    scores = squad_v2_scores(predictions, references, no_answer)
+    assert scores["exact_match"] == pytest.approx(50.0) and scores["f1"] == pytest.approx(100 * (2 + 2 / 3) / 4)
+    assert scores["has_ans_exact"] == pytest.approx(50.0) and scores["has_ans_f1"] == pytest.approx(100 * (5 / 6))
+    assert scores["no_ans_exact"] == pytest.approx(50.0) and scores["no_ans_f1"] == pytest.approx(50.0)
+    assert (scores["best_exact"], scores["best_exact_thresh"]) == (pytest.approx(75.0), -2.0)
+    assert (scores["best_f1"], scores["best_f1_thresh"]) == (pytest.approx(75.0), -2.0)
+    # A no-answer score over the threshold turns an answerable question's right span into a miss.
+    missed = squad_v2_scores(predictions, references, {**no_answer, "q1": 1.5})
+    assert missed["has_ans_exact"] == pytest.approx(0.0)
+    # Without unanswerable questions and no-answer scores, v2 scores as v1.
+    v1 = {"q1": ["Paris"], "q3": ["Eiffel Tower"]}
+    assert squad_v2_scores(predictions, v1, {})["f1"] == pytest.approx(squad_scores(predictions, v1)["f1"])

@@ -102,13 +102,7 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
         for source, run in best.items():
             if source not in wanted:
                 continue
-            chosen_by = chosen_on(run.metrics, metrics[source[1]])
-            if space.choose_by == "dev" and chosen_by == "holdout":
-                raise ConfigError(f"{space.path}: choose_by: dev, but the trials of {experiment} held training data "
-                                  "out to choose: the dev set would choose what it then scores; leave choose_by "
-                                  "out (their held-out scores choose)")
-            if space.choose_by == "holdout":
-                chosen_by = "holdout"
+            chosen_by = _chosen_by(space, experiment, run, metrics[source[1]])
             config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k not in _NOT_CARRIED}
             group = seeds_group(space, studied[source])
             planned.append(PlannedGroup(group=group, trials=space.trials_in(group), param_space=config,
@@ -127,6 +121,17 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
                           f" × {', '.join(space.methods)} in the searches {', '.join(space.best_of)} at "
                           f"{tracking_uri}{absent}: run those searches first")
     return planned
+
+
+def _chosen_by(space: SearchSpace, experiment: str, run, metric: str) -> str:
+    """What chose the best run a seeds group re-runs: ``holdout`` where its search held data out (``choose_by: dev``
+    refused there: the dev set would choose what it then scores), else ``dev``."""
+    chosen_by = chosen_on(run.metrics, metric)
+    if space.choose_by == "dev" and chosen_by == "holdout":
+        raise ConfigError(f"{space.path}: choose_by: dev, but the trials of {experiment} held training data out to "
+                          "choose: the dev set would choose what it then scores; leave choose_by out (their "
+                          "held-out scores choose)")
+    return "holdout" if space.choose_by == "holdout" else chosen_by
 
 
 _NOT_CARRIED = ("seed", "model", "task", "method")

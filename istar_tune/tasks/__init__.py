@@ -1,9 +1,10 @@
-"""Tasks: what a fine-tuning task is (``task``), its definition as YAML (``definition``) and the tasks a process knows
-(``registry``: the shipped paper tasks by name; one's own travel as objects). No module outside this package names a
-task.
+"""Tasks: what a fine-tuning task is (``task``), its definition as YAML (``definition``) and back (``mapping``),
+its labels (``labels``) and the tasks a process knows (``registry``: the shipped paper tasks by name; one's own
+travel as objects). No module outside this package names a task.
 """
 
-from istar_tune.tasks.definition import definition_mapping, facts, load_task_file, task_from_facts, task_from_mapping
+from istar_tune.tasks.definition import load_task_file, task_from_mapping
+from istar_tune.tasks.mapping import definition_mapping, facts, task_from_facts
 from istar_tune.tasks.registry import (
     TASKS,
     get_task,

@@ -1,5 +1,6 @@
 """Where the shipped tasks' files come from, by one rule everywhere (no ``datasets`` import: the search driver reads
-it too): ``--data-dir``, else a search space's ``data_dir``, else ``$GLUE_DIR``, else the Hugging Face hub."""
+it too): ``--data-dir``, else a search space's ``data_dir``, else ``$GLUE_DIR``, else the Hugging Face hub; and what
+kind of file a ``.json`` is (SQuAD's nested layout, or rows)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,17 @@ def hub_reachable(timeout: float = 5.0) -> bool:
     except OSError:
         return False
     return True
+
+
+SNIFF_BYTES = 1 << 16
+"""How much of a .json file is read to tell SQuAD's nested layout from a table of rows."""
+
+
+def looks_like_squad(path: Path) -> bool:
+    """Whether a .json file is SQuAD's nested layout: one object whose ``data`` holds articles with ``paragraphs``."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head.startswith(b"{") and b'"data"' in head and b'"paragraphs"' in head

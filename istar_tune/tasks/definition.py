@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.errors import ConfigError
+from istar_tune.tasks.data_folder import looks_like_squad
 from istar_tune.tasks.task import (
     CLASSIFICATION,
     DEFAULT_ENCODING,
@@ -58,7 +59,7 @@ from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
         "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue",
-        "encoding", "positive_label", "drop_labels", "column_names")
+        "encoding", "positive_label", "drop_labels", "column_names", "unanswerable")
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -99,16 +100,7 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):
         problem("files_in", f"must be {IN_DEFINITION_FOLDER} or {IN_DATA_FOLDER}, got {files_in!r}")
     files, file_format = _files(raw, base_dir, files_in, problem)
-    problem_type = raw.get("problem_type") or _implied_problem_type(raw)
-    if file_format == "squad" and problem_type is None:
-        problem_type = EXTRACTIVE_QA  # a SQuAD file holds questions and answers
-    elif file_format == "squad" and problem_type != EXTRACTIVE_QA:
-        problem("format", f"a SQuAD file holds extractive QA (questions and answer spans), not a {problem_type} task")
-    infer = problem_type is None  # the data decides (numbers with decimals: regression), then the metric
-    problem_type = problem_type or CLASSIFICATION
-    if problem_type not in PROBLEM_TYPES:
-        problem("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {problem_type!r}")
-        problem_type = CLASSIFICATION
+    problem_type, infer = _problem_type(raw, file_format, problem)
     metric = raw.get("metric", DEFAULT_METRIC[problem_type])
     if metric not in METRICS[problem_type]:
         problem("metric", f"{metric!r} does not fit a {problem_type} task: choose one of "
@@ -123,15 +115,7 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")
     _check_fields(text_fields, label_field, problem)
     label_names, label_values = _label_names(raw.get("label_names", []), problem_type, metric, problem)
-    drop_labels = _strings(raw.get("drop_labels", []), "drop_labels", problem)
-    if drop_labels and problem_type != CLASSIFICATION:
-        problem("drop_labels", f"only a classification task's labels are dropped by value; this one is {problem_type}")
-    column_names = _strings(raw.get("column_names", []), "column_names", problem)
-    if column_names and file_format not in ("csv", "tsv"):
-        problem("column_names", f"names the columns of a csv or tsv file without a header; this task's format is "
-                                f"{file_format or 'a hub data set'!s}")
-    if len(set(column_names)) < len(column_names):
-        problem("column_names", f"each column once, got {list(column_names)}")
+    reading = _reading(raw, problem_type, file_format, problem)
     positive = _positive_label(raw.get("positive_label"), problem_type, metric, label_names, problem)
     score_range = _score_range(raw.get("score_range"), problem_type, problem)
     examples = _examples(raw.get("examples", {}), problem)
@@ -146,11 +130,47 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
                 metric=metric, text_fields=text_fields, label_field=label_field, label_names=label_names,
                 label_values=label_values, indexed_labels=bool(label_names) and not label_values,
-                drop_labels=drop_labels, column_names=column_names,
+                **reading,
                 score_range=score_range, format=file_format, files=files, files_in=files_in, glue=glue, hub=hub,
                 train_examples=examples.get("train", 0), eval_examples=examples.get("validation", 0),
                 checksums={k: str(v) for k, v in checksums.items()}, source=source, shipped=shipped,
                 infer_problem_type=infer, encoding=encoding, positive_label=positive)
+
+
+def _problem_type(raw: Mapping[str, Any], file_format: str, problem) -> tuple[str, bool]:
+    """(the problem type, whether the data decides it): as given, as the definition implies it, extractive QA for a
+    SQuAD file, else classification until the labels say otherwise."""
+    problem_type = raw.get("problem_type") or _implied_problem_type(raw)
+    if file_format == "squad" and problem_type is None:
+        problem_type = EXTRACTIVE_QA  # a SQuAD file holds questions and answers
+    elif file_format == "squad" and problem_type != EXTRACTIVE_QA:
+        problem("format", f"a SQuAD file holds extractive QA (questions and answer spans), not a {problem_type} task")
+    infer = problem_type is None  # the data decides (numbers with decimals: regression), then the metric
+    problem_type = problem_type or CLASSIFICATION
+    if problem_type not in PROBLEM_TYPES:
+        problem("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {problem_type!r}")
+        problem_type = CLASSIFICATION
+    return problem_type, infer
+
+
+def _reading(raw: Mapping[str, Any], problem_type: str, file_format: str, problem) -> dict[str, Any]:
+    """How the data is read: ``drop_labels`` (classification), ``column_names`` (a headerless csv/tsv) and
+    ``unanswerable`` (extractive QA with questions without an answer)."""
+    drop_labels = _strings(raw.get("drop_labels", []), "drop_labels", problem)
+    if drop_labels and problem_type != CLASSIFICATION:
+        problem("drop_labels", f"only a classification task's labels are dropped by value; this one is {problem_type}")
+    unanswerable = raw.get("unanswerable", False)
+    if not isinstance(unanswerable, bool) or (unanswerable and problem_type != EXTRACTIVE_QA):
+        problem("unanswerable", f"true or false, for an extractive-QA task alone; got {unanswerable!r} for a "
+                                f"{problem_type} task")
+        unanswerable = False
+    column_names = _strings(raw.get("column_names", []), "column_names", problem)
+    if column_names and file_format not in ("csv", "tsv"):
+        problem("column_names", f"names the columns of a csv or tsv file without a header; this task's format is "
+                                f"{file_format or 'a hub data set'!s}")
+    if len(set(column_names)) < len(column_names):
+        problem("column_names", f"each column once, got {list(column_names)}")
+    return {"drop_labels": drop_labels, "column_names": column_names, "unanswerable": unanswerable}
 
 
 def _positive_label(value, problem_type: str, metric: str, label_names: tuple[str, ...], problem) -> str:
@@ -302,20 +322,6 @@ def _files(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[di
     return files, file_format or ""
 
 
-SNIFF_BYTES = 1 << 16
-"""How much of a .json file is read to tell SQuAD's nested layout from a table of rows."""
-
-
-def looks_like_squad(path: Path) -> bool:
-    """Whether a .json file is SQuAD's nested layout: one object whose ``data`` holds articles with ``paragraphs``."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(SNIFF_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except OSError:
-        return False
-    return head.startswith(b"{") and b'"data"' in head and b'"paragraphs"' in head
-
-
 def _hub(value, problem) -> HubSource | None:
     if value is None:
         return None
@@ -383,63 +389,5 @@ def _examples(value, problem) -> dict[str, int]:
     return dict(value)
 
 
-def definition_mapping(task: Task) -> dict[str, Any]:
-    """``task`` as a definition mapping (absolute paths, what resolution read): it rebuilds the same task with
-    :func:`task_from_mapping` anywhere, without the original file or working folder."""
-    mapping: dict[str, Any] = {"name": task.name, "display_name": task.display_name,
-                               "problem_type": task.problem_type, "metric": task.metric}
-    if task.files:
-        mapping.update({"train": task.files["train"], "validation": task.files["validation"],
-                        "format": task.format})
-        if task.files_in != IN_DEFINITION_FOLDER:
-            mapping["files_in"] = task.files_in
-    if task.hub is not None:
-        hub = task.hub
-        mapping["hub"] = {"path": hub.path, "name": hub.name, "train_split": hub.train_split,
-                          "validation_split": hub.validation_split, **({"columns": hub.columns} if hub.columns else {})}
-    if task.glue is not None:
-        mapping["glue"] = {"header": task.glue.header, "num_columns": task.glue.num_columns,
-                           "columns": dict(task.glue.columns)}
-    mapping.update({"text_fields": list(task.text_fields), "label_field": task.label_field})
-    if task.encoding != DEFAULT_ENCODING:
-        mapping["encoding"] = task.encoding
-    if task.label_values:
-        mapping["label_names"] = dict(zip(task.label_values, task.label_names))
-    elif task.label_names:
-        mapping["label_names"] = list(task.label_names)
-    if task.drop_labels:
-        mapping["drop_labels"] = list(task.drop_labels)
-    if task.column_names:
-        mapping["column_names"] = list(task.column_names)
-    if task.positive_label:
-        mapping["positive_label"] = task.positive_label
-    if task.score_range is not None:
-        mapping["score_range"] = list(task.score_range)
-    if task.train_examples and task.eval_examples:
-        mapping["examples"] = {"train": task.train_examples, "validation": task.eval_examples}
-    if task.checksums:
-        mapping["checksums"] = dict(task.checksums)
-    return mapping
-
-
-def facts(task: Task) -> dict[str, Any]:
-    """What a reader of MLflow needs of a task it has no definition of: its name, how it is shown and ranked, and
-    its split sizes (the replay's cost model)."""
-    sizes = ({"examples": {"train": task.train_examples, "validation": task.eval_examples}}
-             if task.train_examples and task.eval_examples else {})
-    return {"name": task.name, "display_name": task.display_name, "problem_type": task.problem_type,
-            "metric": task.metric, **({"positive_label": task.positive_label} if task.positive_label else {}),
-            **sizes}
-
-
-def task_from_facts(values: Mapping[str, Any], source: str) -> Task:
-    """The task of :func:`facts`, for tables, plots and the replay's cost model (no data: it cannot be trained)."""
-    sizes = values.get("examples") or {}
-    return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
-                problem_type=values["problem_type"], metric=values["metric"], source=source,
-                positive_label=values.get("positive_label", ""), train_examples=int(sizes.get("train", 0)),
-                eval_examples=int(sizes.get("validation", 0)))
-
-
-__all__ = ["KEYS", "PAPER_FORMATS", "definition_mapping", "facts", "label_text", "load_task_file",
-           "looks_like_definition_path", "task_from_facts", "task_from_mapping"]
+__all__ = ["KEYS", "PAPER_FORMATS", "label_text", "load_task_file", "looks_like_definition_path",
+           "task_from_mapping"]

@@ -132,8 +132,8 @@ def one_based(texts: Iterable[str | None], numeric: bool, names: Sequence[str]) 
     if not numeric or any(is_number(n) for n in names):
         return False
     values = {float(t) for t in texts if t is not None}
-    return bool(values) and all(v.is_integer() for v in values) and 0 not in values and max(values) == len(names) \
-        and min(values) >= 1
+    whole = bool(values) and all(v.is_integer() for v in values)
+    return whole and min(values) >= 1 and max(values) == len(names)
 
 
 def label_value(task: Task, raw: Any, where: str) -> int | float:

@@ -87,6 +87,9 @@ class Task:
     are words (GLUE's 0/1 files with the names negative/positive). Names read from the data never index."""
     drop_labels: tuple[str, ...] = ()
     """Label values whose rows are dropped (a no-consensus placeholder such as ``-``), counted in the task's line."""
+    unanswerable: bool = False
+    """Extractive QA with questions that have no answer (SQuAD v2): they train towards the null answer at [CLS] and
+    are scored by the official v2 rules. Set when the data is read (a question without an answer), or given."""
     column_names: tuple[str, ...] = ()
     """The columns of a headerless csv/tsv file, in order (empty: the first row is the header)."""
     dropped: tuple[int, int] = (0, 0)
@@ -177,6 +180,8 @@ class Task:
         if self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):
             sizes = (f"; {self.read_examples[0]:,} train / {self.read_examples[1]:,} validation examples read "
                      f"(published: {self.train_examples:,} / {self.eval_examples:,})")
+        if self.problem_type == EXTRACTIVE_QA and self.unanswerable:
+            kind += " with unanswerable questions (SQuAD v2: trained towards the null answer, scored by the v2 rules)"
         if any(self.dropped):
             sizes += (f"; {self.dropped[0]:,} train / {self.dropped[1]:,} validation rows dropped (drop_labels: "
                       f"{', '.join(self.drop_labels)})")

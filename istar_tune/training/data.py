@@ -32,6 +32,8 @@ class EncodedData:
     """SQuAD: per validation feature, the character span of each token (``None`` outside the context)."""
     eval_example_ids: list | None = None
     """SQuAD: per validation feature, the id of the question it came from."""
+    eval_cls: list | None = None
+    """SQuAD: per validation feature, the position of its [CLS] token (where the null answer points)."""
     holdout: datasets.Dataset | None = None
     """Training examples held out to choose the scored epoch (the ``holdout`` setting; see :func:`hold_out`)."""
     label_scale: LabelScale | None = None
@@ -134,6 +136,8 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
         sample_map = encoded.pop("overflow_to_sample_mapping")
         context_id = 1 if pad_right else 0
         encoded["example_id"] = [batch["id"][s] for s in sample_map]
+        encoded["cls_index"] = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0
+                                for ids in encoded["input_ids"]]
         encoded["offset_mapping"] = [
             [o if encoded.sequence_ids(i)[k] == context_id else None for k, o in enumerate(offsets)]
             for i, offsets in enumerate(encoded["offset_mapping"])
@@ -148,10 +152,10 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
                                        new_fingerprint=fingerprint(raw["validation"], tokenizer, eval_features,
                                                                    ("squad", max_length, stride)),
                                        desc="Tokenising SQuAD validation")
-    offsets, example_ids = validation["offset_mapping"], validation["example_id"]
-    validation = validation.remove_columns(["offset_mapping", "example_id"])
+    offsets, example_ids, cls = validation["offset_mapping"], validation["example_id"], validation["cls_index"]
+    validation = validation.remove_columns(["offset_mapping", "example_id", "cls_index"])
     return EncodedData(train=train, validation=validation, raw_validation=raw["validation"], eval_offsets=offsets,
-                       eval_example_ids=example_ids)
+                       eval_example_ids=example_ids, eval_cls=cls)
 
 
 def answer_span(offset: list, sequence_ids: list, context_id: int, answers: dict, cls_index: int) -> tuple[int, int]:
@@ -172,14 +176,22 @@ def answer_span(offset: list, sequence_ids: list, context_id: int, answers: dict
     return token_start - 1, token_end + 1
 
 
-def squad_predictions(encoded: EncodedData, start_logits: np.ndarray, end_logits: np.ndarray) -> dict[str, str]:
+def squad_predictions(encoded: EncodedData, start_logits: np.ndarray, end_logits: np.ndarray,
+                      unanswerable: bool = False) -> tuple[dict[str, str], dict[str, float]]:
     """Answer text per question: the best valid span (start ≤ end, at most 30 tokens, inside the context) over
-    the question's windows, scored by start + end logit, as the standard SQuAD post-processing does."""
+    the question's windows, scored by start + end logit, as the standard SQuAD post-processing does. With
+    ``unanswerable`` questions (SQuAD v2): each question's null score (its windows' lowest [CLS] start + end logit)
+    against its best span, "" (no answer) where the null scores higher, and the difference as its no-answer score
+    (the official evaluation's ``na_prob``); without, no-answer scores are empty."""
     contexts = dict(zip(encoded.raw_validation["id"], encoded.raw_validation["context"]))
     best: dict[str, tuple[float, str]] = {}
+    null: dict[str, float] = {}
     for feature, example_id in enumerate(encoded.eval_example_ids):
         offsets = encoded.eval_offsets[feature]
         starts, ends = start_logits[feature], end_logits[feature]
+        if unanswerable:
+            cls = encoded.eval_cls[feature] if encoded.eval_cls is not None else 0
+            null[example_id] = min(null.get(example_id, np.inf), float(starts[cls] + ends[cls]))
         length = min(len(offsets), len(starts))
         start_top = np.argsort(starts[:length])[::-1][:N_BEST]
         end_top = np.argsort(ends[:length])[::-1][:N_BEST]
@@ -192,7 +204,10 @@ def squad_predictions(encoded: EncodedData, start_logits: np.ndarray, end_logits
                 score = float(starts[s] + ends[e])
                 if example_id not in best or score > best[example_id][0]:
                     best[example_id] = (score, contexts[example_id][offsets[s][0]:offsets[e][1]])
-    return {qid: text for qid, (_, text) in best.items()}
+    if not unanswerable:
+        return {qid: text for qid, (_, text) in best.items()}, {}
+    scores = {qid: score - best[qid][0] if qid in best else score for qid, score in null.items()}
+    return ({qid: "" if scores[qid] > 0 or qid not in best else best[qid][1] for qid in null}, scores)
 
 
 def squad_references(encoded: EncodedData) -> dict[str, list[str]]:

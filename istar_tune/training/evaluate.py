@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from istar_tune.isotropy import isoscore_star_from_cov
-from istar_tune.metrics import HOLDOUT_PREFIX, classification_metrics, squad_scores
+from istar_tune.metrics import HOLDOUT_PREFIX, classification_metrics, squad_scores, squad_v2_scores
 from istar_tune.models import (
     hidden_size,
 )
@@ -38,8 +38,10 @@ def evaluate(run: Run, shrinkage_cov: torch.Tensor | None) -> dict[str, float]:
         for key in keys:
             outputs_by_key.setdefault(key, []).extend(getattr(outputs, key).float().cpu().numpy())
     if run.task.problem_type == EXTRACTIVE_QA:
-        predictions = squad_predictions(run.data, outputs_by_key["start_logits"], outputs_by_key["end_logits"])
-        metrics = squad_scores(predictions, squad_references(run.data))
+        predictions, no_answer = squad_predictions(run.data, outputs_by_key["start_logits"],
+                                                   outputs_by_key["end_logits"], run.task.unanswerable)
+        metrics = (squad_v2_scores(predictions, squad_references(run.data), no_answer) if run.task.unanswerable
+                   else squad_scores(predictions, squad_references(run.data)))
     else:
         metrics = classification_metrics(run.task, np.stack(outputs_by_key["logits"]), run.data.labels)
     eval_cov = cloud.covariance(torch.float64)

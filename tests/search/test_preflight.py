@@ -111,9 +111,11 @@ def test_every_data_problem_of_every_task_at_once(own_data, glue_tiny, tmp_path)
                  "problem_type": "regression", "text_fields": ["rating"], "label_field": "body"})
     (tmp_path / "RTE").mkdir()
     problems = preflight.check_data([a, b, "rte"], str(tmp_path))
-    assert len(problems) == 5  # a: field y missing in both splits; b: texts are no scores in both; RTE: no files
-    assert sum("no field 'y'" in p for p in problems) == 2 and sum("are not numbers" in p for p in problems) == 2
-    assert "rows 1, 2, 3, 4, 5 and 59 more: scores " in problems[2] and "RTE files not found" in problems[4]
+    # a: field y missing in both splits; b: its "text" field holds the scores, in both; RTE: no files
+    assert len(problems) == 5
+    assert sum("no field 'y'" in p for p in problems) == 2
+    assert sum("text field 'rating' holds numbers, not text" in p for p in problems) == 2
+    assert "rows 1, 2, 3, 4, 5 and 59 more: text field" in problems[2] and "RTE files not found" in problems[4]
 
 
 def test_a_hub_task_while_the_hub_does_not_answer_is_refused_at_once(monkeypatch):

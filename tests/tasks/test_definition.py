@@ -7,7 +7,8 @@ import pytest
 
 from istar_tune.errors import ConfigError
 from istar_tune.tasks import definition_mapping, load_task_file, task_from_mapping
-from istar_tune.tasks.definition import facts, looks_like_definition_path, task_from_facts
+from istar_tune.tasks.definition import looks_like_definition_path
+from istar_tune.tasks.mapping import facts, task_from_facts
 from istar_tune.tasks.registry import SHIPPED_ALIASES
 
 

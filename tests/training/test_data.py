@@ -48,7 +48,8 @@ def test_squad_windows_and_post_processing_recover_gold_answers(glue_tiny):
                 start[i, k] = 10.0
             if span is not None and span[0] < char_end <= span[1]:
                 end[i, k] = 10.0
-    predictions, references = squad_predictions(encoded, start, end), squad_references(encoded)
+    (predictions, no_answer), references = squad_predictions(encoded, start, end), squad_references(encoded)
+    assert no_answer == {}  # SQuAD v1.1: no null answer
     assert set(predictions) == set(references)
     for qid, truths in references.items():
         # Exact, or the token containing a sub-token answer ("5" inside the token "50").

@@ -130,3 +130,31 @@ def test_star_sigma_training_takes_base_sigma_from_the_training_pass(make_hparam
     assert [r["accuracy"] for r in gathered] == [r["accuracy"] for r in exact]  # training itself is unchanged
     istar = train(make_hparams(task="rte", epochs=1), replace(settings, star_sigma="training")).epochs
     assert draws == [2, 0, 1] and "eval_isoscore_star" in istar[0]  # I-STAR's loss needs its passes
+
+
+def test_a_squad_v2_file_trains_towards_the_null_answer_and_is_scored_by_the_v2_rules(tmp_path, make_hparams,
+                                                                                       make_settings):
+    """A SQuAD JSON of one's own with unanswerable questions (``is_impossible``, no answers): recognised by its
+    layout, read as SQuAD v2, trained (their windows point at [CLS]) and scored with HasAns, NoAns and the best
+    threshold beside exact and F1."""
+    import json
+
+    from istar_tune.tasks import task_of
+    from istar_tune.training.loop import train
+
+    context = "The film opened in Paris in 1999 and was shown in Rome a year later."
+    questions = [("Where did it open?", "Paris"), ("When did it open?", "1999"), ("Where was it shown?", "Rome"),
+                 ("Who directed it?", None), ("What did it cost?", None), ("Where did it close?", None)]
+    qas = [{"id": f"q{i}", "question": q, "is_impossible": a is None,
+            "answers": [] if a is None else [{"text": a, "answer_start": context.index(a)}]}
+           for i, (q, a) in enumerate(questions)]
+    data = {"version": "v2.0", "data": [{"title": "film", "paragraphs": [{"context": context, "qas": qas}]}]}
+    for name in ("train.json", "dev.json"):
+        (tmp_path / name).write_text(json.dumps(data))
+    task = task_of({"name": "films", "train": "train.json", "validation": "dev.json"}, tmp_path)
+    assert task.problem_type == "extractive_qa" and task.format == "squad"
+    result = train(make_hparams(task="films", method="base", lam=0.0, epochs=1), make_settings(max_length=48),
+                   task=task)
+    record = result.epochs[-1]
+    assert {"exact_match", "f1", "has_ans_f1", "no_ans_f1", "best_f1", "best_f1_thresh"} <= set(record)
+    assert 0.0 <= record["f1"] <= 100.0 and 0.0 <= record["no_ans_exact"] <= 100.0

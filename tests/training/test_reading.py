@@ -138,7 +138,7 @@ def test_yes_no_values_are_not_scores(tmp_path):
     files = {"train": _write(tmp_path, "train.jsonl", '{"text": "a", "label": true}',
                              ['{"text": "b", "label": false}']),
              "validation": _write(tmp_path, "dev.jsonl", '{"text": "c", "label": true}', [])}
-    with pytest.raises(ConfigError, match="train.jsonl: rows 1, 2: score True, False is a yes/no value, not a number"):
+    with pytest.raises(ConfigError, match="train.jsonl: rows 1, 2: scores True, False are yes/no values, not numbers"):
         read_task(_task(files, problem_type="regression"))  # not 1.0 and 0.0
     assert read_task(_task(files))[0].label_names == ("False", "True")  # unsaid: yes/no are two classes
 
@@ -274,14 +274,20 @@ def test_extractive_qa_answers_are_checked_against_their_contexts_and_ids(own_da
     rows[4]["id"] = rows[0]["id"]
     files["train"].write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     dev = [json.loads(line) for line in files["validation"].read_text().splitlines()]
-    dev[0]["answers"] = {"text": [], "answer_start": []}
+    dev[0]["answers"] = {"text": [], "answer_start": []}  # unanswerable: SQuAD v2, not a problem
+    dev[1]["id"] = None
     files["validation"].write_text("\n".join(json.dumps(r) for r in dev) + "\n")
     with pytest.raises(ConfigError) as err:
         read_task(_task(files, problem_type="extractive_qa"))
     problems = err.value.problems
     assert any("train.jsonl: rows 2, 3, 4: answers: the context does not hold the answer text" in p for p in problems)
     assert any(f"train.jsonl: ids {rows[0]['id']} repeat" in p for p in problems)
-    assert any("dev.jsonl: rows 1: no answer" in p for p in problems) and len(problems) == 3
+    assert any("dev.jsonl: rows 2: no id" in p for p in problems) and len(problems) == 3
+    dev[1]["id"] = "fresh"
+    files["validation"].write_text("\n".join(json.dumps(r) for r in dev) + "\n")
+    clean = own_data("squad", "jsonl", folder=files["train"].parent.parent / "clean")
+    clean["validation"].write_text(files["validation"].read_text())
+    assert read_task(_task(clean, problem_type="extractive_qa"))[0].unanswerable
 
 
 def test_a_definitions_sizes_must_be_the_datas(own_data):
@@ -301,11 +307,11 @@ def test_a_positive_label_the_training_split_never_shows_is_refused(own_data):
 
 
 def test_a_giant_text_cell_is_refused_before_any_trial_holds_it(own_data, monkeypatch):
-    from istar_tune.training import reading
+    from istar_tune.training import checking
 
     files = own_data("sst2", "csv")
     lines = files["train"].read_text().splitlines()
     files["train"].write_text("\n".join([lines[0], *lines[1:4], "x" * 2_000 + ",1", *lines[4:]]) + "\n")
-    monkeypatch.setattr(reading, "MAX_CELL_CHARS", 1_000)  # a 200 MB cell, scaled down
+    monkeypatch.setattr(checking, "MAX_CELL_CHARS", 1_000)  # a 200 MB cell, scaled down
     with pytest.raises(ConfigError, match=r"row 4: text field 'text' holds 2,000 characters, over 1,000 a cell"):
         read_task(_task(files))

@@ -1,0 +1,33 @@
+"""A task as a mapping again: the resolved definition a trial carries rebuilds the same task anywhere, every key
+the reading needs included; the facts a reader of MLflow needs, sizes included."""
+
+from __future__ import annotations
+
+from istar_tune.tasks import Task, task_from_mapping
+from istar_tune.tasks.mapping import definition_mapping, facts, task_from_facts
+
+
+def test_a_definition_rebuilds_the_same_task_with_its_mapping_drops_columns_and_unanswerable_questions(tmp_path):
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / name).write_text("1,a\n2,b\n")
+    news = task_from_mapping({"name": "news", "train": "train.csv", "validation": "dev.csv",
+                              "column_names": ["label", "text"], "drop_labels": ["-"],
+                              "label_names": {1: "World", 2: "Sports"}}, tmp_path)
+    assert news.label_names == ("World", "Sports") and news.label_values == ("1", "2") and not news.indexed_labels
+    again = task_from_mapping(definition_mapping(news))
+    assert again == news.__class__(**{**news.__dict__, "source": again.source})
+    listed = task_from_mapping({"name": "l", "train": "train.csv", "validation": "dev.csv",
+                                "label_names": ["neg", "pos"]}, tmp_path)
+    assert listed.indexed_labels and definition_mapping(listed)["label_names"] == ["neg", "pos"]
+    (tmp_path / "q.jsonl").write_text("")
+    qa = task_from_mapping({"name": "q", "train": "q.jsonl", "validation": "q.jsonl", "problem_type": "extractive_qa",
+                            "unanswerable": True}, tmp_path)
+    assert definition_mapping(qa)["unanswerable"] is True and task_from_mapping(definition_mapping(qa)).unanswerable
+
+
+def test_facts_carry_the_sizes_the_replays_cost_model_needs():
+    task = Task("own", "Own", "classification", "accuracy", train_examples=640, eval_examples=64)
+    read = task_from_facts(facts(task), "MLflow")
+    assert (read.name, read.metric, read.train_examples, read.eval_examples) == ("own", "accuracy", 640, 64)
+    unsized = task_from_facts(facts(Task("u", "U", "regression", "pearson")), "MLflow")
+    assert "examples" not in facts(Task("u", "U", "regression", "pearson")) and unsized.train_examples == 0
