@@ -36,7 +36,7 @@ from istar_tune.trial_config import (
 OBJECTIVE = "objective"
 """Every trial reports its task's selection metric under this key too, so one searcher/scheduler setting fits every
 task (accuracy, mcc, pearson or f1): the value that chooses (``metrics.choosing_score``): with held-out data the best
-held-out value so far (the dev value at that epoch is reported beside it as ``scored_<metric>`` and chooses
+held-out value so far (the dev value at that epoch is reported beside it as :data:`DEV_OBJECTIVE` and chooses
 nothing), else the dev metric after the epoch."""
 OBJECTIVE_AT = "objective_at_epoch_"
 """Prefix of a shared trial's result keys: the objective of the configuration with that many epochs."""
@@ -44,6 +44,7 @@ DEV_OBJECTIVE = "dev_objective"
 """With held-out data: the dev value of the epoch the held-out data chose so far, reported beside the objective (it
 chooses nothing); a shared trial's ``dev_objective_at_epoch_<k>`` are those of its configurations."""
 DEV_OBJECTIVE_AT = "dev_objective_at_epoch_"
+"""Prefix of a shared trial's result keys: the dev value of the configuration with that many epochs."""
 
 
 # ---------------------------------------------------------------------------------------------- the trial
