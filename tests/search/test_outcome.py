@@ -85,3 +85,18 @@ def test_a_rehearsal_says_the_makespan_its_wall_time_stands_for():
     assert "a makespan of about 6 minutes" in summary.report()
     summary.time_factor = 0.0  # trials that trained: their wall time is the makespan, said by no extra line
     assert "rehearsal" not in summary.report()
+
+
+def test_with_held_out_data_the_summary_chooses_on_it_and_shows_the_dev_value_beside():
+    """t1 is best on the dev set (0.90), t2 on the held-out examples that chose (its objective): t2 is the best,
+    said as its held-out value with its dev value beside it; a shared trial's configurations keep their own."""
+    held = [_result("t1", 0.60, 3, learning_rate=1e-5), _result("t2", 0.75, 3, learning_rate=2e-5)]
+    held[0].metrics["dev_objective"], held[1].metrics["dev_objective"] = 0.90, 0.70
+    (outcome,) = group_outcomes(PLANNED, held, {}, "s")
+    assert outcome.best.trial_id == "t2" and outcome.best.dev_value == 0.70
+    text = SearchSummary(name="s", storage_path="/runs", tracking_uri="sqlite:///m.db", groups=[outcome]).report()
+    assert "bert/rte/istar: best held-out accuracy 0.7500 (dev 0.7000, which chose nothing) with" in text
+    shared = _result("t3", 0.8, 3, learning_rate=3e-5, completes_epochs=[1, 3])
+    shared.metrics.update({"objective_at_epoch_1": 0.65, "dev_objective_at_epoch_1": 0.95, "dev_objective": 0.6})
+    (both,) = group_outcomes(PLANNED, [shared], {}, "s")
+    assert {t.config["epochs"]: (t.value, t.dev_value) for t in both.trials} == {1: (0.65, 0.95), 3: (0.8, 0.6)}
