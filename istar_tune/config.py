@@ -114,6 +114,13 @@ class RunSettings:
     """float32 matrix products (a fp32 run's layers, and I-STAR's Gram matrix, which autocast leaves in float32):
     highest (true float32, torch's default) or high (TF32 on Ampere and later GPUs: faster, a 10-bit mantissa; the same
     as highest on CPU). Recorded like attn_implementation, and refused in one table with the other value."""
+    length_bucket: int = 0
+    """Pad each batch to the next multiple of this many tokens instead of to its longest input (0: its longest), so a
+    run meets at most max_length / length_bucket shapes (what a compiled or graph-captured GPU step needs). The data
+    and labels are the unbucketed run's, and a model evaluates to the same metrics up to the padding's float effects
+    (padded positions are masked); training draws its dropout masks over the padded shape, so a bucketed run trains
+    other numbers: recorded like attn_implementation, and refused in one table with another value. max_length must
+    be a multiple of it, so a padded batch never outgrows max_length."""
     threads: int | None = None
     """CPU threads torch computes with (its intra-op pool; ``None``: torch's default, every core). Float sums differ
     with the count in their last bits, and a few epochs carry that on (an exported configuration retrained with 2
@@ -162,7 +169,7 @@ CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MATMUL_PRECISIONS = ("highest", "high")
-EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest"}
+EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0"}
 """The settings that change a run's numbers without changing what it trains, with the value a run recorded before
 the setting existed had: runs that differ in one of them are not compared in one table unless asked."""
 
@@ -301,6 +308,9 @@ def _settings_problems(obj: RunSettings) -> list[str]:
         problems.append(f"eval_zeta must lie in [0, 1], got {obj.eval_zeta}")
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", obj.device):
         problems.append(f"device must be auto, cpu, cuda, cuda:N or mps, got {obj.device!r}")
+    if obj.length_bucket < 0 or (obj.length_bucket and obj.max_length % obj.length_bucket):
+        problems.append(f"length_bucket must be 0 (pad to each batch's longest) or a divisor of max_length "
+                        f"({obj.max_length}), so a padded batch never outgrows it; got {obj.length_bucket}")
     if obj.threads is not None and obj.threads < 1:
         problems.append(f"threads must be at least 1 (or left out: torch's default), got {obj.threads}")
     if obj.holdout_seed is not None and not 0 <= obj.holdout_seed <= MAX_SEED:

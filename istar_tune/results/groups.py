@@ -60,9 +60,10 @@ MIX_EXACTNESS_FLAG = "--mix-exactness"
 def refuse_mixed_exactness(runs: list[TrialRun], experiment: str, allowed: bool = False, models=None, tasks=None,
                            methods=None) -> None:
     """Refuse to put runs whose exactness settings differ (``config.EXACTNESS_SETTINGS``: the attention kernel, the
-    float32 matmul precision) into one comparison, unless ``allowed``: their numbers differ by the settings alone,
-    not only by what was trained. Only the runs shown count (``models``, ``tasks``, ``methods``: the rows and columns
-    asked for). A run that recorded no such setting ran with the value it had before the setting existed."""
+    float32 matmul precision, the length buckets) into one comparison, unless ``allowed``: their numbers differ by the
+    settings alone, not only by what was trained. Only the runs shown count (``models``, ``tasks``, ``methods``: the
+    rows and columns asked for). A run that recorded no such setting ran with the value it had before the setting
+    existed."""
     known = run_tasks(runs)
     task_names = {get_task(t, known).name for t in tasks} if tasks else None
     counted = [r for r in runs if r.status in tracking.COUNTED_STATUSES and (not models or r.model in models)

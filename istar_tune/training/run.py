@@ -151,7 +151,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
         delattr(model.config, SCALE_ATTRIBUTE)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
                 device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
-                collate=DataCollatorWithPadding(tokenizer))
+                collate=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=settings.length_bucket or None))
 
 
 def quiet_libraries(quiet: bool) -> None:

@@ -115,3 +115,6 @@ def test_runs_that_recorded_no_exactness_setting_count_as_the_defaults_they_ran_
         refuse_mixed_exactness(trial_runs(uri, "exp"), "exp")
     refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", allowed=True)
     refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", methods=["base", "istar"])  # the rows shown agree
+    log_trial(client, experiment, "t4", "bert", "rte", "base", {"accuracy": [0.61]}, **{"setting.length_bucket": "16"})
+    with pytest.raises(ConfigError, match="length_bucket 0 and 16"):  # padded to buckets: other float effects
+        refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", methods=["base"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from istar_tune.config import RunSettings
 from istar_tune.training.loop import MEASURED_KEYS, train
@@ -145,3 +146,30 @@ def test_cudnns_attention_kernel_is_turned_off_on_cuda_and_left_alone_on_a_cpu()
         assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+def test_length_buckets_pad_to_a_few_shapes_with_the_same_data_and_metrics(make_hparams, make_settings):
+    """Batches padded to multiples of 16: the same tokens and labels, and one model evaluates to the same metrics up to
+    the padding's float effects (padding is masked); a bucket that does not divide max_length is refused."""
+    import dataclasses
+
+    from istar_tune.config import from_dict
+    from istar_tune.errors import ConfigError
+    from istar_tune.training.evaluate import evaluate
+    from istar_tune.training.run import prepare
+
+    hparams = make_hparams(method="base", lam=0.0, epochs=1)
+    plain = prepare(hparams, make_settings(max_train_samples=48, max_eval_samples=32, max_length=48))
+    bucketed = dataclasses.replace(plain, collate=prepare(hparams, make_settings(
+        max_train_samples=48, max_eval_samples=32, max_length=48, length_bucket=16)).collate)
+    rows = [plain.data.train[i] for i in range(8)]
+    a, b = plain.collate(rows), bucketed.collate(rows)
+    assert b["input_ids"].shape[1] % 16 == 0 and torch.equal(b["input_ids"][:, :a["input_ids"].shape[1]],
+                                                               a["input_ids"])
+    assert torch.equal(a["labels"], b["labels"]) and b["attention_mask"][:, a["input_ids"].shape[1]:].sum() == 0
+    plain.model.eval()
+    seen, padded = evaluate(plain, None), evaluate(bucketed, None)
+    assert padded["accuracy"] == seen["accuracy"]
+    assert padded["eval_isoscore"] == pytest.approx(seen["eval_isoscore"], abs=1e-5)  # padding masked in the cloud
+    with pytest.raises(ConfigError, match="length_bucket must be 0 .* or a divisor of max_length \\(48\\)"):
+        from_dict(RunSettings, {"max_length": 48, "length_bucket": 20})
