@@ -106,27 +106,22 @@ class RunSettings:
     attn_implementation: str = "sdpa"
     """The encoder's attention kernel, as transformers names it: sdpa (PyTorch's scaled_dot_product_attention, fused
     kernels on CUDA: flash or memory-efficient, never cuDNN's, which is slow at each new sequence length; what
-    transformers chose for the paper's models before this setting existed) or eager (the
-    model's own matmul, softmax, matmul; keeps the attention scores: more memory on CUDA). The two differ in the last
-    bits of every result, so `table` (every kind, the seeds stage's comparison too) refuses to mix them unless given
-    --mix-exactness."""
+    transformers chose for the paper's models before this setting existed) or eager (the model's own matmul, softmax,
+    matmul; keeps the attention scores: more memory on CUDA). The two differ in the last bits of every result, so
+    `table` (every kind, the seeds stage's comparison too) refuses to mix them unless given --mix-exactness."""
     matmul_precision: str = "highest"
     """float32 matrix products (a fp32 run's layers, and I-STAR's Gram matrix, which autocast leaves in float32):
     highest (true float32, torch's default) or high (TF32 on Ampere and later GPUs: faster, a 10-bit mantissa; the same
     as highest on CPU). Recorded like attn_implementation, and refused in one table with the other value."""
     length_bucket: int = 0
-    """Pad each batch to the next multiple of this many tokens instead of to its longest input (0: its longest), so a
-    run meets at most max_length / length_bucket shapes (what a compiled or graph-captured GPU step needs). The data
-    and labels are the unbucketed run's, and a model evaluates to the same metrics up to the padding's float effects
-    (padded positions are masked); training draws its dropout masks over the padded shape, so a bucketed run trains
-    other numbers: recorded like attn_implementation, and refused in one table with another value. max_length must
-    be a multiple of it, so a padded batch never outgrows max_length."""
+    """Pad each batch to the next multiple of this many tokens, a divisor of max_length (0: to its longest input): a
+    run meets max_length / length_bucket shapes at most, as a compiled or graph-captured GPU step needs. The same data,
+    labels and, for one model, metrics up to float effects (padding is masked); dropout draws over the padded shape,
+    so training differs: recorded like attn_implementation, and refused in one table with another value."""
     threads: int | None = None
-    """CPU threads torch computes with (its intra-op pool; ``None``: torch's default, every core). Float sums differ
-    with the count in their last bits, and a few epochs carry that on (an exported configuration retrained with 2
-    threads gave 0.4625 where its 1-thread trial gave 0.4600): a search records its trials' count (its
-    ``resources.cpu``, which Ray gives each trial as ``OMP_NUM_THREADS``), so an exported configuration's ``train
-    --config`` computes as its trial did."""
+    """CPU threads torch computes with (``None``: torch's default, every core). Float sums differ with the count (an
+    export retrained on 2 threads gave 0.4625 where its 1-thread trial gave 0.4600): a search records its trials'
+    count (``resources.cpu``, Ray's ``OMP_NUM_THREADS`` for them), and ``train --config`` of an export uses it."""
     deterministic: bool = False
     """Torch's deterministic algorithms (and cuBLAS's deterministic workspace): a GPU run then repeats bit for bit, so
     shared epochs, resumes and Σ_S computed once are as exact on CUDA as on CPU (where they always are); slower, and
@@ -393,13 +388,9 @@ def trial_epochs(config: Mapping[str, Any]) -> int:
 
 def prefix_sharing_problem(settings: RunSettings, method: str) -> str | None:
     """Why a run of ``method`` under ``settings`` is *not* the first k epochs of the same run with more epochs
-    (``None`` when it is): the one rule that decides whether a grid's configurations differing only in ``epochs``
-    may share one trial.
-
-    Everything else in a run is already independent of its total epochs: epoch k's data order is seeded by
-    (seed, k), Σ_S's draw k by (seed, k), the held-out scored epoch is the best among the epochs so far and
-    ``patience`` looks only backwards.
-    """
+    (``None`` when it is): the one rule for whether a grid's configurations differing only in ``epochs`` share a trial.
+    Everything else in a run is independent of its total epochs: epoch k's data order and Σ_S's draw k are seeded by
+    (seed, k), the held-out scored epoch is the best so far and ``patience`` looks only backwards."""
     if RECIPES[settings.recipe].schedule != "constant":
         return (f"recipe {settings.recipe}: the learning rate warms up and decays over all of a run's steps, so a "
                 "shorter run is not the start of a longer one")
