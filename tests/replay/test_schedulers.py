@@ -174,17 +174,23 @@ def test_the_replays_asha_is_rays_asha_scheduler_driven_with_the_same_trial_orde
     """Cross-check: the same curves, start order and worker timing; every stop decision and so the choice and its
     cost are the same as Ray's ASHAScheduler makes them (at 3 epochs too, where η 3 and 4 cut once)."""
     rng = np.random.default_rng(eta * 10 + workers)
-    for horizon in (3, 5, 9):
-        for _ in range(5):
+    for horizon, curves, order in _random_grids(rng, horizons=(3, 5, 9), each=5):
+        ours = schedulers.asha(curves, Fixed(order=order), grace=1, eta=eta, workers=workers)
+        theirs = schedulers.run_workers(curves, order, workers, _ray_asha(1, eta, horizon))
+        assert ours == theirs, (horizon, eta, workers, order)
+
+
+def _random_grids(rng: np.random.Generator, horizons: tuple[int, ...], each: int):
+    """``each`` random grids per horizon: (horizon, 4 to 12 curves of random scores and epoch times, a start
+    order)."""
+    for horizon in horizons:
+        for _ in range(each):
             count = int(rng.integers(4, 13))
             values = rng.uniform(0.4, 0.9, size=(count, horizon)).round(3)
             curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": horizon},
                             tuple(float(v) for v in values[i]), epoch_seconds=float(rng.choice([1.0, 1.5, 2.0])))
                       for i in range(count)]
-            order = [int(i) for i in rng.permutation(count)]
-            ours = schedulers.asha(curves, Fixed(order=order), grace=1, eta=eta, workers=workers)
-            theirs = schedulers.run_workers(curves, order, workers, _ray_asha(1, eta, horizon))
-            assert ours == theirs, (horizon, eta, workers, order)
+            yield horizon, curves, [int(i) for i in rng.permutation(count)]
 
 
 class _Trial:
@@ -227,15 +233,8 @@ def test_the_replays_median_stopping_is_rays_rule_pauses_included(grace, workers
     """Cross-check: with too few trials to judge, Ray's rule pauses a trial while others wait for a worker; the
     replay does the same, so every stop, every pause and the choice match."""
     rng = np.random.default_rng(grace * 10 + workers)
-    for horizon in (3, 5):
-        for _ in range(6):
-            count = int(rng.integers(4, 12))
-            values = rng.uniform(0.4, 0.9, size=(count, horizon)).round(3)
-            curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": horizon},
-                            tuple(float(v) for v in values[i]), epoch_seconds=float(rng.choice([1.0, 1.5, 2.0])))
-                      for i in range(count)]
-            order = [int(i) for i in rng.permutation(count)]
-            ours = schedulers.median_stopping(curves, Fixed(order=order), grace, workers)
-            queue: dict = {}
-            theirs = schedulers.run_workers(curves, order, workers, _ray_median(grace, queue), queue=queue)
-            assert ours == theirs, (horizon, grace, workers, order)
+    for horizon, curves, order in _random_grids(rng, horizons=(3, 5), each=6):
+        ours = schedulers.median_stopping(curves, Fixed(order=order), grace, workers)
+        queue: dict = {}
+        theirs = schedulers.run_workers(curves, order, workers, _ray_median(grace, queue), queue=queue)
+        assert ours == theirs, (horizon, grace, workers, order)
