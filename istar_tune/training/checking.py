@@ -47,8 +47,9 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
         if not problems and any(not a["text"] for split in SPLITS for a in splits[split]["answers"]):
             task = replace(task, unanswerable=True)  # SQuAD v2: the null answer trains and is scored
         return task, splits
-    columns = {split: read_column(loaded[split][task.label_field], task.drop_labels) for split in SPLITS}
-    if task.problem_type == CLASSIFICATION:
+    columns: dict[str, LabelColumn] = {}
+    if task.problem_type == CLASSIFICATION:  # a regression's scores are read as numbers by label_value alone
+        columns = {split: read_column(loaded[split][task.label_field], task.drop_labels) for split in SPLITS}
         for split in SPLITS:  # rows without a label; the other rows are still read (their problems said too)
             problems += column_problems(columns[split], where[split], rows_text)
         before = len(problems)
@@ -57,8 +58,9 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
             return task, loaded
     splits, dropped = {}, []
     for split in SPLITS:
-        data, column = loaded[split], columns[split]
+        data = loaded[split]
         if task.problem_type == CLASSIFICATION:
+            column = columns[split]
             keep = [i for i, text in enumerate(column.texts) if text is not None]
             dropped.append(len(data) - len(keep))
             if len(keep) < len(data):

@@ -102,8 +102,8 @@ class TuneReporter:
             values[DEV_OBJECTIVE] = score(record, self.metric)
         return values
 
-    def _close(self, record: dict[str, Any]) -> None:
-        values = self.objectives(record)
+    def _close(self, record: dict[str, Any], values: dict[str, float] | None = None) -> None:
+        values = values or self.objectives(record)
         self.closed[int(record["epoch"])] = values[OBJECTIVE]
         if DEV_OBJECTIVE in values:
             self.closed_dev[int(record["epoch"])] = values[DEV_OBJECTIVE]
@@ -112,9 +112,10 @@ class TuneReporter:
         import ray
         from ray import tune
 
+        objectives = self.objectives(record)
         if record.get("epoch") in self.completes:
-            self._close(record)
-        metrics = {**record, **self.objectives(record), "node_id": ray.get_runtime_context().get_node_id(),
+            self._close(record, objectives)
+        metrics = {**record, **objectives, "node_id": ray.get_runtime_context().get_node_id(),
                    **{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())},
                    **{f"{DEV_OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed_dev.items())}}
         if checkpoint_dir is not None:
