@@ -34,6 +34,7 @@ from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
 from istar_tune.search.spaces.cost import Throughput, packing_of
 from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.spaces.strategy import read_strategy
 from istar_tune.search.stopping import Terminated
 from istar_tune.search.tune.simulate import Simulation
 from istar_tune.tasks import Task, task_of
@@ -162,9 +163,13 @@ def _throughput(args: argparse.Namespace, space) -> Throughput | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    spaces = [load_search_space(path).narrow(_names(args.models, "--models"), _names(args.tasks, "--tasks"),
+    strategy = read_strategy(args.strategy_from, _tracking_uri(args)) if args.strategy_from else None
+    spaces = [load_search_space(path, strategy).narrow(_names(args.models, "--models"), _names(args.tasks, "--tasks"),
                                                  _names(args.methods, "--methods"))
               for path in args.space]
+    if strategy is not None and any(space.stage == "seeds" for space in spaces):
+        raise ConfigError("--strategy-from sets how a search searches; a seeds stage re-runs chosen configurations: "
+                          "drop --strategy-from for it")
     if args.name and len(spaces) == 1:
         spaces = [replace(spaces[0], name=args.name)]
     if args.holdout is not None:
@@ -236,6 +241,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     text = render(result.table, args.format, args.output, caption=CAPTION)
     print(text if text is not None else f"wrote {args.output}", end="" if text is not None else "\n")
     print(f"{result.recommendation} (replayed in {result.seconds:.0f} s)")
+    if result.strategy is not None and not args.no_mlflow:
+        print(f"to search with it: istar-tune search SPACE --strategy-from {args.experiment} (same --storage-path "
+              "or --tracking-uri)")
     return 0
 
 

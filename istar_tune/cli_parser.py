@@ -80,6 +80,9 @@ def _add_search_command(commands) -> None:
                         help="hold this share of the training data out in every trial (settings.holdout): it chooses "
                              "each trial's epoch, and a seeds stage with choose_by: holdout chooses configurations "
                              "by it (the fair comparison)")
+    search.add_argument("--strategy-from", metavar="EXPERIMENT|FILE",
+                        help="search and schedule as `replay` recommended for EXPERIMENT (its grid, in the same "
+                             "tracking store), or as a YAML fragment of search/scheduler/concurrency keys says")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
     search.add_argument("--accept-changed-space", action="store_true",

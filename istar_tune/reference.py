@@ -50,6 +50,17 @@ def collect_config(args: argparse.Namespace, config_file: str | None) -> dict[st
     return values
 
 
+def strategies(key: str) -> str:
+    """For ``search.algorithm`` and ``scheduler.type``: each registered choice with its one line (from the
+    registries, so a backend or scheduler of one's own is listed too)."""
+    from istar_tune.search import backends, schedulers
+
+    registry = {"search.algorithm": backends, "scheduler.type": schedulers}.get(key)
+    if registry is None:
+        return ""
+    return " Choices: " + "; ".join(f"`{name}`, {item.summary}" for name, item in registry.registered().items()) + "."
+
+
 def configuration_reference() -> str:
     """The configuration reference (docs/reference.md), generated from the config dataclasses' field docstrings."""
     def table(cls) -> list[str]:
@@ -65,5 +76,6 @@ def configuration_reference() -> str:
     out += ["", "## Run settings (`istar-tune train` flags, search-space `settings`)", ""]
     out += table(RunSettings)
     out += ["", "## Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
-    out += [f"| `{key}` | {default} | {meaning} |" for key, (_, default, meaning) in SPACE_KEYS.items()]
+    out += [f"| `{key}` | {default} | {meaning}{strategies(key)} |"
+            for key, (_, default, meaning) in SPACE_KEYS.items()]
     return "\n".join(out) + "\n"

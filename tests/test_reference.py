@@ -32,5 +32,5 @@ def test_a_space_that_sets_nothing_gets_each_fields_default_and_every_field_is_d
     for name, _shown, _ in SPACE_KEYS.values():
         if name not in given:
             assert getattr(space, name) == space_default(name), name
-    assert SPACE_KEYS["search.storage"][0] == "optuna_storage" and SPACE_KEYS["resources.gpu"][1] == "0"
+    assert SPACE_KEYS["search.storage"][0] == "study_storage" and SPACE_KEYS["resources.gpu"][1] == "0"
     assert SPACE_KEYS["models"][1] == ", ".join(space.models)  # the default list, shown as the loader uses it

@@ -3,6 +3,7 @@ written (md, csv or parquet, like ``table``) and logged to the search's own MLfl
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -10,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from istar_tune import tracking
+from istar_tune.replay.fragment import advised_fragment
 from istar_tune.replay.reading import read_grid
-from istar_tune.replay.summary import TARGET, recommendation, replay_table
+from istar_tune.replay.summary import TARGET, advice, recommendation, replay_table
 from istar_tune.results.formats import render
 
 CAPTION = ("Each search strategy replayed on the grid's recorded curves (no training): `chose_best`, the share of "
@@ -22,15 +25,19 @@ CAPTION = ("Each search strategy replayed on the grid's recorded curves (no trai
            "selection metric (`dev_regret`: on the dev set, when held-out data chose); `epochs_share` and "
            "`gpu_hours_share`, its cost as a share of the grid's (the cost model's GPU-hours).")
 REPLAY_TABLE_ARTIFACT = "replay"
+STRATEGY_FILE = "strategy.yaml"
+"""The recommended strategy as a search-space fragment, beside the table (``search --strategy-from FILE``)."""
 
 
 @dataclass
 class Replay:
-    """A replay's table, its recommendation line, and how long it took (reading included)."""
+    """A replay's table, its recommendation line, the strategy it recommends as a search-space fragment (``None``:
+    undecided), and how long it took (reading included)."""
 
     table: pd.DataFrame
     recommendation: str
     seconds: float
+    strategy: dict | None = None
 
 
 def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, workers: int = 4, seed: int = 0,
@@ -46,7 +53,7 @@ def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, wor
         progress(f"read {sum(len(u.curves) for u in units)} configurations in {len(units)} groups in "
                  f"{time.monotonic() - began:.1f} s")
     table = replay_table(units, replays, workers, seed, schedulers, progress, processes)
-    result = Replay(table, recommendation(table), time.monotonic() - began)
+    result = Replay(table, recommendation(table), time.monotonic() - began, advised_fragment(advice(table)))
     if log_to_mlflow:
         _log(tracking_uri, experiment, result)
     return result
@@ -62,8 +69,14 @@ def _log(tracking_uri: str, experiment: str, result: Replay) -> None:
             render(result.table, fmt, path, caption=CAPTION)
             for parent in parents[:1]:
                 client.log_artifact(parent.info.run_id, str(path), artifact_path=REPLAY_TABLE_ARTIFACT)
+        if result.strategy is not None:
+            path = Path(folder) / STRATEGY_FILE
+            path.write_text(yaml.safe_dump(result.strategy, sort_keys=False))
+            for parent in parents[:1]:
+                client.log_artifact(parent.info.run_id, str(path), artifact_path=REPLAY_TABLE_ARTIFACT)
     for parent in parents[:1]:
         client.set_tag(parent.info.run_id, tracking.TAG_REPLAY, result.recommendation[:tracking.MAX_TAG_CHARS])
+        client.set_tag(parent.info.run_id, tracking.TAG_STRATEGY, json.dumps(result.strategy))
 
 
 __all__ = ["CAPTION", "Replay", "TARGET", "replay_experiment"]

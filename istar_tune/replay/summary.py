@@ -189,14 +189,30 @@ def replays_to_decide(target: float = 0.95, z: float = Z_95) -> int:
     return math.ceil(target * z * z / (1 - target))
 
 
-def recommendation(table: pd.DataFrame) -> str:
+@dataclass(frozen=True)
+class Advice:
+    """What the replay recommends: ``kind`` ``setting`` (a cheaper setting decided on the lower bound), ``undecided``
+    (one reached the target but its interval does not lie above it), ``grid`` (keep the grid) or ``nothing``; the
+    setting's scheduler and parameters (``setting``, ``undecided``; ``grid``: the most reliable one), its lowest share
+    over the units, the lower bound of that share's interval and its mean share of the grid's epochs."""
+
+    kind: str
+    scheduler: str = ""
+    setting: str = ""
+    reached: float = 0.0
+    low: float = 0.0
+    share: float = 0.0
+    replays: int = 0
+    what: str = "the best"
+
+
+def advice(table: pd.DataFrame) -> Advice:
     """The cheapest setting (by its mean share of the grid's epochs over the units) that chose the grid's best, or one
     within the seed noise of it, in at least :data:`TARGET` of the replays of every unit, judged on the lower bound
-    of its 95 % interval (:func:`wilson`). A setting whose share reached the target but whose interval does not lie
-    above it is named as undecided, with the replays that would decide it; "keep the grid" names only settings
-    replayed in every unit."""
+    of its 95 % interval (:func:`wilson`); else one whose share reached the target but whose interval does not lie
+    above it (undecided); else keep the grid, naming the most reliable setting replayed in every unit."""
     if table.empty:
-        return "recommendation: nothing was replayed"
+        return Advice("nothing")
     replays = int(table.replays.min()) if "replays" in table else 0
     reached = table.chose_best.where(table.within_noise.isna(), np.maximum(table.chose_best, table.within_noise))
     low = np.array([wilson(share, replays)[0] if replays else share for share in reached])
@@ -207,20 +223,31 @@ def recommendation(table: pd.DataFrame) -> str:
     cheaper = everywhere[everywhere.share < 1].sort_values("share", kind="stable")
     sure, likely = cheaper[cheaper.low >= TARGET], cheaper[cheaper.reached >= TARGET]
     what = "the best or one within its seed noise" if table.within_noise.notna().any() else "the best"
-    interval = (lambda row: f" (95 % interval from {row.low:.0%}, {replays} replays)") if replays else (lambda row: "")
-    if not sure.empty:
-        top = sure.iloc[0]
-        return (f"recommendation: {' '.join(top.name)}: chose {what} in {top.reached:.0%} of the replays (the lowest "
-                f"of any group){interval(top)}, for {top.share:.0%} of the grid's epochs")
-    if not likely.empty:
-        top = likely.iloc[0]
-        return (f"recommendation: undecided: {' '.join(top.name)} chose {what} in {top.reached:.0%} of the replays "
-                f"(the lowest of any group){interval(top)}, for {top.share:.0%} of the grid's epochs, but its "
+    if everywhere.empty:
+        return Advice("grid", replays=replays, what=what)
+    kind, rows = next(((k, rows) for k, rows in (("setting", sure), ("undecided", likely)) if not rows.empty),
+                      ("grid", everywhere.sort_values(["reached", "share"], ascending=[False, True], kind="stable")))
+    top = rows.iloc[0]
+    return Advice(kind, top.name[0], top.name[1], float(top.reached), float(top.low), float(top.share), replays, what)
+
+
+def recommendation(table: pd.DataFrame) -> str:
+    """:func:`advice` in one line."""
+    found = advice(table)
+    if found.kind == "nothing":
+        return "recommendation: nothing was replayed"
+    name = f"{found.scheduler} {found.setting}"
+    interval = f" (95 % interval from {found.low:.0%}, {found.replays} replays)" if found.replays else ""
+    if found.kind == "setting":
+        return (f"recommendation: {name}: chose {found.what} in {found.reached:.0%} of the replays (the lowest of "
+                f"any group){interval}, for {found.share:.0%} of the grid's epochs")
+    if found.kind == "undecided":
+        return (f"recommendation: undecided: {name} chose {found.what} in {found.reached:.0%} of the replays "
+                f"(the lowest of any group){interval}, for {found.share:.0%} of the grid's epochs, but its "
                 f"interval reaches below {TARGET:.0%}: replay again with --replays {replays_to_decide(TARGET)} or "
                 "more to decide")
-    if everywhere.empty:
+    if not found.scheduler:
         return "recommendation: keep the grid: no setting was replayed in every group"
-    top = everywhere.sort_values(["reached", "share"], ascending=[False, True], kind="stable").iloc[0]
-    return (f"recommendation: keep the grid: no cheaper setting chose {what} in {TARGET:.0%} of the replays of "
-            f"every group (the most reliable, {' '.join(top.name)}, did in {top.reached:.0%} at "
-            f"{top.share:.0%} of the grid's epochs)")
+    return (f"recommendation: keep the grid: no cheaper setting chose {found.what} in {TARGET:.0%} of the replays of "
+            f"every group (the most reliable, {name}, did in {found.reached:.0%} at "
+            f"{found.share:.0%} of the grid's epochs)")

@@ -14,6 +14,7 @@ from istar_tune.config import RunSettings, trial_epochs
 from istar_tune.errors import IstarTuneError
 from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
+from istar_tune.search.schedulers import get_scheduler
 from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
 from istar_tune.trial_config import completes, configuration
@@ -119,8 +120,7 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
         header.append("GPU-hours")
         rows = [[*row, f"{c.gpu_hours:.1f}"] for row, c in zip(rows, costs)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [f"search {space.name} ({space.path}): {space.stage}, algorithm {space.algorithm}, "
-             f"scheduler {space.scheduler}"]
+    lines = [f"search {space.name} ({space.path}): {space.stage}, {strategy_line(space)}"]
     lines += [f"  {space.task(task).describe()}" for task in space.tasks]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines += _seeds_lines(space, planned) + _sharing_lines(planned) + (memory[1] if memory else [])
@@ -132,6 +132,14 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     if sampled or (space.stage == "seeds" and not all(p.param_space for p in planned)):
         lines.append("(epochs of sampled or not yet chosen configurations estimated from the space's typical values)")
     return "\n".join(lines)
+
+
+def strategy_line(space: SearchSpace) -> str:
+    """``algorithm tpe (Optuna's TPE, …), scheduler asha (grace 1, η 2), from the replay of …``."""
+    scheduler = get_scheduler(space.scheduler)
+    said = f"algorithm {space.algorithm} ({get_backend(space.algorithm).summary}), scheduler "
+    said += scheduler.describe(space.grace_period, space.reduction_factor) if space.stage != "seeds" else "none"
+    return said + (f"; strategy from {space.strategy_source}" if space.strategy_source else "")
 
 
 def _total(planned: list[PlannedGroup], costs: list[GroupCost], measured: Throughput | None,

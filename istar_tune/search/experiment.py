@@ -119,7 +119,8 @@ def check_resources(experiment: Experiment, gpu_memory_gb: float | None) -> floa
 
 
 def _check_shared(spaces: list[SearchSpace]) -> None:
-    """Searches in one Tune experiment share what Tune sets per experiment: trial resources, retries, ASHA."""
+    """Searches in one Tune experiment share what Tune sets per experiment: trial resources and retries (each group
+    has its own early-stopping rule)."""
     first = spaces[0]
     for space in spaces[1:]:
         for what, of in (("resources", lambda s: {"cpu": s.cpu, "gpu": s.gpu}),
@@ -127,10 +128,6 @@ def _check_shared(spaces: list[SearchSpace]) -> None:
             if of(space) != of(first):
                 raise ConfigError(f"searches run together share {what}: {first.path} has {of(first)}, {space.path} "
                                   f"has {of(space)}; make them equal or run the searches one by one")
-    asha = [s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"]
-    if len({(s.grace_period, s.reduction_factor) for s in asha}) > 1:
-        raise ConfigError(f"searches run together share one ASHA setting; {asha[0].path} and {asha[1].path} differ "
-                          "in scheduler.grace_period or scheduler.reduction_factor")
 
 
 def trial_settings(space: SearchSpace, data_dir: str | None) -> RunSettings:

@@ -161,7 +161,7 @@ def counted(n: int, noun: str) -> str:
 
 
 def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> list[dict[str, Any]]:
-    """The trials' configurations of a grid or seeds group; a typical configuration per trial of an Optuna group or a
+    """The trials' configurations of a grid or seeds group; a typical configuration per trial of a sampled group or a
     seeds group whose configuration is not known yet."""
     base, domains = base_config(item, name or None), item.group.domains
     if space.stage == "seeds":  # the best configuration (when known: its values are in the base) per variant
@@ -197,7 +197,7 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.search.tune.searcher.GroupSearcher` hands out: every configuration of grid and seeds
-    groups, an Optuna budget and space for Optuna groups; each configuration names its search (``name``)."""
+    groups, a budget and the sampled domains for sampled groups; each configuration names its search (``name``)."""
     from istar_tune.search.tune.searcher import GroupPlan
 
     name = name or space.name
@@ -221,7 +221,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
             if missing:
                 raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
                                   f"sampled in group {key}: give every sampled hyperparameter")
-        plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, optuna_space=sampled,
+        plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, sampled=sampled,
                                algorithm=space.algorithm,
                                estimate=trial_seconds(typical_config(base, domains)), study=key,
                                points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))

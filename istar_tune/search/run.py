@@ -218,15 +218,14 @@ def _tuner(experiment: Experiment, trainable_fn: Callable[..., None], callbacks:
         cluster.replace_callbacks(tuner, callbacks)
         return tuner
     plans = [p for n, space in zip(names, spaces) for p in group_plans(space, experiment.planned[n], n)]
-    storages = {_optuna_storage(s, experiment.storage) for s in spaces} - {None}
+    storages = {_study_storage(s, experiment.storage) for s in spaces} - {None}
     if len(storages) > 1:
-        raise ConfigError(f"searches run together keep their Optuna studies in one database; they name "
+        raise ConfigError(f"searches run together keep their studies in one database; they name "
                           f"{len(storages)} ({', '.join(sorted(storages))}): give them the same search.storage")
     searcher = GroupSearcher(plans, seed=first.seed, metric=OBJECTIVE, storage=next(iter(storages), None))
-    horizons = {trial_group(base_config(p, n)): p.group.max_epochs for n, space in zip(names, spaces)
-                if space.scheduler == "asha" and space.stage != "seeds" for p in experiment.planned[n]}
-    asha = next((s for s in spaces if s.scheduler == "asha" and s.stage != "seeds"), first)
-    scheduler = GroupScheduler(horizons or None, asha.grace_period, asha.reduction_factor, metric=OBJECTIVE)
+    rules = {trial_group(base_config(p, n)): space.stopping_rule(p.group.max_epochs, OBJECTIVE)
+             for n, space in zip(names, spaces) if space.stage != "seeds" for p in experiment.planned[n]}
+    scheduler = GroupScheduler(rules)
     return tune.Tuner(run_trial, param_space={}, tune_config=tune.TuneConfig(
         metric=OBJECTIVE, mode="max", search_alg=searcher, scheduler=scheduler, num_samples=-1,
         # Trials are independent (each seeds and loads its own model): starting a new worker process per trial
@@ -331,14 +330,14 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
             for n in names]
 
 
-def _optuna_storage(space: SearchSpace, storage: str) -> str | None:
-    """Where an Optuna search keeps its studies: ``search.storage``, else a sqlite file beside the results (a
-    remote storage path without ``search.storage`` keeps them in the driver's memory)."""
-    if get_backend(space.algorithm).enumerates:
+def _study_storage(space: SearchSpace, storage: str) -> str | None:
+    """Where a backend that keeps studies (Optuna's) keeps them: ``search.storage``, else a sqlite file beside the
+    results (a remote storage path without ``search.storage`` keeps them in the driver's memory)."""
+    if not get_backend(space.algorithm).keeps_studies:
         return None
-    if space.optuna_storage:
-        return space.optuna_storage
+    if space.study_storage:
+        return space.study_storage
     if is_remote(storage):
-        log.warning("search.storage is not set and the storage path is remote: Optuna studies stay in memory")
+        log.warning("search.storage is not set and the storage path is remote: the studies stay in memory")
         return None
     return f"sqlite:///{Path(storage) / 'optuna.db'}"

@@ -66,12 +66,12 @@ def test_a_partial_grid_a_seeds_stage_and_a_sampled_search_are_refused_in_one_li
 def test_a_search_that_sampled_is_refused(local_ray, grid_text, tmp_path):
     (tmp_path / "tpe.yaml").write_text(grid_text.replace("name: landscape", "name: sampled").replace(
         "epochs: {grid: [1, 2, 3]}", "epochs: {choice: [1, 2, 3]}").replace(
-        "resources: {cpu: 1}", "resources: {cpu: 1}\nsearch: {algorithm: optuna, num_samples: 2}").replace(
+        "resources: {cpu: 1}", "resources: {cpu: 1}\nsearch: {algorithm: tpe, num_samples: 2}").replace(
         "lam: {grid: [-1, 1]}", "lam: {choice: [-1, 1]}").replace(
         "learning_rate: {grid: [1.0e-5, 3.0e-5]}", "learning_rate: {choice: [1.0e-5, 3.0e-5]}"))
     summary = run_search(load_search_space(tmp_path / "tpe.yaml"), storage_path=tmp_path / "runs",
                          write=lambda _: None, simulation=Simulation(time_factor=0.0005))
-    with pytest.raises(ConfigError, match="not a complete grid: its search ran algorithm optuna"):
+    with pytest.raises(ConfigError, match="not a complete grid: its search ran algorithm tpe"):
         read_grid(summary.tracking_uri, "sampled", simulated=True)
 
 

@@ -33,3 +33,28 @@ def test_bad_flags_are_one_line(capsys):
     assert main(["replay", "--experiment", "x", "--schedulers", "bohb"]) == 2
     assert capsys.readouterr().err.strip() == ("istar-tune: error: replay: unknown scheduler bohb: choose from random, "
                                                "tpe, asha, hyperband, median")
+
+
+def test_the_next_search_takes_the_recommended_strategy_from_the_replay(rehearsal, capsys):
+    folder, uri = rehearsal
+    search = ["search", str(folder / "grid.yaml"), "--tracking-uri", uri, "--dry-run", "--strategy-from", "landscape"]
+    assert main(["replay", "--experiment", "landscape", "--tracking-uri", uri, "--simulated", "--replays", "4",
+                 "--schedulers", "asha"]) == 0
+    assert "recommendation: undecided" in capsys.readouterr().out
+    assert main(search) == 2
+    assert capsys.readouterr().err.startswith("istar-tune: error: --strategy-from landscape: the replay recommended "
+                                              "no strategy (recommendation: undecided: asha grace=")
+    assert main(["replay", "--experiment", "landscape", "--tracking-uri", uri, "--simulated", "--replays", "73",
+                 "--schedulers", "asha", "median", "hyperband"]) == 0
+    assert "recommendation: asha grace=1 eta=2 workers=4: chose" in capsys.readouterr().out
+    client = tracking.client(uri)
+    parent = tracking.find_runs(client, client.get_experiment_by_name("landscape").experiment_id,
+                                **{tracking.TAG_ROLE: "search"})[0]
+    fragment = client.download_artifacts(parent.info.run_id, "replay/strategy.yaml")
+    assert main(search) == 0
+    dry = capsys.readouterr().out
+    assert ("algorithm grid (every combination of the grid values, a choice or range drawn once per configuration), "
+            "scheduler asha (grace 1, η 2); strategy from the replay of landscape") in dry
+    assert "trials at once per group: 4;" in dry
+    assert main([*search[:-1], fragment]) == 0  # the same strategy from the file logged beside the table
+    assert f"scheduler asha (grace 1, η 2); strategy from {fragment}" in capsys.readouterr().out

@@ -28,7 +28,7 @@ hyperparameters:
   batch_size: 16
   epochs: 3
   learning_rate: {loguniform: [1.0e-4, 3.0e-3]}
-search: {algorithm: optuna, num_samples: 4, seed: 3}
+search: {algorithm: tpe, num_samples: 4, seed: 3}
 scheduler: {type: asha, grace_period: 1, reduction_factor: 2}
 concurrency: 1
 settings: {max_length: 32, holdout: 0.3, eval_batch_size: 32}

@@ -7,4 +7,4 @@ from __future__ import annotations
 from istar_tune.search.backends.backend import Backend
 
 GRID = Backend(name="grid", kinds=("grid", "choice", "loguniform", "uniform", "randint"), enumerates=True,
-               summary="every combination of the grid values (a choice or range drawn once per configuration)")
+               summary="every combination of the grid values, a choice or range drawn once per configuration")

@@ -71,7 +71,7 @@ def domains_from_yaml(raw, where: str, algorithm: str, problem) -> dict[str, Dom
             continue
         if len(values) > MAX_DOMAIN_VALUES:  # before any per-value work
             problem(at, f"{kind} lists {len(values):,} values; a domain holds at most {MAX_DOMAIN_VALUES:,} (for "
-                        "more, search a range with search.algorithm: optuna)")
+                        "more, search a range with search.algorithm: tpe)")
             continue
         refused = refusal(algorithm, kind)
         if refused:

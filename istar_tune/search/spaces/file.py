@@ -14,7 +14,7 @@ from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
-from istar_tune.search.backends import BACKENDS
+from istar_tune.search import backends, schedulers
 from istar_tune.search.spaces.domains import (
     check_value,
     coerced,
@@ -22,7 +22,6 @@ from istar_tune.search.spaces.domains import (
 )
 from istar_tune.search.spaces.space import (
     ANY_MODEL,
-    SCHEDULERS,
     SEARCHED_KEYS,
     STAGES,
     Domain,
@@ -30,6 +29,7 @@ from istar_tune.search.spaces.space import (
     space_default,
     space_keys,
 )
+from istar_tune.search.spaces.strategy import apply_strategy, registered_name
 from istar_tune.tasks import Task, task_of
 
 # -------------------------------------------------------------------------------------------------- loading
@@ -75,11 +75,16 @@ def resolve_space(name_or_path: str | Path) -> Path:
                       f"space ({', '.join(sorted(shipped)) or 'none installed'})")
 
 
-def load_search_space(path: str | Path) -> SearchSpace:
+def load_search_space(path: str | Path, strategy: tuple[dict[str, Any], str] | None = None) -> SearchSpace:
     """Read and validate a search-space YAML (a path, or a shipped space's name); raises one :class:`ConfigError`
-    listing every problem."""
+    listing every problem. ``strategy``: a fragment and where it came from
+    (:func:`~istar_tune.search.spaces.strategy.read_strategy`), applied on top of the file's own strategy."""
     path = resolve_space(path)
     raw = load_yaml(path)
+    source = ""
+    if strategy is not None:
+        raw, changed = apply_strategy(raw, strategy[0])
+        source = strategy[1] + (f" ({changed})" if changed else "")
     problems: list[str] = []
 
     def problem(key: str, text: str) -> None:
@@ -98,10 +103,10 @@ def load_search_space(path: str | Path) -> SearchSpace:
     for task, method in itertools.product(tasks, methods):
         for text in task_problems(method, task):
             problem("methods", text)
-    search = _search_section(raw, problem)
+    search = _search_section(raw, problem, path)
     hyperparameters = domains_from_yaml(raw.get("hyperparameters", {}), "hyperparameters", search["algorithm"], problem)
     method_hyperparameters = _method_domains(raw, search["algorithm"], problem)
-    sections = {**_scheduler_section(raw, problem), **_resources_section(raw, problem)}
+    sections = {**_scheduler_section(raw, problem, path), **_resources_section(raw, problem)}
     settings = _settings_section(raw, problem, problems, path)
     seeds: tuple[int, ...] = ()
     best_of: tuple[str, ...] = ()
@@ -121,27 +126,34 @@ def load_search_space(path: str | Path) -> SearchSpace:
     space = SearchSpace(
         path=str(path), name=name.strip(), models=models, tasks=tuple(task.name for task in tasks), task_objects=tasks,
         methods=methods, hyperparameters=hyperparameters, method_hyperparameters=method_hyperparameters,
-        **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of, **study)
+        **search, **sections, settings=settings, stage=stage, seeds=seeds, best_of=best_of, **study,
+        strategy_source=source)
     _check_across_fields(space, path)
     return space
 
 
 def _check_across_fields(space: SearchSpace, path: Path) -> None:
-    """The rules that read several sections at once: the grid's size, the device against the resources, ASHA's grace
-    period against the epochs."""
+    """The rules that read several sections at once: the grid's size, the device against the resources, the
+    scheduler's grace period against the epochs, a pausing scheduler against the checkpoints."""
     largest = max(space.trials_in(group) for group in space.groups())
     if largest > MAX_TRIALS_PER_GROUP:
         raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
-                          f"{MAX_TRIALS_PER_GROUP:,}: narrow the grid or search it with search.algorithm: optuna")
+                          f"{MAX_TRIALS_PER_GROUP:,}: narrow the grid or sample it (search.algorithm: tpe or random)")
     if str(space.settings.get("device", "auto")).startswith("cuda") and space.gpu == 0:
         raise ConfigError(f"{path}: settings.device is {space.settings['device']!r} but resources.gpu is 0: a trial "
                           "without a GPU share sees no CUDA device; give resources: {gpu: 1} (or a fraction), or "
                           "device: auto")
-    if space.scheduler == "asha" and space.stage != "seeds":
+    scheduler = schedulers.get_scheduler(space.scheduler)
+    if scheduler.build is not None and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
-        if space.grace_period > horizon:
+        if "grace_period" in scheduler.reads and space.grace_period > horizon:
             raise ConfigError(f"{path}: scheduler.grace_period: {space.grace_period} is more than the {horizon} "
-                              "epochs the longest trial reports, so ASHA could never stop a trial: lower it")
+                              f"epochs the longest trial reports, so {scheduler.name} could never stop a trial: "
+                              "lower it")
+        if scheduler.pauses and space.settings.get("checkpoint") == "none":
+            raise ConfigError(f"{path}: scheduler.type: {scheduler.name} pauses trials it cannot judge yet and "
+                              "resumes them from their checkpoint, but settings.checkpoint is none: use resume "
+                              "(a few KB a finished trial) or state")
 
 
 def _names(raw: dict, key: str, problem, default=None) -> tuple[str, ...]:
@@ -197,17 +209,15 @@ def _tasks(value, path: Path, problem) -> tuple[Task, ...]:
     return tuple(found)
 
 
-def _search_section(raw: dict, problem) -> dict[str, Any]:
+def _search_section(raw: dict, problem, path: Path) -> dict[str, Any]:
     """``search``: the algorithm and its options, as :class:`SearchSpace` fields."""
     search = _mapping(raw, "search", _SEARCH_KEYS, problem)
-    algorithm = search.get("algorithm", space_default("algorithm"))
-    if algorithm not in BACKENDS:
-        problem("search.algorithm", f"must be one of {', '.join(BACKENDS)}, got {algorithm!r}")
-        algorithm = space_default("algorithm")  # the domains are read as a grid's; the problem is said above
+    algorithm = registered_name(search.get("algorithm", space_default("algorithm")), "search.algorithm", backends,
+                                 problem, path)
     num_samples, seed, share_epochs = (_scalar(search, f, problem) for f in ("num_samples", "seed", "share_epochs"))
-    optuna_storage = search.get("storage", space_default("optuna_storage"))
-    if optuna_storage is not None and (not isinstance(optuna_storage, str) or "://" not in optuna_storage):
-        problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {optuna_storage!r}")
+    study_storage = search.get("storage", space_default("study_storage"))
+    if study_storage is not None and (not isinstance(study_storage, str) or "://" not in study_storage):
+        problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {study_storage!r}")
     points = list(search.get("points_to_evaluate") or space_default("points_to_evaluate"))
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
         problem("search.points_to_evaluate", f"must be a list of mappings of hyperparameters, got {points!r}")
@@ -218,11 +228,11 @@ def _search_section(raw: dict, problem) -> dict[str, Any]:
                 problem("search.points_to_evaluate", f"unknown hyperparameter {key!r}")
             else:
                 check_value(key, value, "search.points_to_evaluate", problem)
-    if points and BACKENDS[algorithm].enumerates:
-        samplers = ", ".join(name for name, backend in BACKENDS.items() if not backend.enumerates)
+    if points and backends.get_backend(algorithm).enumerates:
+        samplers = ", ".join(name for name, backend in backends.registered().items() if not backend.enumerates)
         problem("search.points_to_evaluate", f"needs a sampling search.algorithm ({samplers}); a grid tries every "
                                              "point anyway")
-    return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "optuna_storage": optuna_storage,
+    return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "study_storage": study_storage,
             "points_to_evaluate": tuple(points), "share_epochs": share_epochs}
 
 
@@ -245,11 +255,10 @@ def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, D
     return method_hyperparameters
 
 
-def _scheduler_section(raw: dict, problem) -> dict[str, Any]:
+def _scheduler_section(raw: dict, problem, path: Path) -> dict[str, Any]:
     scheduler = _mapping(raw, "scheduler", _SCHEDULER_KEYS, problem)
-    scheduler_type = scheduler.get("type", space_default("scheduler"))
-    if scheduler_type not in SCHEDULERS:
-        problem("scheduler.type", f"must be one of {', '.join(SCHEDULERS)}, got {scheduler_type!r}")
+    scheduler_type = registered_name(scheduler.get("type", space_default("scheduler")), "scheduler.type", schedulers,
+                                      problem, path)
     return {"scheduler": scheduler_type, **{f: _scalar(scheduler, f, problem) for f in ("grace_period",
                                                                                         "reduction_factor")}}
 

@@ -34,11 +34,11 @@ from istar_tune.errors import ConfigError, repeated
 from istar_tune.methods import METHODS
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search.backends import get_backend
+from istar_tune.search.schedulers import Rule
 from istar_tune.tasks import Task, get_task, is_shipped, task_of
 from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
-SCHEDULERS = ("none", "asha")
 STAGES = ("search", "seeds")
 ANY_MODEL = "*"
 """The key of a study's ``vary`` values that apply to every model (a list in the YAML)."""
@@ -155,27 +155,28 @@ class SearchSpace:
     method_hyperparameters: dict[str, dict[str, Domain]] = _yaml(default_factory=dict)
     """Per-method domains added to (and overriding) the shared ones: `{istar: {lam: {grid: [-1, 1]}}}`."""
     algorithm: str = _yaml("search.algorithm", default="grid")
-    """`grid` (every combination), `optuna` (TPE; ranges and choices, no grids) or `qmc` (quasi-Monte Carlo points
-    over ranges); a backend of one's own is a file that registers it (`istar_tune/search/backends/`)."""
+    """The search backend that hands out each group's trials (`optuna` is read as `tpe`); one of one's own is a file
+    that registers it or an entry point (docs/searching.md)."""
     num_samples: int = _yaml("search.num_samples", minimum=1, default=1)
-    """grid: repeats of the grid (random domains re-sampled each time); optuna, qmc: trials per model × task ×
-    method."""
+    """grid: repeats of the grid (random domains re-sampled each time); a sampling backend (random, tpe, qmc):
+    trials per model × task × method."""
     seed: int | None = _yaml("search.seed", default=None)
     """Seed of the searcher's sampling."""
-    optuna_storage: str | None = _yaml("search.storage", shown="optuna.db beside the results", default=None)
-    """Optuna: RDB URL where each group's study lives (so `--resume` continues it and `optuna-dashboard URL` shows
-    it)."""
+    study_storage: str | None = _yaml("search.storage", shown="optuna.db beside the results", default=None)
+    """tpe, qmc (a backend that keeps studies): RDB URL where each group's study lives (so `--resume` continues it
+    and `optuna-dashboard URL` shows it)."""
     share_epochs: bool = _yaml("search.share_epochs", default=True)
     """grid: configurations that differ only in `epochs` run as one trial to the largest count, completing each
     smaller one on the way, where that is exact (a constant learning rate, no second stage; the dry run says)."""
     points_to_evaluate: tuple[dict, ...] = _yaml("search.points_to_evaluate", default=())
-    """Optuna: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
+    """A sampling backend: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
     scheduler: str = _yaml("scheduler.type", default="none")
-    """`none`, or `asha`: stop weak trials early on the task metric per epoch."""
+    """The early-stopping scheduler each group's trials are judged by, per epoch, on the search's objective; one of
+    one's own is a file that registers it or an entry point (docs/searching.md)."""
     grace_period: int = _yaml("scheduler.grace_period", minimum=1, default=1)
-    """ASHA: epochs every trial runs before it can be stopped."""
+    """asha, hyperband, median: epochs every trial runs before it can be stopped."""
     reduction_factor: float = _yaml("scheduler.reduction_factor", above=1, default=3.0)
-    """ASHA: the share of trials kept at each rung is 1/reduction_factor."""
+    """asha, hyperband: the share of trials kept at each rung is 1/reduction_factor."""
     cpu: float = _yaml("resources.cpu", above=0, default=1.0)
     """CPUs per trial."""
     gpu: float = _yaml("resources.gpu", minimum=0, default=0.0)
@@ -207,6 +208,8 @@ class SearchSpace:
     start_from: str | None = _yaml(shown="the group's method", default=None)
     """(stage seeds) The method whose best configuration each group starts from, e.g. `base`: I-STAR at Base's best
     learning rate, batch, epochs."""
+    strategy_source: str = field(default="", metadata={"yaml": False}, compare=False)
+    """Where the search and scheduler sections came from when not from the file (``--strategy-from``)."""
     task_objects: tuple[Task, ...] = field(default=(), metadata={"yaml": False}, compare=False, repr=False)
     """The tasks themselves, as the file defines them or as the preflight resolved them (:meth:`with_tasks`): what
     the plan puts in each trial's configuration. A shipped task left out is found by its name."""
@@ -281,6 +284,10 @@ class SearchSpace:
         if self.stage == "seeds":
             return len(self.variants(group.model, group.method))
         return get_backend(self.algorithm).trials((d.size for d in group.domains.values()), self.num_samples)
+
+    def stopping_rule(self, horizon: int, metric: str) -> Rule:
+        """A group's early stopping (:mod:`istar_tune.search.schedulers`), its longest trial ``horizon`` epochs."""
+        return Rule(self.scheduler, horizon, self.grace_period, self.reduction_factor, metric)
 
     def sharing_problem(self, group: Group) -> str | None:
         """Why the configurations of ``group`` that differ only in ``epochs`` do not share a trial (``None``: they

@@ -1,40 +1,37 @@
-"""The experiment's scheduler: first come, first served in the searcher's order, and (with ASHA) one
-ASHA instance per group, so early stopping compares only a group's trials.
+"""The experiment's scheduler: first come, first served in the searcher's order, and one early-stopping scheduler
+(:mod:`istar_tune.search.schedulers`) per group that asks for one, so early stopping compares only a group's trials.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import pickle
 import time
 
+from ray import cloudpickle
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from istar_tune.search.schedulers import Rule, get_scheduler
 from istar_tune.trial_config import trial_group
 
 STOPPED_EARLY: set[str] = set()
-"""Trials a group's ASHA stopped (in this driver): "stopped early" is the scheduler's word, and a trial that ended
-early for any other reason (the search was stopped) is interrupted."""
+"""Trials a group's scheduler stopped (in this driver): "stopped early" is the scheduler's word, and a trial that
+ended early for any other reason (the search was stopped) is interrupted."""
 
 
 class GroupScheduler(FIFOScheduler):
-    """First come, first served in the searcher's order, and (with ``asha``) one ASHA scheduler per group, created
-    on the group's first trial, so trials are stopped early only against trials of their own group.
+    """First come, first served in the searcher's order, and per group with a :class:`Rule` (ASHA, Hyperband, median
+    stopping, or one of one's own) that group's own scheduler, created on its first trial, so trials are stopped
+    early (or paused) only against trials of their own group.
 
     Choosing the next trial does not scan every trial of the experiment (Tune's FIFO scheduler does, at every step
     of its event loop: at thousands of trials that is most of the driver's time); new trials are queued as they are
     added, and the full scan for retried or paused trials runs at most every ``rescan_s`` seconds.
     """
 
-    def __init__(self, horizons: dict[str, int] | None = None, grace_period: int = 1, reduction_factor: float = 3.0,
-                 metric: str = "objective", mode: str = "max", rescan_s: float = 2.0):
+    def __init__(self, rules: dict[str, Rule] | None = None, rescan_s: float = 2.0):
         super().__init__()
-        self.horizons = horizons or {}
-        self.asha = horizons is not None
-        self.grace_period = grace_period
-        self.reduction_factor = reduction_factor
-        self._metric, self._mode = metric, mode
+        self.rules = {key: rule for key, rule in (rules or {}).items() if get_scheduler(rule.scheduler).build}
         self.rescan_s = rescan_s
         self.schedulers: dict[str, TrialScheduler] = {}
         self._queue: collections.deque = collections.deque()
@@ -47,16 +44,12 @@ class GroupScheduler(FIFOScheduler):
         return True
 
     def _of(self, trial) -> TrialScheduler | None:
-        if not self.asha:
-            return None
         key = trial_group(trial.config)
+        rule = self.rules.get(key)
+        if rule is None:
+            return None
         if key not in self.schedulers:
-            from ray.tune.schedulers import ASHAScheduler
-
-            horizon = self.horizons.get(key) or max(self.horizons.values(), default=1)
-            self.schedulers[key] = ASHAScheduler(time_attr="training_iteration", metric=self._metric, mode=self._mode,
-                                                 max_t=horizon, grace_period=min(self.grace_period, horizon),
-                                                 reduction_factor=self.reduction_factor)
+            self.schedulers[key] = get_scheduler(rule.scheduler).build(rule)
         return self.schedulers[key]
 
     def on_trial_add(self, tune_controller, trial):
@@ -71,6 +64,8 @@ class GroupScheduler(FIFOScheduler):
         decision = scheduler.on_trial_result(tune_controller, trial, result)
         if decision == TrialScheduler.STOP:
             STOPPED_EARLY.add(trial.trial_id)
+        elif decision == TrialScheduler.PAUSE:  # Tune saves it and resumes it later; its group's slot is free
+            _searcher(tune_controller, "on_pause", trial.trial_id)
         return decision
 
     def on_trial_complete(self, tune_controller, trial, result):
@@ -98,15 +93,27 @@ class GroupScheduler(FIFOScheduler):
         if now - self._last_scan < self.rescan_s:
             return None
         self._last_scan = now
-        return super().choose_trial_to_run(tune_controller)  # retried (PENDING again) or PAUSED trials
+        chosen = super().choose_trial_to_run(tune_controller)  # retried (PENDING again) or PAUSED trials
+        if chosen is not None and chosen.status == Trial.PAUSED:
+            _searcher(tune_controller, "on_unpause", chosen.trial_id)
+        return chosen
 
     def debug_string(self) -> str:
-        return f"GroupScheduler: ASHA in {len(self.schedulers)} groups" if self.asha else "GroupScheduler: FIFO"
+        names = sorted({rule.scheduler for rule in self.rules.values()})
+        return f"GroupScheduler: {', '.join(names)} in {len(self.rules)} groups" if names else "GroupScheduler: FIFO"
 
     def save(self, checkpoint_path: str):
         with open(checkpoint_path, "wb") as handle:
-            pickle.dump(self.__getstate__(), handle)
+            cloudpickle.dump(self.__getstate__(), handle)  # Ray's median rule holds lambdas
 
     def restore(self, checkpoint_path: str):
         with open(checkpoint_path, "rb") as handle:
-            self.__dict__.update(pickle.load(handle))
+            self.__dict__.update(cloudpickle.load(handle))
+
+
+def _searcher(tune_controller, hook: str, trial_id: str) -> None:
+    """Tell the experiment's searcher that a trial paused or resumes (``on_pause``, ``on_unpause``), so a paused
+    trial does not hold its group's place: a trial that waits takes its worker, as ``replay`` models median stopping."""
+    searcher = getattr(getattr(tune_controller, "search_alg", None), "searcher", None)
+    if searcher is not None:
+        getattr(searcher, hook)(trial_id)

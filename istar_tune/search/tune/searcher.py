@@ -2,12 +2,12 @@
 
 A search runs as one Tune experiment so the cluster stays full: when one (model, task, method) group runs out of
 trials, the next group's trials take the free GPUs instead of the cluster draining at the end of every group.
-:class:`GroupSearcher` hands out each group's trials (a grid's configurations, or one Optuna study per group) in an
-order from the cost model (:func:`istar_tune.search.spaces.cost.trial_seconds`): the longest and the shortest remaining
-trial by turns, so no long trial starts last and short trials, spread over the whole search, never arrive all at once
-(which would make the driver, not the GPUs, the limit at the end). A group can wait for another (``after``): a seeds
-group in the same experiment as the search it re-runs gets its configurations when that search's group has ended
-(its best trial re-run with each seed) and goes to the front of the queue.
+:class:`GroupSearcher` hands out each group's trials (a grid's configurations, or one sampling backend's searcher
+per group) in an order from the cost model (:func:`istar_tune.search.spaces.cost.trial_seconds`): the longest and the
+shortest remaining trial by turns, so no long trial starts last and short trials, spread over the whole search, never
+arrive all at once (which would make the driver, not the GPUs, the limit at the end). A group can wait for another
+(``after``): a seeds group in the same experiment as the search it re-runs gets its configurations when that search's
+group has ended (its best trial re-run with each seed) and goes to the front of the queue.
 """
 
 from __future__ import annotations
@@ -20,37 +20,37 @@ from ray.tune.search import Searcher
 
 from istar_tune.config import HYPERPARAMETER_KEYS
 from istar_tune.metrics import best_scored
-from istar_tune.search.backends import get_backend
+from istar_tune.search.backends import Sampling, get_backend
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.tune.trainable import configuration_results
 
 
 @dataclass
 class GroupPlan:
-    """What the searcher hands out for one group: explicit configurations, or an Optuna study's suggestions."""
+    """What the searcher hands out for one group: explicit configurations, or a sampling backend's suggestions."""
 
     key: str
     configs: list[dict] = field(default_factory=list)
     """Grid (or seeds) configurations still to hand out, the next one last (popped from the end)."""
     order: list[int] = field(default_factory=list)
-    """Place in the search's hand-out order of each of ``configs`` (Optuna: of each trial of the budget), the next
+    """Place in the search's hand-out order of each of ``configs`` (sampled: of each trial of the budget), the next
     one last."""
     budget: int = 0
-    """Optuna: trials still to suggest."""
+    """Sampled: trials still to suggest."""
     base: dict[str, Any] = field(default_factory=dict)
-    """Optuna: the values every suggestion gets (model, task, method, constants)."""
-    optuna_space: dict[str, Any] = field(default_factory=dict)
-    """Optuna: Tune domains of the sampled keys."""
-    algorithm: str = "optuna"
-    """Optuna: the sampling backend (:mod:`istar_tune.search.backends`) whose sampler the study uses."""
+    """Sampled: the values every suggestion gets (model, task, method, constants)."""
+    sampled: dict[str, Any] = field(default_factory=dict)
+    """Sampled: Tune domains of the sampled keys."""
+    algorithm: str = "tpe"
+    """Sampled: the sampling backend (:mod:`istar_tune.search.backends`) that builds the group's searcher."""
     estimate: float = 0.0
-    """Modelled seconds of one of its Optuna trials (grid configurations are estimated one by one)."""
+    """Modelled seconds of one of its sampled trials (grid configurations are estimated one by one)."""
     live: int = 0
     searcher: Any = None
     study: str = ""
-    """Optuna: the study's name in ``GroupSearcher.storage``."""
+    """Sampled: the group's study name (in ``GroupSearcher.storage`` where the backend keeps studies)."""
     points: list[dict] = field(default_factory=list)
-    """Optuna: configurations to try first."""
+    """Sampled: configurations to try first."""
     concurrency: int | None = None
     """Trials of this group at once (``None``: the searcher's setting)."""
     after: str = ""
@@ -98,7 +98,7 @@ def hand_out_order(plans: list[GroupPlan]) -> None:
 
 class GroupSearcher(Searcher):
     """Hands out the trials of every group in :func:`hand_out_order`, at most ``concurrency`` at once per group; one
-    Optuna study per Optuna group (seeded with ``seed``)."""
+    searcher per sampled group, built by its backend (seeded with ``seed``)."""
 
     def __init__(self, plans: list[GroupPlan], concurrency: int | None = None, seed: int | None = None,
                  metric: str = "objective", mode: str = "max", storage: str | None = None):
@@ -124,8 +124,10 @@ class GroupSearcher(Searcher):
         self.configs: dict[str, dict] = {}
         """Configurations of the live trials of groups with dependents."""
         self.released = 0
+        self.paused: set[str] = set()
+        """Trials paused by their group's scheduler: not counted in their group's live trials."""
         self.handed: dict[str, tuple[int, int, dict | None]] | None = {}
-        """Every trial handed out: (group, place in the order, its configuration; ``None``: an Optuna suggestion),
+        """Every trial handed out: (group, place in the order, its configuration; ``None``: a sampled suggestion),
         what :meth:`give_back` returns to its group (``None``: restored from a state that did not record them)."""
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -133,18 +135,11 @@ class GroupSearcher(Searcher):
 
     def _searcher(self, plan: GroupPlan):
         if plan.searcher is None:
-            from ray.tune.search.optuna import OptunaSearch
-
-            storage = None
-            if self.storage:
-                import optuna
-
-                storage = optuna.storages.RDBStorage(self.storage)
-            points = [{k: v for k, v in p.items() if k in plan.optuna_space} for p in plan.points]
-            plan.searcher = OptunaSearch(space=plan.optuna_space, metric=self.metric, mode=self.mode,
-                                         sampler=get_backend(plan.algorithm).sampler(self.seed), storage=storage,
-                                         study_name=plan.study or None,
-                                         points_to_evaluate=[p for p in points if p] or None)
+            backend = get_backend(plan.algorithm)
+            points = [{k: v for k, v in p.items() if k in plan.sampled} for p in plan.points]
+            plan.searcher = backend.build_searcher(Sampling(
+                space=plan.sampled, metric=self.metric, mode=self.mode, seed=self.seed,
+                storage=self.storage if backend.keeps_studies else None, study=plan.study, points=points))
         return plan.searcher
 
     def suggest(self, trial_id: str):
@@ -181,12 +176,26 @@ class GroupSearcher(Searcher):
         if index is not None and self.plans[index].searcher is not None:
             self.plans[index].searcher.on_trial_result(trial_id, result)
 
+    def on_pause(self, trial_id: str) -> None:
+        """A paused trial (median stopping) leaves its group's place to a trial that waits."""
+        if trial_id in self.owner and trial_id not in self.paused:
+            self.paused.add(trial_id)
+            self.plans[self.owner[trial_id]].live -= 1
+
+    def on_unpause(self, trial_id: str) -> None:
+        if trial_id in self.paused:
+            self.paused.discard(trial_id)
+            self.plans[self.owner[trial_id]].live += 1
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         index = self.owner.pop(trial_id, None)
         if index is None:
             return
         plan = self.plans[index]
-        plan.live -= 1
+        if trial_id in self.paused:  # ended while paused (the search was stopped): its place was given back already
+            self.paused.discard(trial_id)
+        else:
+            plan.live -= 1
         if plan.searcher is not None:
             plan.searcher.on_trial_complete(trial_id, result=result, error=error)
         if index in self.dependents:
@@ -212,7 +221,7 @@ class GroupSearcher(Searcher):
 
     def give_back(self, trial_ids: set[str]) -> None:
         """Take back what was handed out to ``trial_ids`` (trials Tune's saved state lost): each configuration goes
-        back to its place in its group's order (an Optuna suggestion: one more trial of the budget)."""
+        back to its place in its group's order (a sampled suggestion: one more trial of the budget)."""
         for trial_id in trial_ids:
             if trial_id not in (self.handed or {}):
                 continue
@@ -224,8 +233,9 @@ class GroupSearcher(Searcher):
                 plan.budget += 1
             else:
                 plan.configs.insert(at, config)
-            if self.owner.pop(trial_id, None) is not None:
+            if self.owner.pop(trial_id, None) is not None and trial_id not in self.paused:
                 plan.live -= 1
+            self.paused.discard(trial_id)
             self.configs.pop(trial_id, None)
             self.suggested -= 1
 
@@ -237,3 +247,4 @@ class GroupSearcher(Searcher):
         with open(checkpoint_path, "rb") as handle:
             self.__dict__.update(pickle.load(handle))
         self.__dict__.setdefault("handed", None)  # a state saved before trials were recorded
+        self.__dict__.setdefault("paused", set())

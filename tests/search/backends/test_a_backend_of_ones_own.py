@@ -20,9 +20,9 @@ import optuna
 
 from istar_tune.search.backends import Backend, register
 
-RANDOM = register(Backend(name="random", kinds=("choice", "uniform", "loguniform", "randint"), enumerates=False,
-                          summary="Optuna's random sampler, a study per group",
-                          sampler=lambda seed: optuna.samplers.RandomSampler(seed=seed)))
+OPTUNA_RANDOM = register(Backend(name="optuna-random", kinds=("choice", "uniform", "loguniform", "randint"),
+                                 enumerates=False, summary="Optuna's random sampler, a study per group",
+                                 sampler=lambda seed: optuna.samplers.RandomSampler(seed=seed)))
 '''
 
 SPACE = """\
@@ -34,7 +34,7 @@ hyperparameters:
   batch_size: 16
   epochs: 2
   learning_rate: {loguniform: [1.0e-5, 5.0e-5]}
-search: {algorithm: random, num_samples: 3, seed: 0}
+search: {algorithm: optuna-random, num_samples: 3, seed: 0}
 resources: {cpu: 1}
 settings: {checkpoint: resume}
 """
@@ -53,10 +53,10 @@ def test_a_backend_registered_from_one_file_runs_a_search(tmp_path, registry, lo
     (tmp_path / "my_backend.py").write_text(BACKEND_FILE)
     spec = importlib.util.spec_from_file_location("my_backend", tmp_path / "my_backend.py")
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    assert "random" in registry
+    assert "optuna-random" in registry
     (tmp_path / "space.yaml").write_text(SPACE)
     space = load_search_space(tmp_path / "space.yaml")
-    assert space.algorithm == "random" and space.trials_in(space.groups()[0]) == 3
+    assert space.algorithm == "optuna-random" and space.trials_in(space.groups()[0]) == 3
     summary, = run_searches([space], storage_path=tmp_path / "runs", write=lambda _: None,
                             simulation=Simulation(time_factor=0.0005))
     runs = tracking.trial_runs(summary.tracking_uri, "own-backend", simulated=True)
@@ -66,6 +66,6 @@ def test_a_backend_registered_from_one_file_runs_a_search(tmp_path, registry, lo
 
 
 def test_a_space_naming_a_backend_nobody_registered_is_refused_with_the_choices(tmp_path):
-    (tmp_path / "space.yaml").write_text(SPACE.replace("algorithm: random", "algorithm: hebo"))
-    with pytest.raises(Exception, match="search.algorithm: must be one of grid, optuna, qmc, got 'hebo'"):
+    (tmp_path / "space.yaml").write_text(SPACE.replace("algorithm: optuna-random", "algorithm: hebo"))
+    with pytest.raises(Exception, match="search.algorithm: must be one of grid, random, tpe, qmc, got 'hebo'"):
         load_search_space(tmp_path / "space.yaml")

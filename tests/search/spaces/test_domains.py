@@ -30,8 +30,8 @@ def test_every_problem_is_reported_with_its_key():
                      "uniform needs [low, high] with low < high", "loguniform needs low > 0",
                      "mixes value kinds", f"a domain holds at most {MAX_DOMAIN_VALUES:,}"):
         assert expected in text, expected
-    _, problems = _read({"learning_rate": {"grid": [1e-5]}}, algorithm="optuna")
-    assert problems == ["hyperparameters.learning_rate: grid values need search.algorithm: grid; with optuna use "
+    _, problems = _read({"learning_rate": {"grid": [1e-5]}}, algorithm="tpe")
+    assert problems == ["hyperparameters.learning_rate: grid values need search.algorithm: grid; with tpe use "
                         "choice, loguniform, uniform or randint"]
 
 

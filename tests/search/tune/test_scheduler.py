@@ -1,24 +1,46 @@
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
-from istar_tune.search.tune.scheduler import GroupScheduler
+from ray.tune.schedulers import ASHAScheduler, MedianStoppingRule
 
-SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
+from istar_tune.search.schedulers import Rule
+from istar_tune.search.tune.scheduler import STOPPED_EARLY, GroupScheduler
+
+
+class Trial(SimpleNamespace):
+    __hash__ = object.__hash__
+
+
+def trial(trial_id, task):
+    return Trial(trial_id=trial_id, config={"model": "m", "task": task, "method": "istar"}, status="RUNNING")
 
 
 def test_the_scheduler_stops_trials_only_against_their_own_group():
-    scheduler = GroupScheduler({"m/a/istar": 3, "m/b/istar": 3}, grace_period=1, reduction_factor=2)
-
-    def trial(trial_id, task):
-        return SimpleNamespace(trial_id=trial_id, config={"model": "m", "task": task, "method": "istar"})
-
+    rule = Rule("asha", horizon=3, grace_period=1, reduction_factor=2)
+    scheduler = GroupScheduler({"m/a/istar": rule, "m/b/istar": rule})
     trials = [trial("a1", "a"), trial("a2", "a"), trial("b1", "b")]
     for t in trials:
         scheduler.on_trial_add(None, t)
     assert scheduler.on_trial_result(None, trials[0], {"training_iteration": 1, "objective": 0.9}) == "CONTINUE"
     assert scheduler.on_trial_result(None, trials[1], {"training_iteration": 1, "objective": 0.1}) == "STOP"
+    assert "a2" in STOPPED_EARLY
     # group b's first trial is weak compared to group a, but alone in its group: it goes on
     assert scheduler.on_trial_result(None, trials[2], {"training_iteration": 1, "objective": 0.05}) == "CONTINUE"
     assert set(scheduler.schedulers) == {"m/a/istar", "m/b/istar"}
+
+
+def test_each_group_has_its_own_rule_and_a_group_without_one_is_first_come_first_served(tmp_path):
+    scheduler = GroupScheduler({"m/a/istar": Rule("asha", horizon=3), "m/b/istar": Rule("median", horizon=3),
+                                "m/c/istar": Rule("none", horizon=3)})
+    assert set(scheduler.rules) == {"m/a/istar", "m/b/istar"}
+    for key, task in (("a", "a"), ("b", "b"), ("c", "c")):
+        scheduler.on_trial_add(None, trial(key, task))
+    assert scheduler.on_trial_result(None, trial("c", "c"), {"training_iteration": 1, "objective": 0.0}) == "CONTINUE"
+    assert isinstance(scheduler.schedulers["m/a/istar"], ASHAScheduler)
+    assert isinstance(scheduler.schedulers["m/b/istar"], MedianStoppingRule) and "m/c/istar" not in scheduler.schedulers
+    assert scheduler.debug_string() == "GroupScheduler: asha, median in 2 groups"
+    scheduler.save(str(tmp_path / "state.pkl"))
+    restored = GroupScheduler()
+    restored.restore(str(tmp_path / "state.pkl"))
+    assert restored.rules == scheduler.rules and set(restored.schedulers) == {"m/a/istar", "m/b/istar"}

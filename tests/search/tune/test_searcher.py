@@ -75,8 +75,8 @@ def test_optuna_studies_live_in_a_database_and_start_from_the_given_points(tmp_p
     import optuna
 
     text = (SPACES / "optuna_asha.yaml").read_text().replace(
-        "search: {algorithm: optuna, num_samples: 40, seed: 0}",
-        "search:\n  algorithm: optuna\n  num_samples: 4\n  seed: 0\n"
+        "search: {algorithm: tpe, num_samples: 40, seed: 0}",
+        "search:\n  algorithm: tpe\n  num_samples: 4\n  seed: 0\n"
         "  points_to_evaluate: [{learning_rate: 2.0e-5, batch_size: 16, epochs: 4, lam: -3, zeta: 0.5}]")
     (tmp_path / "space.yaml").write_text(text)
     space = load_search_space(tmp_path / "space.yaml").narrow(models=["bert"], tasks=["rte"], methods=["istar"])

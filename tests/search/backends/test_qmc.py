@@ -4,7 +4,7 @@ import warnings
 
 import optuna
 
-from istar_tune.search.backends.optuna_qmc import QMC
+from istar_tune.search.backends.qmc import QMC
 
 
 def test_qmc_fills_a_range_evenly_and_quietly():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import optuna
 
-from istar_tune.search.backends.optuna_tpe import TPE
+from istar_tune.search.backends.tpe import TPE
 
 
 def test_tpe_is_optunas_default_sampler_seeded():

@@ -1,0 +1,48 @@
+"""What an early-stopping scheduler is: the value of ``scheduler.type`` that chooses it, the ``scheduler.*`` settings
+it reads, and how it builds the Tune scheduler of one group (:class:`Rule`: its setting and the group's horizon)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One group's early stopping: the scheduler's name, its settings, and the epochs the group's longest trial
+    reports (its horizon)."""
+
+    scheduler: str
+    horizon: int
+    grace_period: int = 1
+    reduction_factor: float = 3.0
+    metric: str = "objective"
+    mode: str = "max"
+
+    @property
+    def grace(self) -> int:
+        """The grace period within the horizon."""
+        return max(1, min(self.grace_period, self.horizon))
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    name: str
+    """``scheduler.type``'s value that chooses it."""
+    summary: str
+    """One line for the reference and the dry run."""
+    reads: tuple[str, ...] = ()
+    """The ``scheduler.*`` settings it reads (``grace_period``, ``reduction_factor``)."""
+    build: Callable[[Rule], Any] | None = None
+    """One group's Tune scheduler (``ray.tune.schedulers.TrialScheduler``), its time the trial's epochs (``None``:
+    it never stops a trial)."""
+    pauses: bool = False
+    """It may pause a trial and resume it later from its checkpoint (a trial needs ``settings.checkpoint`` other
+    than ``none``)."""
+
+    def describe(self, grace_period: int, reduction_factor: float) -> str:
+        """``asha (grace 1, η 2)``: the name and the settings it reads."""
+        said = {"grace_period": f"grace {grace_period}", "reduction_factor": f"η {reduction_factor:g}"}
+        settings = ", ".join(said[key] for key in self.reads if key in said)
+        return f"{self.name} ({settings})" if settings else self.name
