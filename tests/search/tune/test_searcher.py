@@ -56,6 +56,21 @@ def test_concurrency_is_per_group_and_a_finished_trial_frees_its_slot():
     assert searcher.suggest("3")["task"] == "rte"
 
 
+def test_a_paused_trial_leaves_its_place_to_a_waiting_one_until_it_resumes():
+    configs = [{"model": "bert", "task": "rte", "method": "base", "epochs": e} for e in (3, 4, 5)]
+    searcher = GroupSearcher([GroupPlan(key="a", configs=configs)], concurrency=1)
+    assert searcher.suggest("1") and searcher.suggest("2") is None
+    searcher.on_pause("1")  # median stopping could not judge it yet: Tune saved it
+    searcher.on_pause("1")  # told twice, counted once
+    assert searcher.suggest("2") and searcher.suggest("3") is None
+    searcher.on_unpause("1")
+    searcher.on_trial_complete("2", {"objective": 0.5})
+    assert searcher.plans[0].live == 1 and searcher.suggest("3") is None  # "1" runs again in the group's place
+    searcher.on_pause("1")
+    searcher.on_trial_complete("1", {"objective": 0.4})  # ended while paused (the search stopped)
+    assert searcher.plans[0].live == 0 and searcher.suggest("3")
+
+
 def test_optuna_groups_get_their_own_study_and_budget():
     space = load_search_space(SPACES / "optuna_asha.yaml").narrow(models=["bert"], tasks=["rte", "mrpc"],
                                                                    methods=["istar"])
