@@ -165,23 +165,29 @@ def spearman(predictions: Sequence[float], labels: Sequence[float]) -> float:
     return pearson(rankdata(np.asarray(predictions, dtype=np.float64)), rankdata(np.asarray(labels, dtype=np.float64)))
 
 
+CLASSIFICATION_MEASURES: dict[str, Callable[[np.ndarray, np.ndarray, Task], float]] = {
+    "accuracy": lambda predictions, labels, task: accuracy(predictions, labels),
+    "mcc": lambda predictions, labels, task: matthews_corrcoef(predictions, labels),
+    "f1": lambda predictions, labels, task: f1_binary(predictions, labels, task.positive_index),
+    "f1_macro": lambda predictions, labels, task: f1_macro(predictions, labels, task.num_labels),
+}
+"""A classification task's metric by name, from its predicted and true class indices (a new one: a function here and
+its name in :data:`istar_tune.tasks.task.METRICS`)."""
+REGRESSION_MEASURES: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "pearson": pearson, "spearman": spearman}
+"""A regression task's metric by name, from predicted and true scores."""
+
+
 def classification_metrics(task: Task, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The task's metric (and accuracy beside a classification metric that is not accuracy) from model outputs
     (logits (n, num_labels), or (n, 1) scores for regression)."""
     if task.problem_type == REGRESSION:
-        scores = logits.reshape(-1)
-        return {task.metric: (spearman if task.metric == "spearman" else pearson)(scores, labels)}
+        return {task.metric: REGRESSION_MEASURES[task.metric](logits.reshape(-1), labels)}
     if task.problem_type != CLASSIFICATION:
         raise ValueError(f"classification_metrics does not apply to {task.problem_type} task {task.name}")
     predictions = logits.argmax(axis=-1)
-    measures = {"accuracy": accuracy(predictions, labels)}
-    if task.metric == "mcc":
-        measures["mcc"] = matthews_corrcoef(predictions, labels)
-    elif task.metric == "f1":
-        measures["f1"] = f1_binary(predictions, labels, task.positive_index)
-    elif task.metric == "f1_macro":
-        measures["f1_macro"] = f1_macro(predictions, labels, task.num_labels)
-    return {task.metric: measures[task.metric], **{k: v for k, v in measures.items() if k != task.metric}}
+    return {task.metric: CLASSIFICATION_MEASURES[task.metric](predictions, labels, task),
+            **({"accuracy": accuracy(predictions, labels)} if task.metric != "accuracy" else {})}
 
 
 HOLDOUT_PREFIX = "holdout_"

@@ -99,6 +99,16 @@ def test_no_import_points_up_or_around_in_a_circle():
     assert cycle(edges) is None
 
 
+def test_the_results_read_mlflow_and_never_reach_into_the_search():
+    """results/ sits above search/ on the floors, but reads only what the search wrote (MLflow): a table, an export
+    or a status never imports the search's modules."""
+    edges = graph()
+    reaching = sorted(f"{module} imports {target}" for module, targets in edges.items()
+                      if module.startswith("istar_tune.results.") for target in targets
+                      if target.startswith("istar_tune.search"))
+    assert reaching == []
+
+
 def test_the_checks_find_a_planted_circle_and_a_planted_upward_import():
     planted = {"istar_tune.a": {"istar_tune.b"}, "istar_tune.b": {"istar_tune.c"}, "istar_tune.c": {"istar_tune.a"}}
     assert cycle(planted) == ["istar_tune.a", "istar_tune.b", "istar_tune.c", "istar_tune.a"]

@@ -136,3 +136,11 @@ def test_squad_v2_by_the_official_rules_on_a_hand_made_set():
     # Without unanswerable questions and no-answer scores, v2 scores as v1.
     v1 = {"q1": ["Paris"], "q3": ["Eiffel Tower"]}
     assert squad_v2_scores(predictions, v1, {})["f1"] == pytest.approx(squad_scores(predictions, v1)["f1"])
+
+
+def test_every_metric_a_task_may_name_has_its_measure():
+    from istar_tune.metrics import CLASSIFICATION_MEASURES, REGRESSION_MEASURES
+    from istar_tune.tasks.task import CLASSIFICATION, METRICS, REGRESSION
+
+    assert set(METRICS[CLASSIFICATION]) == set(CLASSIFICATION_MEASURES)
+    assert set(METRICS[REGRESSION]) == set(REGRESSION_MEASURES)

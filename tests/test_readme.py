@@ -36,6 +36,18 @@ def test_the_readme_is_a_first_page_and_every_page_it_links_exists():
             assert (page.parent / link).is_file(), (page.name, link)
 
 
+def test_the_readme_reads_as_a_first_page_not_a_lab_notebook():
+    """No paragraph over 700 characters, no table cell over 300, and no timing of the test suite or CI (those live in
+    benchmarks/README.md)."""
+    prose = [p for p in re.split(r"\n\s*\n", README) if not p.lstrip().startswith(("```", "|"))]
+    assert [p[:60] for p in prose if len(p) > 700] == []
+    cells = [cell.strip() for line in README.splitlines() if line.startswith("|") for cell in line.split(" | ")]
+    assert [c[:60] for c in cells if len(c) > 300] == []
+    timed = [line for line in README.splitlines() if re.search(r"(make test|\.ci/run|suite|CI)\b.*\b\d+(\.\d+)? "
+                                                                 r"(s|seconds|minutes?)\b", line)]
+    assert timed == []
+
+
 def _commands(prefix: str) -> list[list[str]]:
     out = []
     for block in _blocks():

@@ -22,8 +22,6 @@ from istar_tune import tracking
 from istar_tune.config import RunSettings, from_dict, group_key
 from istar_tune.errors import ConfigError
 from istar_tune.metrics import choosing_score, chosen_on, score
-from istar_tune.search.parent import TASKS_FOLDER
-from istar_tune.search.tune.trainable import train_config
 from istar_tune.tasks import is_shipped
 
 
@@ -37,7 +35,7 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
             continue
         settings = dataclasses.asdict(from_dict(RunSettings, run.settings, source=f"run {run.run_id}"))
         metric = tracking.run_task(run).metric
-        config = train_config(run.config, {k: v for k, v in settings.items() if k in run.settings})
+        config = tracking.train_config(run.config, {k: v for k, v in settings.items() if k in run.settings})
         chosen[group_key(config)] = {"config": config, "trial_id": run.trial_id, "metric": metric,
                                      "score": score(run.metrics, metric),
                                      "held_out": (choosing_score(run.metrics, metric) if chosen_on(run.metrics, metric)
@@ -55,7 +53,8 @@ def task_definitions(tracking_uri: str, experiment: str, tasks: set[str]) -> dic
     experiment_id = tracking.get_experiment(mlflow_client, tracking_uri, experiment).experiment_id
     found: dict[str, str] = {}
     for parent in tracking.find_runs(mlflow_client, experiment_id, **{tracking.TAG_ROLE: "search"}):
-        logged = {Path(a.path).stem: a.path for a in mlflow_client.list_artifacts(parent.info.run_id, TASKS_FOLDER)}
+        artifacts = mlflow_client.list_artifacts(parent.info.run_id, tracking.TASKS_FOLDER)
+        logged = {Path(a.path).stem: a.path for a in artifacts}
         for name in sorted(tasks & set(logged) - set(found)):
             with tempfile.TemporaryDirectory() as folder, _no_progress_bar():
                 local = mlflow_client.download_artifacts(parent.info.run_id, logged[name], folder)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.errors import ConfigError
+from istar_tune.search.backends import canonical
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.tasks import Task
@@ -29,10 +30,17 @@ PLAN_FILE = "istar-tune-plan.json"
 
 
 class Lock:
-    """A held lock file; :meth:`release` (or the process ending, however it ends) frees it."""
+    """A held lock file; leaving its ``with`` block, :meth:`release` or the process ending (however it ends) frees
+    it."""
 
     def __init__(self, path: Path | None, handle=None):
         self.path, self.handle = path, handle
+
+    def __enter__(self) -> Lock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     def release(self) -> None:
         if self.handle is not None:
@@ -93,7 +101,7 @@ def check_plan(results_root: str, plan: dict[str, Any], resume: bool,
     path = Path(results_root) / PLAN_FILE
     text = json.dumps(plan, sort_keys=True, default=str)
     if resume and path.is_file():
-        stored = path.read_text(encoding="utf-8")
+        stored = _current_names(path.read_text(encoding="utf-8"))
         if stored != text and accept_changed:
             return json.loads(stored)
         if stored != text:
@@ -107,6 +115,17 @@ def check_plan(results_root: str, plan: dict[str, Any], resume: bool,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return None
+
+
+def _current_names(stored: str) -> str:
+    """A remembered plan with its backends under their current names (a search started as ``optuna`` resumes as
+    ``tpe``)."""
+    plan = json.loads(stored)
+    if not any(isinstance(p, dict) and canonical(p.get("algorithm", "")) != p.get("algorithm") for p in plan.values()):
+        return stored
+    for search in plan.values():
+        search["algorithm"] = canonical(search["algorithm"])
+    return json.dumps(plan, sort_keys=True, default=str)
 
 
 DATA_FILE = "istar-tune-data.json"

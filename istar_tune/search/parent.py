@@ -95,7 +95,6 @@ def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
     return link
 
 
-TASKS_FOLDER = "tasks"
 """The parent run's artifact folder of the search's task definitions (``tasks/<name>.yaml``, as resolved)."""
 
 
@@ -109,7 +108,7 @@ def log_task_definitions(mlflow_client, run_id: str, tasks) -> None:
         if task.shipped:
             continue
         mlflow_client.log_text(run_id, yaml.safe_dump(definition_mapping(task), sort_keys=False, allow_unicode=True),
-                               f"{TASKS_FOLDER}/{task.name}.yaml")
+                               f"{tracking.TASKS_FOLDER}/{task.name}.yaml")
         files = "; ".join(f"{split} {task.files.get(split, 'hub')} {value}" for split, value in task.checksums.items())
         mlflow_client.set_tag(run_id, f"{tracking.TAG_TASK_FILES}.{task.name}",
                               (files or f"hub {task.hub.path if task.hub else ''}")[:tracking.MAX_TAG_CHARS])

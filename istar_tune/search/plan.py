@@ -198,7 +198,7 @@ def base_config(planned: PlannedGroup, search: str | None = None) -> dict[str, A
 def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = ""):
     """What :class:`~istar_tune.search.tune.searcher.GroupSearcher` hands out: every configuration of grid and seeds
     groups, a budget and the sampled domains for sampled groups; each configuration names its search (``name``)."""
-    from istar_tune.search.tune.searcher import GroupPlan
+    from istar_tune.search.tune.searcher import GroupQueue
 
     name = name or space.name
     plans = []
@@ -206,12 +206,12 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
         base, domains = base_config(item, name), item.group.domains
         key = trial_group(base)
         if item.after:
-            plans.append(GroupPlan(key=key, base=base, after=item.after,
+            plans.append(GroupQueue(key=key, base=base, after=item.after,
                                    variants=space.variants(item.group.model, item.group.method),
                                    concurrency=space.concurrency))
             continue
         if space.stage == "seeds" or get_backend(space.algorithm).enumerates:
-            plans.append(GroupPlan(key=key, configs=planned_configs(space, item, name),
+            plans.append(GroupQueue(key=key, configs=planned_configs(space, item, name),
                                    concurrency=space.concurrency))
             continue
         constants = {k: d.values[0] for k, d in domains.items() if d.kind == "constant"}
@@ -221,7 +221,7 @@ def group_plans(space: SearchSpace, planned: list[PlannedGroup], name: str = "")
             if missing:
                 raise ConfigError(f"{space.path}: search.points_to_evaluate: {point} lacks {', '.join(missing)}, "
                                   f"sampled in group {key}: give every sampled hyperparameter")
-        plans.append(GroupPlan(key=key, budget=item.trials, base={**base, **constants}, sampled=sampled,
+        plans.append(GroupQueue(key=key, budget=item.trials, base={**base, **constants}, sampled=sampled,
                                algorithm=space.algorithm,
                                estimate=trial_seconds(typical_config(base, domains)), study=key,
                                points=[dict(p) for p in space.points_to_evaluate], concurrency=space.concurrency))

@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from istar_tune import console, tracking
@@ -37,70 +38,90 @@ log = logging.getLogger(__name__)
 
 
 
-def run_search(space: SearchSpace, **options) -> SearchSummary:
+@dataclass(frozen=True)
+class SearchOptions:
+    """How :func:`run_searches` runs its searches (every field a keyword of :func:`run_searches` and
+    :func:`run_search` too)."""
+
+    storage_path: str | os.PathLike | None = None
+    """Ray's results (default: ``$ISTAR_TUNE_STORAGE_PATH``, else ``istar-runs``)."""
+    tracking_uri: str | None = None
+    """MLflow (default: ``$MLFLOW_TRACKING_URI``, else sqlite beside the results)."""
+    name: str | None = None
+    """The Tune experiment's name (results folder; default: the searches' names joined by ``+``); with one space,
+    its MLflow experiment too."""
+    address: str | None = None
+    """The Ray cluster (default: ``$RAY_ADDRESS``, else a local instance)."""
+    resume: bool = False
+    """Continue the interrupted search in the results folder."""
+    data_dir: str | None = None
+    """A folder in the GLUE layout (else the space's ``data_dir``, else ``$GLUE_DIR``, else the hub)."""
+    write: Callable[[str], None] | None = None
+    """Where progress lines go (default: :func:`istar_tune.console.say`)."""
+    trainable_fn: Callable[..., None] = trainable
+    """``trainable_fn(config, settings, keep)`` runs one trial (default:
+    :func:`~istar_tune.search.tune.trainable.trainable`, which fine-tunes; ``settings`` and ``keep`` map each search's
+    name to its run settings and to how many of its newest checkpoints a trial keeps)."""
+    simulation: Simulation | None = None
+    """Rehearse the trials (:func:`istar_tune.search.tune.simulate.simulated_trainable`) instead of training."""
+    accept_changed_space: bool = False
+    """With ``resume``: go on although the space now plans other trials (the search keeps the grid it started
+    with)."""
+    gpu_memory_gb: float | None = None
+    """The memory of the cluster's GPUs, for the check that the packing (``resources.gpu``) fits (else the GPU type
+    Ray reports says it)."""
+
+
+def run_search(space: SearchSpace, options: SearchOptions | None = None, **given) -> SearchSummary:
     """Run (or resume) every group of ``space``: :func:`run_searches` of one space (``name`` names its MLflow
     experiment and results folder)."""
-    return run_searches([space], **options)[0]
+    return run_searches([space], options, **given)[0]
 
 
-def run_searches(spaces: list[SearchSpace], *, storage_path: str | os.PathLike | None = None,
-                 tracking_uri: str | None = None, name: str | None = None, address: str | None = None,
-                 resume: bool = False, data_dir: str | None = None, write: Callable[[str], None] | None = None,
-                 trainable_fn: Callable[..., None] = trainable, simulation: Simulation | None = None,
-                 accept_changed_space: bool = False, gpu_memory_gb: float | None = None) -> list[SearchSummary]:
-    """Run (or resume) several searches as one Tune experiment; one summary per search, in order.
+def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None, **given) -> list[SearchSummary]:
+    """Run (or resume) several searches as one Tune experiment; one summary per search, in order. ``options`` (or its
+    fields as keywords, e.g. ``storage_path=...``): :class:`SearchOptions`.
 
     Each search keeps its own MLflow experiment (its space's name; with one space, ``name`` if given), settings and
     groups; their trials share the cluster, so it stays full from the first trial of the first search to the last
     trial of the last. A seeds search whose ``best_of`` names a search of the same run does not wait for that
-    whole search: each of its groups starts as soon as the group it re-runs has ended. ``name`` names the Tune
-    experiment (results folder; default: the searches' names joined by ``+``). One search at a time per results
-    folder (:mod:`~istar_tune.search.guard`); ``resume`` refuses a space that plans other trials than the search
-    started with, unless ``accept_changed_space``.
-
-    ``trainable_fn(config, settings, keep)`` runs one trial (default:
-    :func:`~istar_tune.search.tune.trainable.trainable`, which fine-tunes; ``settings`` and ``keep`` map each search's
-    name to its run settings and to how many of its newest checkpoints a trial keeps). With ``simulation``, trials are
-    rehearsed by :func:`istar_tune.search.tune.simulate.simulated_trainable` instead. ``gpu_memory_gb``: the memory
-    of the cluster's GPUs, for the check that the space's packing (``resources.gpu``) fits (else the GPU type Ray
-    reports says it).
+    whole search: each of its groups starts as soon as the group it re-runs has ended. One search at a time per
+    results folder (:mod:`~istar_tune.search.guard`: its lock is held from the plan check to the end, however the
+    search ends); ``resume`` refuses a space that plans other trials than the search started with, unless
+    ``accept_changed_space``.
     """
-    say = write or console.say
+    options = replace(options or SearchOptions(), **given)
+    say = options.write or console.say
     began = time.monotonic()
     stop = stopping.Stop()
-    with stopping.catch_signals(stop) as listen_again:  # a signal at any moment stops the search, saying what it kept
+    with stopping.catch_signals(stop) as listen_again, contextlib.ExitStack() as held:
         with contextlib.ExitStack() as writing:
-            experiment, ended = None, None
             try:
-                experiment = experiment_of(spaces, storage_path, tracking_uri, name, data_dir, simulation)
-                checked_s = check_and_plan(experiment, resume)
-                if resume:  # before Ray starts: a refusal, or a search whose every trial had ended, needs none
-                    _guard(experiment, resume, accept_changed_space, say)
+                experiment = experiment_of(spaces, options.storage_path, options.tracking_uri, options.name,
+                                           options.data_dir, options.simulation)
+                checked_s, ended = check_and_plan(experiment, options.resume), None
+                if options.resume:  # before Ray starts: a refusal, or a search whose every trial had ended, needs none
+                    _guard(experiment, options, say, held)
                     ended = _ended(experiment)
                 if ended is None:
-                    cluster.connect(address, rehearse=(simulation.gpus, experiment.spaces[0]) if simulation else None)
+                    simulation = options.simulation
+                    cluster.connect(options.address, rehearse=(simulation.gpus, experiment.spaces[0])
+                                    if simulation else None)
                     listen_again()  # ray.init puts its own SIGTERM handler in (which aborts the process)
-                    checked_s += check_resources(experiment, gpu_memory_gb)
+                    checked_s += check_resources(experiment, options.gpu_memory_gb)
                 writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
-            except BaseException as err:
-                if experiment is not None:  # a resume holds its lock from here on
-                    experiment.lock.release()
-                if isinstance(err, KeyboardInterrupt):
-                    raise type(err)("interrupted before the search started; nothing was written: run it "
-                                    "again") from None
-                raise
+            except KeyboardInterrupt as err:
+                raise type(err)("interrupted before the search started; nothing was written: run it "
+                                        "again") from None
             _say_checked(experiment, checked_s, say, cluster_checked=ended is None)
             if ended is not None:
                 return _summarise_ended(experiment, ended, say, began, stop)
-            if not resume:
-                _guard(experiment, resume, accept_changed_space, say)
-            try:
-                _open_tracking(experiment)
-                cluster.tune_environment(experiment.total, experiment.spaces[0])
-            except BaseException:
-                experiment.lock.release()
-                raise
-        return _fit(experiment, simulated_trainable if experiment.simulated else trainable_fn, resume, say, began, stop)
+            if not options.resume:
+                _guard(experiment, options, say, held)
+            _open_tracking(experiment)
+            cluster.tune_environment(experiment.total, experiment.spaces[0])
+        trainable_fn = simulated_trainable if experiment.simulated else options.trainable_fn
+        return _fit(experiment, trainable_fn, options.resume, say, began, stop)
 
 
 def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], None], cluster_checked: bool) -> None:
@@ -140,33 +161,29 @@ def _summarise_ended(experiment: Experiment, ended: tuple[list, list], say: Call
     """A resumed search whose every trial had ended: its MLflow records reconciled and its runs ended as Tune's
     restore would (the trial loggers' end of experiment), and its summaries, without starting Ray or a worker."""
     trials, results = ended
-    with contextlib.ExitStack() as ending:
-        ending.callback(experiment.lock.release)
-        _open_tracking(experiment)
-        for logger in experiment.loggers.values():
-            logger.on_experiment_end(trials)
-        say(f"== {experiment.name}: every trial had ended; nothing to run")
-        phases = {"setup": time.monotonic() - began, "fit": 0.0}
-        return _close(experiment, results, {t.trial_id: t.status for t in trials}, "", phases, stop)
+    _open_tracking(experiment)
+    for logger in experiment.loggers.values():
+        logger.on_experiment_end(trials)
+    say(f"== {experiment.name}: every trial had ended; nothing to run")
+    phases = {"setup": time.monotonic() - began, "fit": 0.0}
+    return _close(experiment, results, {t.trial_id: t.status for t in trials}, "", phases, stop)
 
 
-def _guard(experiment: Experiment, resume: bool, accept_changed_space: bool, say: Callable[[str], None]) -> None:
-    """The results folder's lock, then the plan check (after every other check: a refusal creates nothing), then
-    Tune's state repaired for ``--resume`` (:mod:`~istar_tune.search.tune.state`)."""
+def _guard(experiment: Experiment, options: SearchOptions, say: Callable[[str], None],
+           held: contextlib.ExitStack) -> None:
+    """The results folder's lock (held by ``held`` to the search's end), then the plan check (after every other
+    check: a refusal creates nothing), then Tune's state repaired for ``--resume``
+    (:mod:`~istar_tune.search.tune.state`)."""
     from istar_tune.search.tune import state
 
-    experiment.lock = guard.hold(experiment.storage, experiment.name)
-    try:
-        started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
-                                   resume, accept_changed_space)
-        guard.check_data_files(experiment.results_root, list({t.name: t for space in experiment.spaces
-                                                              for t in space.task_objects}.values()), resume)
-        if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
-            guard.keep_started(experiment.planned, started)
-        experiment.restored = state.repair(experiment.results_root, say) if resume else None
-    except BaseException:
-        experiment.lock.release()
-        raise
+    experiment.lock = held.enter_context(guard.hold(experiment.storage, experiment.name))
+    started = guard.check_plan(experiment.results_root, guard.fingerprint(experiment.spaces, experiment.planned),
+                               options.resume, options.accept_changed_space)
+    guard.check_data_files(experiment.results_root, list({t.name: t for space in experiment.spaces
+                                                          for t in space.task_objects}.values()), options.resume)
+    if started is not None:  # a changed space, accepted: the experiment goes on with its own grid
+        guard.keep_started(experiment.planned, started)
+    experiment.restored = state.repair(experiment.results_root, say) if options.resume else None
 
 
 def _open_tracking(experiment: Experiment) -> None:
@@ -258,7 +275,6 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     with contextlib.ExitStack() as ending:
-        ending.callback(experiment.lock.release)
         ending.enter_context(stopping.errors_to_file(_errors_log(experiment)))  # tracebacks to a file, to the end
         try:
             try:

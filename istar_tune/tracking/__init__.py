@@ -12,6 +12,7 @@ from istar_tune.tracking.naming import (
     logged_params,
     resolved_hyperparameters,
     run_name,
+    train_config,
     trial_error_text,
 )
 from istar_tune.tracking.runs import (
@@ -53,6 +54,7 @@ from istar_tune.tracking.store import (
     TAG_TASK_FILES,
     TAG_TRAINED_BY,
     TAG_TRIAL_ID,
+    TASKS_FOLDER,
     check_reachable,
     check_store,
     check_writable,
@@ -75,13 +77,13 @@ __all__ = [
     "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES",
     "STATUSES",
     "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_REPLAY",
-    "TAG_RESTORED_FROM", "TAG_STRATEGY",
+    "TAG_RESTORED_FROM", "TAG_STRATEGY", "TASKS_FOLDER",
     "TAG_ROLE", "TAG_SEARCH_RUN",
     "TAG_SEARCH", "TAG_SIMULATED", "TAG_SPACE", "TAG_STAGE", "TAG_STATUS", "TAG_TASK", "TAG_TASK_FILES",
     "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
-    "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters",
+    "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters", "train_config",
     "NoExperiment", "run_task", "run_tasks", "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX",
     "logged_params", "run_name",
 ]

@@ -13,7 +13,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.tasks import facts, is_shipped
 from istar_tune.tracking.store import TAG_TASK
-from istar_tune.trial_config import hyperparameters, trial_task
+from istar_tune.trial_config import TASK_DEFINITION_KEY, hyperparameters, trial_task
 
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
@@ -96,3 +96,19 @@ def trial_error_text(trial) -> str:
     except Exception:  # noqa: BLE001 - an unreadable error file must not break logging
         text = ""
     return error_summary(text, "unknown error")
+
+
+SEARCH_ONLY_SETTINGS = ("checkpoint", "heartbeat_s", "progress", "output_dir", "save_checkpoint")
+"""Settings of a search's trials that mean nothing to one ``train`` run."""
+
+
+def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """A trial's configuration as ``istar-tune train --config`` reads it: the hyperparameters its method reads
+    (defaults filled in) and the run settings that mean something to one run (what a trial folder's ``config.yaml``
+    and ``export`` write)."""
+    values = resolved_hyperparameters(config)
+    if config.get(TASK_DEFINITION_KEY):  # a task that is not shipped: inline, so the file trains anywhere
+        values["task"] = config[TASK_DEFINITION_KEY]
+    unused = unused_hyperparameters(values["method"])
+    return {**{k: v for k, v in values.items() if k not in unused},
+            **{k: v for k, v in settings.items() if k not in SEARCH_ONLY_SETTINGS and v is not None}}

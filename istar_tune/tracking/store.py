@@ -23,6 +23,8 @@ TAG_ROLE = "istar_tune.role"  # "search" for the parent run, "trial" for a child
 TAG_SEARCH = "istar_tune.search"
 TAG_TRIAL_ID = "istar_tune.trial_id"  # the Ray trial's id, or `<id>-e<k>` for a configuration a shared trial completes
 TAG_REPLAY = "istar_tune.replay"  # a grid's search run: what `replay` recommends for the next one
+TASKS_FOLDER = "tasks"
+"""A search run's artifact folder holding each task of one's own as a definition file."""
 TAG_STRATEGY = "istar_tune.strategy"  # a grid's search run: the recommended strategy as a space fragment (JSON)
 TAG_TRAINED_BY = "istar_tune.trained_by"  # a shared trial's configuration: the Ray trial that trained it
 TAG_GROUP = "istar_tune.group"

@@ -3,8 +3,8 @@
 
 Files are read with ``datasets``' own builders (csv, tsv with quoting off and every cell as written, json/jsonl,
 parquet; a JSON file whose fields mix kinds as written, which the builder would coerce), a hub data set with
-``datasets.load_dataset``, the paper's GLUE-layout files by :mod:`istar_tune.training.glue`. Every format's table then
-takes the one checker (:mod:`istar_tune.training.checking`), and reading a definition *resolves* it:
+``datasets.load_dataset``, the paper's GLUE-layout files by :mod:`istar_tune.training.paper_files`. Every format's
+table then takes the one checker (:mod:`istar_tune.training.checking`), and reading a definition *resolves* it:
 its class names, split sizes and file checksums become part of it, so a trial on another node reads exactly the
 files the search was planned on.
 """
@@ -25,7 +25,7 @@ from istar_tune.tasks.definition import label_text
 from istar_tune.tasks.labels import is_number
 from istar_tune.tasks.task import IN_DATA_FOLDER, PAPER_FORMATS
 from istar_tune.training.checking import normalise, rows_text, value_kind
-from istar_tune.training.glue import PARSERS
+from istar_tune.training.paper_files import PARSERS
 
 
 def load_raw(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,

@@ -42,6 +42,20 @@ def test_resume_refuses_a_changed_plan_unless_asked_to_go_on(tmp_path):
                                                                                       default=str)
 
 
+def test_a_search_started_under_an_earlier_backend_name_resumes_under_the_new_one(tmp_path):
+    import json
+
+    root = tmp_path / "s"
+    now = guard.fingerprint([_space()], {"s": plan(_space())})
+    before = {name: {**search, "algorithm": "optuna"} for name, search in now.items()}
+    now = {name: {**search, "algorithm": "tpe"} for name, search in now.items()}
+    root.mkdir()
+    (root / guard.PLAN_FILE).write_text(json.dumps(before, sort_keys=True, default=str))
+    guard.check_plan(str(root), now, resume=True)  # the same plan under the backend's current name
+    with pytest.raises(ConfigError, match="changed since the search started"):
+        guard.check_plan(str(root), {n: {**s, "algorithm": "qmc"} for n, s in now.items()}, resume=True)
+
+
 def test_resume_refuses_a_data_file_changed_since_the_search_started(tmp_path):
     from istar_tune.tasks import Task
 

@@ -20,14 +20,15 @@ from ray.tune.search import Searcher
 
 from istar_tune.config import HYPERPARAMETER_KEYS
 from istar_tune.metrics import best_scored
-from istar_tune.search.backends import Sampling, get_backend
+from istar_tune.search.backends import Sampling, canonical, get_backend
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.tune.trainable import configuration_results
 
 
 @dataclass
-class GroupPlan:
-    """What the searcher hands out for one group: explicit configurations, or a sampling backend's suggestions."""
+class GroupQueue:
+    """What the searcher has still to hand out for one group (explicit configurations, or a budget of a sampling
+    backend's suggestions) and what it has out (not the plan: :class:`~istar_tune.search.plan.PlannedGroup`)."""
 
     key: str
     configs: list[dict] = field(default_factory=list)
@@ -62,6 +63,13 @@ class GroupPlan:
     note: str = ""
     """Why a released group has nothing to run (its source had no scored trial)."""
 
+    def __setstate__(self, state: dict) -> None:
+        """A queue pickled by an earlier version (a ``--resume`` of a search it started): its fields' new names."""
+        if "optuna_space" in state:
+            state["sampled"] = state.pop("optuna_space")
+        state["algorithm"] = canonical(state.get("algorithm", "tpe"))
+        self.__dict__.update(state)
+
     def next_place(self) -> int:
         return self.order[-1]
 
@@ -70,13 +78,17 @@ class GroupPlan:
         return not self.waiting and not self.configs and self.budget <= 0
 
 
+GroupPlan = GroupQueue
+"""The queue's earlier name, under which searcher states saved before it were pickled (read by a ``--resume``)."""
+
+
 def best_trial(results: list[tuple[str, float | None, dict]]) -> tuple[str, float, dict] | None:
     """The best of ``(trial_id, last reported objective, config)`` by :func:`istar_tune.metrics.best_scored` (the rule
     :func:`istar_tune.tracking.best_trials` applies to the same trials read from MLflow)."""
     return best_scored(results, lambda r: r[2], lambda r: r[1])
 
 
-def hand_out_order(plans: list[GroupPlan]) -> None:
+def hand_out_order(plans: list[GroupQueue]) -> None:
     """Number every trial of every plan: the longest remaining and the shortest remaining by turns."""
     items = [(trial_seconds(config), p, i) for p, plan in enumerate(plans) for i, config in enumerate(plan.configs)]
     items += [(plan.estimate, p, -1) for p, plan in enumerate(plans) for _ in range(plan.budget)]
@@ -100,7 +112,7 @@ class GroupSearcher(Searcher):
     """Hands out the trials of every group in :func:`hand_out_order`, at most ``concurrency`` at once per group; one
     searcher per sampled group, built by its backend (seeded with ``seed``)."""
 
-    def __init__(self, plans: list[GroupPlan], concurrency: int | None = None, seed: int | None = None,
+    def __init__(self, plans: list[GroupQueue], concurrency: int | None = None, seed: int | None = None,
                  metric: str = "objective", mode: str = "max", storage: str | None = None):
         super().__init__(metric=metric, mode=mode)
         hand_out_order(plans)
@@ -133,7 +145,7 @@ class GroupSearcher(Searcher):
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
 
-    def _searcher(self, plan: GroupPlan):
+    def _searcher(self, plan: GroupQueue):
         if plan.searcher is None:
             backend = get_backend(plan.algorithm)
             points = [{k: v for k, v in p.items() if k in plan.sampled} for p in plan.points]

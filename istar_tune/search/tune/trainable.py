@@ -19,13 +19,11 @@ import yaml
 from istar_tune import tracking
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.console import say
-from istar_tune.methods import unused_hyperparameters
 from istar_tune.metrics import choosing_score, chosen_on, score
 from istar_tune.search.tune import checkpoints
 from istar_tune.tasks import Task
 from istar_tune.trial_config import (
     SHARED_EPOCHS_KEY,
-    TASK_DEFINITION_KEY,
     completes,
     configuration,
     for_search,
@@ -226,24 +224,8 @@ def _train(hparams: Hyperparameters, task: Task, run_settings: RunSettings, repo
 
 TRIAL_CONFIG = "config.yaml"
 """A trial folder's resolved configuration, in the form ``istar-tune train --config`` reads."""
-SEARCH_ONLY_SETTINGS = ("checkpoint", "heartbeat_s", "progress", "output_dir", "save_checkpoint")
-"""Settings of a search's trials that mean nothing to one ``train`` run."""
-
-
 def write_trial_config(folder: str | Path, config: dict[str, Any], settings: dict[str, Any]) -> None:
-    """A trial folder's ``config.yaml``: its resolved configuration (:func:`train_config`)."""
+    """A trial folder's ``config.yaml``: its resolved configuration (:func:`istar_tune.tracking.train_config`)."""
     Path(folder).mkdir(parents=True, exist_ok=True)
     (Path(folder) / TRIAL_CONFIG).write_text(
-        yaml.safe_dump(train_config(config, settings), sort_keys=False, allow_unicode=True), "utf-8")
-
-
-def train_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """A trial's configuration as ``istar-tune train --config`` reads it: the hyperparameters its method reads
-    (defaults filled in) and the run settings that mean something to one run."""
-    values = tracking.resolved_hyperparameters(config)
-    if config.get(TASK_DEFINITION_KEY):  # a task that is not shipped: inline, so the file trains anywhere
-        values["task"] = config[TASK_DEFINITION_KEY]
-    unused = unused_hyperparameters(values["method"])
-    return {**{k: v for k, v in values.items() if k not in unused},
-            **{k: v for k, v in settings.items() if k not in SEARCH_ONLY_SETTINGS and v is not None}}
-
+        yaml.safe_dump(tracking.train_config(config, settings), sort_keys=False, allow_unicode=True), "utf-8")

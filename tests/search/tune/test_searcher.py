@@ -8,7 +8,7 @@ from istar_tune.search.plan import group_plans, plan
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.search.spaces.space import Domain, grid_configs
-from istar_tune.search.tune.searcher import GroupPlan, GroupSearcher
+from istar_tune.search.tune.searcher import GroupQueue, GroupSearcher
 from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
@@ -44,9 +44,9 @@ def test_the_paper_grids_hand_out_every_trial_once_longest_first():
 
 
 def test_concurrency_is_per_group_and_a_finished_trial_frees_its_slot():
-    plans = [GroupPlan(key="a", configs=[{"model": "bert", "task": "rte", "method": "base", "epochs": e}
+    plans = [GroupQueue(key="a", configs=[{"model": "bert", "task": "rte", "method": "base", "epochs": e}
                                          for e in (3, 4, 5)]),
-             GroupPlan(key="b", configs=[{"model": "bert", "task": "sst2", "method": "base", "epochs": 3}])]
+             GroupQueue(key="b", configs=[{"model": "bert", "task": "sst2", "method": "base", "epochs": 3}])]
     searcher = GroupSearcher(plans, concurrency=1)
     first, second = searcher.suggest("1"), searcher.suggest("2")
     assert {first["task"], second["task"]} == {"rte", "sst2"}  # both groups in flight at once
@@ -58,7 +58,7 @@ def test_concurrency_is_per_group_and_a_finished_trial_frees_its_slot():
 
 def test_a_paused_trial_leaves_its_place_to_a_waiting_one_until_it_resumes():
     configs = [{"model": "bert", "task": "rte", "method": "base", "epochs": e} for e in (3, 4, 5)]
-    searcher = GroupSearcher([GroupPlan(key="a", configs=configs)], concurrency=1)
+    searcher = GroupSearcher([GroupQueue(key="a", configs=configs)], concurrency=1)
     assert searcher.suggest("1") and searcher.suggest("2") is None
     searcher.on_pause("1")  # median stopping could not judge it yet: Tune saved it
     searcher.on_pause("1")  # told twice, counted once
@@ -121,9 +121,9 @@ def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first
     other = [{"model": "bert", "task": "sst2", "method": "istar", "search": "grid", "learning_rate": lr}
              for lr in (1e-5, 2e-5, 3e-5, 4e-5)]
     seeds_base = {"model": "bert", "task": "rte", "method": "istar", "search": "seeds"}
-    plans = [GroupPlan(key="grid:bert/rte/istar", configs=list(grid)),
-             GroupPlan(key="grid:bert/sst2/istar", configs=list(other)),
-             GroupPlan(key="seeds:bert/rte/istar", base=seeds_base, after="grid:bert/rte/istar",
+    plans = [GroupQueue(key="grid:bert/rte/istar", configs=list(grid)),
+             GroupQueue(key="grid:bert/sst2/istar", configs=list(other)),
+             GroupQueue(key="seeds:bert/rte/istar", base=seeds_base, after="grid:bert/rte/istar",
                       variants=[{"seed": 1}, {"seed": 2}])]
     searcher = GroupSearcher(plans, concurrency=None)
     handed = _drain(searcher, "g")
@@ -143,8 +143,8 @@ def test_a_seeds_group_waits_for_its_grid_group_then_reruns_its_best_trial_first
 
 
 def test_a_seeds_group_whose_source_scored_nothing_runs_nothing_and_says_why():
-    plans = [GroupPlan(key="grid:bert/rte/base", configs=[{"model": "bert", "task": "rte", "method": "base"}]),
-             GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
+    plans = [GroupQueue(key="grid:bert/rte/base", configs=[{"model": "bert", "task": "rte", "method": "base"}]),
+             GroupQueue(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
                        after="grid:bert/rte/base", variants=[{"seed": 1}, {"seed": 2}, {"seed": 3}])]
     searcher = GroupSearcher(plans)
     searcher.suggest("t0")
@@ -157,14 +157,14 @@ def test_a_seeds_group_must_wait_for_a_group_of_the_same_experiment():
     import pytest
 
     with pytest.raises(ValueError, match="not in this experiment"):
-        GroupSearcher([GroupPlan(key="seeds:a", after="grid:missing", variants=[{"seed": 1}])])
+        GroupSearcher([GroupQueue(key="seeds:a", after="grid:missing", variants=[{"seed": 1}])])
 
 
 def test_a_group_waiting_for_a_shared_group_reruns_its_best_configuration_not_its_trial():
     shared = {"model": "bert", "task": "rte", "method": "base", "learning_rate": 1e-5, "epochs": 5,
               SHARED_EPOCHS_KEY: [3, 4, 5]}
-    plans = [GroupPlan(key="grid:bert/rte/base", configs=[shared]),
-             GroupPlan(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
+    plans = [GroupQueue(key="grid:bert/rte/base", configs=[shared]),
+             GroupQueue(key="seeds:bert/rte/base", base={"model": "bert", "task": "rte", "method": "base"},
                        after="grid:bert/rte/base", variants=[{"seed": 1}, {"seed": 2}])]
     searcher = GroupSearcher(plans)
     assert searcher.suggest("t1") == shared
@@ -197,7 +197,7 @@ def test_what_was_handed_to_lost_trials_is_given_back_in_its_place_and_handed_ou
 
 
 def test_a_searcher_state_saved_before_trials_were_recorded_still_restores(tmp_path):
-    searcher = GroupSearcher([GroupPlan(key="a", configs=[{"model": "bert", "task": "rte", "method": "base"}])])
+    searcher = GroupSearcher([GroupQueue(key="a", configs=[{"model": "bert", "task": "rte", "method": "base"}])])
     state = {k: v for k, v in searcher.__dict__.items() if k != "handed"}
     import pickle
 
@@ -205,3 +205,17 @@ def test_a_searcher_state_saved_before_trials_were_recorded_still_restores(tmp_p
     restored = GroupSearcher.__new__(GroupSearcher)
     restored.restore(str(tmp_path / "old.pkl"))
     assert restored.handed is None and restored.suggest("t0")["task"] == "rte"
+
+
+def test_a_queue_pickled_under_its_earlier_names_restores(tmp_path):
+    import pickle
+
+    from istar_tune.search.tune import searcher as module
+
+    queue = GroupQueue(key="a", budget=2, algorithm="optuna")
+    state = {**queue.__dict__, "optuna_space": {"learning_rate": "domain"}}
+    del state["sampled"]
+    restored = GroupQueue.__new__(GroupQueue)
+    restored.__setstate__(state)
+    assert restored.sampled == {"learning_rate": "domain"} and restored.algorithm == "tpe"
+    assert module.GroupPlan is GroupQueue and pickle.loads(pickle.dumps(restored)).sampled == restored.sampled

@@ -11,20 +11,20 @@ from ray.tune.search import Searcher
 
 from istar_tune.errors import ConfigError
 from istar_tune.search.tune import state
-from istar_tune.search.tune.searcher import GroupPlan, GroupSearcher
+from istar_tune.search.tune.searcher import GroupQueue, GroupSearcher
 
 CONFIGS = [{"model": "bert", "task": "rte", "method": "base", "learning_rate": r} for r in (1e-5, 2e-5, 3e-5, 4e-5)]
 
 
 def _order() -> list[dict]:
-    searcher = GroupSearcher([GroupPlan(key="g", configs=[dict(c) for c in CONFIGS])])
+    searcher = GroupSearcher([GroupQueue(key="g", configs=[dict(c) for c in CONFIGS])])
     return [searcher.suggest(f"t{i}") for i in range(len(CONFIGS))]
 
 
 def _write(folder: Path, session: str, trials: list[str], handed: int | None = None) -> GroupSearcher:
     """Tune's state files as a search leaves them: ``trials`` in the experiment state, the searcher having handed
     out ``handed`` trials (default: as many)."""
-    searcher = GroupSearcher([GroupPlan(key="g", configs=[dict(c) for c in CONFIGS])])
+    searcher = GroupSearcher([GroupQueue(key="g", configs=[dict(c) for c in CONFIGS])])
     for index in range(len(trials) if handed is None else handed):
         searcher.suggest(f"t{index}")
     folder.mkdir(parents=True, exist_ok=True)
