@@ -175,12 +175,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.holdout is not None:
         spaces = [replace(space, settings={**space.settings, "holdout": args.holdout}) for space in spaces]
         spaces[0].run_settings()  # the share checked before anything starts
+    if args.cores_per_gpu is not None and not args.cores_per_gpu > 0:
+        raise ConfigError(f"--cores-per-gpu must be a positive number of cores, got {args.cores_per_gpu:g}")
     if args.gpu_memory_gb is not None and not args.gpu_memory_gb > 0:
         raise ConfigError(f"--gpu-memory-gb must be a positive number of GiB (e.g. 80 for an H100), got "
                           f"{args.gpu_memory_gb:g}")
     if args.dry_run:
         print("\n\n".join(dry_run(spaces, _tracking_uri(args), args.data_dir, args.gpu_memory_gb,
-                                  lambda space: _throughput(args, space))))
+                                  lambda space: _throughput(args, space), args.cores_per_gpu)))
         return 0
     simulation = None
     if args.simulate:

@@ -96,6 +96,9 @@ def _add_search_command(commands) -> None:
     search.add_argument("--throughput", nargs="+", metavar="FILE",
                         help="with --dry-run or --simulate: files written by `istar-tune calibrate`, one per model; "
                              "the dry run then estimates GPU-hours at the space's packing and the recommended one")
+    search.add_argument("--cores-per-gpu", type=float, metavar="N",
+                        help="with --dry-run: the CPU cores a node has per GPU, to say how many trials a GPU holds by "
+                             "cores (each trial's step needs resources.cpu cores of its own) beside its memory")
     search.add_argument("--gpu-memory-gb", type=float, metavar="GIB",
                         help="memory of the cluster's GPUs: the preflight refuses a packing (resources.gpu below 1) "
                              "whose trials would not fit (default: what the GPU type Ray reports says)")

@@ -160,6 +160,15 @@ def recommend(measurements: list[dict[str, Any]]) -> dict[str, Any] | None:
             **({"gain_over_one": round(gain, 2)} if gain else {})}
 
 
+def cores_advice(packing: int, gpus: int, cores: int | None = None) -> str:
+    """How many trials a GPU of this node holds by its cores (its cores shared among its ``gpus``, a core a trial:
+    a trial's step is host-bound) against the measured ``packing``, and which binds."""
+    from istar_tune.search.spaces.cost import by_cores, packing_advice
+
+    per_gpu = (cores or os.cpu_count() or 1) / max(gpus, 1)
+    return packing_advice(packing, None, by_cores(per_gpu, 1.0), per_gpu, 1.0)
+
+
 def check_output(output: str | os.PathLike) -> None:
     """``--output`` can be written: not a folder, its folder creatable and writable (one line otherwise)."""
     path = Path(output)
@@ -211,6 +220,8 @@ def calibrate(job: Job, packings: tuple[int, ...], modes: tuple[str, ...], outpu
     gain = f", {chosen['gain_over_one']:g}× the total of one trial" if "gain_over_one" in chosen else ""
     write(f"recommended: {chosen['packing']} a GPU, {chosen['mode']} (resources: {{gpu: {chosen['resources_gpu']:g}}})"
           f"{gain}; wrote {output} (search --dry-run --throughput {output})")
+    if cuda:
+        write(f"packing on this node: {cores_advice(chosen['packing'], torch.cuda.device_count())}")
     if not cuda:
         write("measured on a CPU: these are this machine's figures; GPU figures need a GPU (run calibrate on one of "
               "your GPU nodes)")

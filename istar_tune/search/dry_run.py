@@ -15,20 +15,21 @@ from istar_tune.errors import IstarTuneError
 from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.schedulers import get_scheduler
-from istar_tune.search.spaces.cost import Throughput, group_memory, packing_of, trial_seconds
+from istar_tune.search.spaces.cost import Throughput, by_cores, group_memory, packing_advice, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
 from istar_tune.trial_config import completes, configuration
 
 
 def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir: str | None = None,
             gpu_memory_gb: float | None = None,
-            measured: Callable[[SearchSpace], Throughput | None] | None = None) -> list[str]:
+            measured: Callable[[SearchSpace], Throughput | None] | None = None,
+            cores_per_gpu: float | None = None) -> list[str]:
     """What each of ``spaces`` would train, as :func:`dry_run_report` writes it (nothing runs, nothing is written):
     one trial's memory per group where the models' configs can be read, the packing checked against
-    ``gpu_memory_gb``, GPU-hours by ``measured(space)`` rates; a seeds stage's configurations read from
-    ``tracking_uri`` when its searches have run there, else from the spaces before it."""
+    ``gpu_memory_gb`` and ``cores_per_gpu`` (which binds), GPU-hours by ``measured(space)`` rates; a seeds stage's
+    configurations read from ``tracking_uri`` when its searches have run there, else from the spaces before it."""
     from istar_tune.models import config_is_local
-    from istar_tune.search.preflight import check_models, check_packing, resolve_data, run_checks, trial_needs
+    from istar_tune.search.preflight import check_models, resolve_data, run_checks
     from istar_tune.tasks.data_folder import hub_reachable
 
     resolved = []
@@ -45,13 +46,27 @@ def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir
         planned = plan(space, held if space.stage == "seeds" else None, dry_run=True,
                        chained=dict(zip(names[:index], spaces[:index])))
         memory = memory_column(planned, space.run_settings(), readable)
-        if gpu_memory_gb and readable and space.gpu:
-            fits = check_packing(trial_needs(planned, space.run_settings()), space.gpu, gpu_memory_gb,
-                                 f"--gpu-memory-gb {gpu_memory_gb:g}")
-            memory[1].append(f"packing: {fits[0]}" if fits else f"packing: {packing_of(space.gpu)} trials a GPU "
-                             f"(resources.gpu {space.gpu:g}) fit in {gpu_memory_gb:g} GiB")
+        if space.gpu and (gpu_memory_gb and readable or cores_per_gpu):
+            memory[1].append("packing: " + _packing(space, planned, gpu_memory_gb if readable else None,
+                                                    cores_per_gpu))
         reports.append(dry_run_report(space, planned, measured(space) if measured else None, memory))
     return reports
+
+
+def _packing(space: SearchSpace, planned: list[PlannedGroup], gpu_memory_gb: float | None,
+             cores_per_gpu: float | None) -> str:
+    """The space's packing against the GPUs' memory and the node's cores per GPU: how many trials a GPU holds by
+    each, which binds (:func:`~istar_tune.search.spaces.cost.packing_advice`), and a packing memory refuses."""
+    from istar_tune.search.preflight import check_packing, trial_needs
+    from istar_tune.training.memory import GIB, largest_packing
+
+    needs = trial_needs(planned, space.run_settings()) if gpu_memory_gb else []
+    refused = check_packing(needs, space.gpu, gpu_memory_gb, f"--gpu-memory-gb {gpu_memory_gb:g}") if needs else []
+    fits = largest_packing(max(peak for _, peak in needs), int(gpu_memory_gb * GIB)) if needs else None
+    cores = by_cores(cores_per_gpu, space.cpu) if cores_per_gpu else None
+    said = packing_advice(packing_of(space.gpu), fits, cores, cores_per_gpu, space.cpu)
+    gpus = f", {gpu_memory_gb:g} GiB GPUs" if gpu_memory_gb else ""
+    return f"{said} (resources.gpu {space.gpu:g}{gpus})" + (f"; {refused[0]}" if refused else "")
 
 
 @dataclass

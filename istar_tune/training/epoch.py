@@ -4,7 +4,6 @@ each method: task loss + λ·penalty (I-STAR, CosReg) or the task loss alone (Ba
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -47,6 +46,23 @@ def method_loss(run: Run, shrinkage_cov: torch.Tensor | None,
     return compute
 
 
+HOST_SYNC_STEPS = 32
+"""On an accelerator, the steps between the host's reads of the epoch's losses and non-finite flag (on a CPU, every
+step: a read costs nothing there)."""
+
+
+def host_sync_steps(device: torch.device) -> int:
+    return 1 if device.type == "cpu" else HOST_SYNC_STEPS
+
+
+def _raise_if_bad(run: Run, epoch: int, first_bad: torch.Tensor, bad_loss: torch.Tensor) -> None:
+    """One host read: a non-finite loss since the last read fails the epoch, naming its step and value."""
+    step = int(first_bad.item())
+    if step:
+        raise TrainingError(f"the loss became {bad_loss.item()} at epoch {epoch}, step {step}: lower the "
+                            f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+
+
 def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
                 epoch: int, description: str, train_modules: torch.nn.Module | None = None) -> dict[str, float]:
     """One pass over the shuffled training data; returns mean losses and the tokens trained on (:data:`TRAIN_TOKENS`).
@@ -65,7 +81,10 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     accum = run.hparams.grad_accum
     order_seed = stream_seed(run.hparams.seed, DATA_ORDER, epoch)  # independent across seeds and epochs
     loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=order_seed)
-    totals = {"train_loss": 0.0, "task_loss": 0.0, "penalty": 0.0}
+    sync_every = host_sync_steps(run.device)
+    sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # train_loss, task_loss, penalty, on the device
+    first_bad = torch.zeros((), dtype=torch.int64, device=run.device)  # the first step with a non-finite loss (0: none)
+    bad_loss = torch.zeros((), dtype=torch.float64, device=run.device)
     tokens = 0
     steps = len(loader)
     bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
@@ -73,12 +92,18 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     for step, batch in enumerate(bar):
         tokens += batch["input_ids"].numel()  # as the model computes them: padded to the batch's longest
         loss, task_loss, pen = loss_fn(run.to_device(batch))
-        # One host transfer per step for the logged values and the NaN check (each .item() would sync a GPU).
+        # The logged values and the non-finite check stay on the device: the host reads them every sync_every steps
+        # (each read waits for the GPU to catch up), and the error still names the first bad step and its loss.
         values = torch.stack([loss.detach(), task_loss.detach(),
-                              pen.detach() if pen is not None else torch.zeros_like(loss)]).tolist()
-        if not math.isfinite(values[0]):
-            raise TrainingError(f"the loss became {values[0]} at epoch {epoch}, step {step + 1}: lower the "
-                                f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+                              pen.detach() if pen is not None else torch.zeros_like(loss)]).double()
+        sums += values
+        newly_bad = (first_bad == 0) & ~torch.isfinite(values[0])
+        first_bad = torch.where(newly_bad, step + 1, first_bad)
+        bad_loss = torch.where(newly_bad, values[0], bad_loss)
+        if (step + 1) % sync_every == 0 or step + 1 == steps:
+            _raise_if_bad(run, epoch, first_bad, bad_loss)
+            if run.settings.progress:
+                bar.set_postfix(loss=f"{sums[0].item() / (step + 1):.4f}")
         scaler.scale(loss / accum).backward()
         if (step + 1) % accum == 0 or step + 1 == steps:
             if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
@@ -88,11 +113,9 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
             scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-        for key, value in zip(("train_loss", "task_loss", "penalty"), values):
-            totals[key] += value
-        bar.set_postfix(loss=f"{totals['train_loss'] / (step + 1):.4f}")
         if run.heartbeat is not None:
             run.heartbeat(epoch, step + 1, steps)
+    totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))
     # A finite last loss can still leave non-finite weights (its update overflowed): one check per epoch, one sync.
     if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
         raise TrainingError(f"the weights became non-finite in epoch {epoch}: lower the learning rate "

@@ -51,3 +51,12 @@ def test_the_packing_with_the_most_in_total_is_recommended_the_smallest_within_f
     assert six["resources_gpu"] == 0.166  # six trials of 0.166 fit one GPU; six of 0.167 would not
 
 
+
+
+def test_the_packing_on_a_node_counts_its_cores_per_gpu():
+    from istar_tune.apps.calibrate import cores_advice
+
+    assert cores_advice(4, gpus=8, cores=16) == ("4 trials a GPU asked; cores hold 2 (2 cores per GPU at resources.cpu "
+                                                 "1): the cores bind, so 2 run a GPU (a trial's step is host-bound: "
+                                                 "each needs a core of its own)")
+    assert cores_advice(4, gpus=8, cores=128).endswith("cores hold 16 (16 cores per GPU at resources.cpu 1): all 4 fit")

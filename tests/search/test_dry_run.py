@@ -3,6 +3,7 @@ one trial's memory per group, and the packing check."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,14 @@ def test_the_dry_run_shows_each_groups_memory_and_checks_a_packing_against_the_g
     assert "GiB/trial" in header
     row = next(line for line in out.splitlines() if line.startswith("tiny-bert "))
     assert 0.5 < float(row.split()[-1]) < 0.6  # the CUDA context and a tiny model
-    assert ("packing: resources.gpu 0.125 packs 8 trials to a GPU" in out and "the largest packing that fits is "
-            "1 (resources.gpu: 1)" in out)
+    assert ("packing: 8 trials a GPU asked; memory holds 1: the memory bind, so 1 run a GPU (resources.gpu 0.125, "
+            "0.75 GiB GPUs); resources.gpu 0.125 packs 8 trials to a GPU" in out)
+    assert "the largest packing that fits is 1 (resources.gpu: 1)" in out
+    assert main(["search", str(tmp_path / "packed.yaml"), "--dry-run", "--gpu-memory-gb", "80", "--cores-per-gpu",
+                 "2"]) == 0
+    assert re.search(r"packing: 8 trials a GPU asked; memory holds \d{3}, cores hold 2 \(2 cores per GPU at "
+                     r"resources.cpu 1\): the cores bind, so 2 run a GPU \(a trial's step is host-bound: each needs "
+                     r"a core of its own\) \(resources.gpu 0.125, 80 GiB GPUs\)", capsys.readouterr().out)
     assert main(["search", "paper_base", "--models", "bert", "--tasks", "rte", "--dry-run"]) == 0
     out = capsys.readouterr().out  # bert's config is not on this machine and the hub is offline: said, not retried
     assert "GiB/trial" in out and "the models' configs are not on this machine" in out

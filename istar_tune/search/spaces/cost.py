@@ -126,6 +126,34 @@ def gpu_share(packing: int) -> float:
     return math.floor(1000 / packing) / 1000
 
 
+def by_cores(cores_per_gpu: float, cpu: float) -> int:
+    """Trials a GPU's share of a node's cores holds at ``resources.cpu`` each (a trial's step is host-bound: it needs
+    at least a core of its own)."""
+    return max(0, math.floor(cores_per_gpu / max(cpu, 1.0) + 1e-9))
+
+
+def packing_advice(packing: int, by_memory: int | None, cores: int | None, cores_per_gpu: float | None = None,
+                   cpu: float = 1.0) -> str:
+    """How many trials a GPU holds at a packing of ``packing``: by memory (``by_memory`` trials fit) and by the
+    node's cores per GPU (``cores`` trials get a core each), and which binds."""
+    limits = {"memory": by_memory, "cores": cores}
+    known = {what: n for what, n in limits.items() if n is not None}
+    said = []
+    if by_memory is not None:
+        said.append(f"memory holds {by_memory}")
+    if cores is not None:
+        said.append(f"cores hold {cores} ({cores_per_gpu:g} cores per GPU at resources.cpu {cpu:g})")
+    if not known:
+        return f"{packing} trials a GPU (neither memory nor cores given)"
+    binding = min(known, key=lambda what: known[what])
+    runs = min(packing, known[binding])
+    head = f"{packing} trials a GPU asked; {', '.join(said)}"
+    if known[binding] >= packing:
+        return f"{head}: all {packing} fit"
+    return (f"{head}: the {binding} bind, so {runs} run a GPU"
+            + (" (a trial's step is host-bound: each needs a core of its own)" if binding == "cores" else ""))
+
+
 def throughput(model: str, batch_size: int, measured: Throughput | None = None) -> float:
     """Training examples per second: measured (``measured``), else the model's assumed rate at batch 32, lower for
     smaller batches."""

@@ -71,3 +71,13 @@ def test_memory_and_time_of_ones_own_tasks_come_from_their_heads_and_files(own_d
     twice, words = (with_task_definition({**config, "task": n}, space.task(n)) for n in ("twice", "words"))
     extra = epoch_seconds(twice) - epoch_seconds(words)  # the configurations carry their tasks
     assert extra == pytest.approx(once / throughput("tiny-bert", 16) * get_method("base").relative_step_cost)
+
+
+def test_the_packing_advice_says_which_of_memory_and_cores_binds():
+    from istar_tune.search.spaces.cost import by_cores, packing_advice
+
+    assert by_cores(16, 4) == 4 and by_cores(2, 0.5) == 2 and by_cores(1.5, 1) == 1
+    assert packing_advice(8, 6, 16, 16, 1).startswith("8 trials a GPU asked; memory holds 6, cores hold 16")
+    assert packing_advice(8, 6, 16, 16, 1).endswith("the memory bind, so 6 run a GPU")
+    assert packing_advice(4, None, None) == "4 trials a GPU (neither memory nor cores given)"
+    assert packing_advice(2, 3, None) == "2 trials a GPU asked; memory holds 3: all 2 fit"
