@@ -60,7 +60,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_step, bench_isoscore beside this file
 
-SECTIONS = ("epoch", "memory", "step", "shapes", "determinism", "oom", "calibrate")
+SECTIONS = ("profile", "epoch", "memory", "step", "shapes", "determinism", "oom", "calibrate")
 
 
 
@@ -263,6 +263,32 @@ def section_memory(check: Check, args) -> dict[str, Any]:
     if not cuda():
         check.skip("memory: measured peaks", "torch.cuda.max_memory_allocated needs CUDA; the estimates are listed")
     return {"rows": rows}
+
+
+def section_profile(check: Check, args) -> dict[str, Any]:
+    """Where a step's time goes (:mod:`profile_step`), Base and I-STAR at batch 8 and 32, bf16 on CUDA."""
+    import profile_step
+
+    from istar_tune.training.epoch import method_loss, train_epoch
+    from istar_tune.training.run import make_optimizer, prepare
+
+    steps, rows = max(args.steps, 2) if not cuda() else 20, []
+
+    def optimizer_of(run):
+        return make_optimizer(run, list(run.model.named_parameters()), 2e-5, 2, 0.0)
+
+    for method in ("base", "istar"):
+        for batch in (8, 32):
+            run = prepare(hparams(args, method=method, batch_size=batch, lam=-1.0 if method == "istar" else None),
+                          settings(args, max_train_samples=steps * batch, max_eval_samples=8))
+            found = profile_step.profile_steps(run, method_loss, train_epoch, optimizer_of,
+                                               math.ceil(len(run.data.train) / batch))
+            rows.append({"method": method, "batch": batch, **found})
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "top_host_ops"}), flush=True)
+            del run
+    if not cuda():
+        check.skip("profile's GPU busy time", "a CPU has no device to be busy")
+    return {"precision": "bf16" if cuda() else "fp32", "max_length": 128, "rows": rows}
 
 
 def section_step(check: Check, args) -> dict[str, Any]:
@@ -544,6 +570,16 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"# Device check: {m.get('gpu', 'no GPU')} (torch {m['torch']}, transformers {m['transformers']}, "
              f"{m['cpus']} CPUs)", ""]
     sections = results["sections"]
+    if "profile" in sections:
+        p = sections["profile"]
+        lines += [f"## (0) Where a step's time goes ({p['precision']}, {p['max_length']} tokens; torch.profiler)", ""]
+        lines += _table(p["rows"], {"method": "method", "batch": "batch", "host_ms_per_step": "host ms/step",
+                                    "gpu_busy_ms_per_step": "GPU busy ms/step", "gpu_busy_share": "GPU busy",
+                                    "host_reads_per_step": "host reads/step", "cuda_syncs_per_step": "syncs/step"})
+        for row in p["rows"]:
+            ops = ", ".join(f"{o['op']} {o['self_cpu_ms_per_step']} ms" for o in row["top_host_ops"][:5])
+            lines += [f"- {row['method']} at batch {row['batch']}, top host ops per step: {ops}"]
+        lines.append("")
     if "epoch" in sections:
         e = sections["epoch"]
         lines += [f"## (a) One epoch, {e['model']} on RTE (matmul TFLOP/s measured: {e['matmul_tflops']})", ""]
@@ -594,7 +630,7 @@ def summary(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTION_FUNCTIONS = {"epoch": section_epoch, "memory": section_memory, "step": section_step,
+SECTION_FUNCTIONS = {"profile": section_profile, "epoch": section_epoch, "memory": section_memory, "step": section_step,
                      "shapes": section_shapes, "determinism": section_determinism, "oom": section_oom,
                      "calibrate": section_calibrate}
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -22,7 +20,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS, SHRINKAGE_TOKENS, get_method
 from istar_tune.recipes import RECIPES
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, is_shipped
-from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, load_yaml  # noqa: F401 (re-exported)
+from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, coerce_value, load_yaml  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -118,6 +116,13 @@ class RunSettings:
     run meets max_length / length_bucket shapes at most, as a compiled or graph-captured GPU step needs. The same data,
     labels and, for one model, metrics up to float effects (padding is masked); dropout draws over the padded shape,
     so training differs: recorded like attn_implementation, and refused in one table with another value."""
+    step_mode: str = "eager"
+    """How a training step runs: eager (PyTorch op by op) or compile (the encoder through torch.compile, mode
+    reduce-overhead on CUDA: fewer kernel launches; its first steps and each new shape compile, tens of seconds on a
+    CPU). Compiled, dropout draws other masks (the compiler's own random numbers) and fused kernels reorder float
+    sums: a run follows another random path, its numbers near eager's as another draw's are (tiny-bert, one epoch:
+    losses within 0.3 %, eval IsoScore within 1e-5), so it is recorded like attn_implementation and refused in one
+    table with the other value."""
     threads: int | None = None
     """CPU threads torch computes with (``None``: torch's default, every core). Float sums differ with the count (an
     export retrained on 2 threads gave 0.4625 where its 1-thread trial gave 0.4600): a search records its trials'
@@ -164,55 +169,11 @@ CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MATMUL_PRECISIONS = ("highest", "high")
-EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0"}
+STEP_MODES = ("eager", "compile")
+EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0",
+                      "step_mode": "eager"}
 """The settings that change a run's numbers without changing what it trains, with the value a run recorded before
 the setting existed had: runs that differ in one of them are not compared in one table unless asked."""
-
-
-def coerce_value(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
-    """Coerce ``value`` to ``hint`` (int, float, bool, str, X | None); return (value, problem or None)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
-            return None, None
-        return coerce_value(name, args[0], value)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value, None
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true", None
-        return value, f"{name} must be true or false, got {value!r}"
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value, None
-        if isinstance(value, float) and value.is_integer():
-            return int(value), None
-        if isinstance(value, str):
-            try:
-                return int(value), None
-            except ValueError:
-                pass
-        return value, f"{name} must be an integer, got {value!r}"
-    if hint is float:
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None:
-            return value, f"{name} must be a number, got {value!r}"
-        if not math.isfinite(number):  # one rule for every float: NaN passes no comparison, inf none that matters
-            return value, f"{name} must be a finite number, got {value!r}"
-        return number, None
-    if hint is str:
-        if isinstance(value, (str, Path)):
-            return str(value), None
-        return value, f"{name} must be a string, got {value!r}"
-    return value, None
 
 
 T = typing.TypeVar("T")
@@ -319,6 +280,8 @@ def _settings_problems(obj: RunSettings) -> list[str]:
     if obj.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
         problems.append(f"attn_implementation must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
                         f"{obj.attn_implementation!r}")
+    if obj.step_mode not in STEP_MODES:
+        problems.append(f"step_mode must be one of {', '.join(STEP_MODES)}, got {obj.step_mode!r}")
     if obj.matmul_precision not in MATMUL_PRECISIONS:
         problems.append(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
                         f"{obj.matmul_precision!r}")

@@ -1,11 +1,14 @@
 """Reading YAML files as people write them: YAML 1.2 floats (``1e-5`` is a number), a key given twice refused, the
 size and the alias expansion of a file bounded. Every YAML file the package reads (configs, search spaces, task
-definitions) goes through :func:`load_yaml`.
+definitions) goes through :func:`load_yaml`, and every value a typed field reads through :func:`coerce_value`.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +91,49 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
     return data
+
+
+def coerce_value(name: str, hint: Any, value: Any) -> tuple[Any, str | None]:
+    """Coerce ``value`` to ``hint`` (int, float, bool, str, X | None); return (value, problem or None)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
+            return None, None
+        return coerce_value(name, args[0], value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true", None
+        return value, f"{name} must be true or false, got {value!r}"
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        if isinstance(value, float) and value.is_integer():
+            return int(value), None
+        if isinstance(value, str):
+            try:
+                return int(value), None
+            except ValueError:
+                pass
+        return value, f"{name} must be an integer, got {value!r}"
+    if hint is float:
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+        if number is None:
+            return value, f"{name} must be a number, got {value!r}"
+        if not math.isfinite(number):  # one rule for every float: NaN passes no comparison, inf none that matters
+            return value, f"{name} must be a finite number, got {value!r}"
+        return number, None
+    if hint is str:
+        if isinstance(value, (str, Path)):
+            return str(value), None
+        return value, f"{name} must be a string, got {value!r}"
+    return value, None

@@ -149,6 +149,8 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     if (scale := saved_scale(model)) is not None:  # a saved regression model trains on: back to z-scores
         unfold(model, scale)
         delattr(model.config, SCALE_ATTRIBUTE)
+    if settings.step_mode == "compile":  # in place: the state dict keeps its keys (checkpoints, save_pretrained)
+        model.compile(mode="reduce-overhead" if device.type == "cuda" else None)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
                 device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
                 collate=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=settings.length_bucket or None))

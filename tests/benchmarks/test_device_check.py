@@ -32,8 +32,12 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "device_check.json").read_text())
     sections = results["sections"]
-    assert set(sections) == {"epoch", "memory", "step", "shapes", "determinism",
-                                          "calibrate"} and not results["errors"]
+    assert set(sections) == {"profile", "epoch", "memory", "step", "shapes", "determinism",
+                             "calibrate"} and not results["errors"]
+    profiled = sections["profile"]["rows"]
+    assert [(r["method"], r["batch"]) for r in profiled] == [("base", 8), ("base", 32), ("istar", 8), ("istar", 32)]
+    assert all(r["host_ms_per_step"] > 0 and r["gpu_busy_ms_per_step"] is None and r["top_host_ops"]
+               for r in profiled)
     assert [(r["precision"], r["loss_finite"]) for r in sections["epoch"]["runs"]] == [("bf16", True),
                                                                                        ("fp32", True)]
     assert all(r["train_tokens_per_s"] > 0 and r["mfu_vs_measured_matmul"] > 0 for r in sections["epoch"]["runs"])
@@ -46,9 +50,9 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
         assert sections["determinism"][variant]["shared_prefix"]["equal"]
     assert [r["packing"] for r in sections["calibrate"]["rows"]] == [1, 2]
     skipped = " ".join(s["what"] for s in results["skipped"])
-    assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped
+    assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped and "GPU busy time" in skipped
     summary = (tmp_path / "device_check.md").read_text()
-    assert "## (e) Determinism" in summary and "## (g) A new sequence length" in summary and "Skipped: oom" in summary
+    assert "## (0) Where a step's time goes" in summary and "## (e) Determinism" in summary and "## (g) A new sequence length" in summary and "Skipped: oom" in summary
 
 
 def test_the_comparison_of_two_records_leaves_the_machines_figures_out():

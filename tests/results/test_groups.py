@@ -118,3 +118,7 @@ def test_runs_that_recorded_no_exactness_setting_count_as_the_defaults_they_ran_
     log_trial(client, experiment, "t4", "bert", "rte", "base", {"accuracy": [0.61]}, **{"setting.length_bucket": "16"})
     with pytest.raises(ConfigError, match="length_bucket 0 and 16"):  # padded to buckets: other float effects
         refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", methods=["base"])
+    log_trial(client, experiment, "t5", "bert", "rte", "cosreg", {"accuracy": [0.66]},
+              **{"setting.step_mode": "compile", "setting.matmul_precision": "high"})
+    with pytest.raises(ConfigError, match="step_mode compile and eager"):  # compiled: other kernels, other dropout
+        refuse_mixed_exactness(trial_runs(uri, "exp"), "exp", methods=["cosreg"])

@@ -173,3 +173,28 @@ def test_length_buckets_pad_to_a_few_shapes_with_the_same_data_and_metrics(make_
     assert padded["eval_isoscore"] == pytest.approx(seen["eval_isoscore"], abs=1e-5)  # padding masked in the cloud
     with pytest.raises(ConfigError, match="length_bucket must be 0 .* or a divisor of max_length \\(48\\)"):
         from_dict(RunSettings, {"max_length": 48, "length_bucket": 20})
+
+
+@pytest.mark.slow
+def test_a_compiled_step_trains_on_cpu_near_eager_and_both_settings_are_recorded(glue_tiny, tmp_path):
+    """``step_mode: compile`` with length buckets trains tiny-bert on a CPU; the run's config records both, and its
+    numbers lie within the tolerance the setting states (dropout draws other masks when compiled)."""
+    import json
+
+    import yaml
+
+    from istar_tune.cli import main
+    from istar_tune.training.state import CONFIG_FILE, METRICS_FILE
+
+    finals = {}
+    for mode in ("eager", "compile"):
+        out = tmp_path / mode
+        assert main(["train", "--model", "tiny-bert", "--task", "sst2", "--method", "istar", "--data-dir",
+                     str(glue_tiny), "--epochs", "1", "--batch-size", "8", "--max-length", "32", "--length-bucket", "8",
+                     "--step-mode", mode, "--output-dir", str(out), "--no-progress"]) == 0
+        settings = yaml.safe_load((out / CONFIG_FILE).read_text())["settings"]
+        assert settings["step_mode"] == mode and settings["length_bucket"] == 8
+        finals[mode] = json.loads((out / METRICS_FILE).read_text())["final"]
+    for key in ("train_loss", "task_loss"):
+        assert abs(finals["compile"][key] - finals["eager"][key]) <= 0.003 * abs(finals["eager"][key]), key
+    assert abs(finals["compile"]["eval_isoscore_star"] - finals["eager"]["eval_isoscore_star"]) < 1e-4
