@@ -72,8 +72,12 @@ def resolve_source(spec: ModelSpec) -> str:
     if spec.offline_package:
         try:
             return str(importlib.import_module(spec.offline_package).get_model_path())
-        except ImportError:
-            pass
+        except ImportError as err:
+            if not (isinstance(err, ModuleNotFoundError) and err.name == spec.offline_package):
+                # installed but broken (or something it imports is missing): its own error, not "not installed"
+                raise ConfigError(f"the offline model package {spec.offline_package} is installed but does not "
+                                  f"import ({type(err).__name__}: {err}): reinstall it, or uninstall it to load "
+                                  f"{spec.source}") from err
     return spec.source
 
 

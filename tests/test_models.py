@@ -95,3 +95,33 @@ def test_the_longest_input_comes_from_a_local_config_as_json_and_anything_else_t
     (unstated / "config.json").write_text(json.dumps({k: v for k, v in config.items()
                                                       if k != "max_position_embeddings"}))
     assert max_positions(str(unstated)) == 512  # AutoConfig's default for the model type
+
+
+def test_an_installed_offline_package_that_does_not_import_says_its_own_error(monkeypatch):
+    import importlib
+
+    from istar_tune.errors import ConfigError
+    from istar_tune.models import MODELS, resolve_source
+
+    spec = next(s for s in MODELS.values() if s.offline_package)
+
+    def missing(name):
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    assert resolve_source(spec) == spec.source  # not installed: the hub id (or its cache)
+
+    def broken(name):
+        raise ImportError("libtorch_cuda.so: cannot open shared object file")
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(ConfigError, match=r"is installed but does not import \(ImportError: libtorch_cuda.so: cannot "
+                                          r"open shared object file\): reinstall it"):
+        resolve_source(spec)
+
+    def lacks_a_dependency(name):
+        raise ModuleNotFoundError("No module named 'safetensors'", name="safetensors")
+
+    monkeypatch.setattr(importlib, "import_module", lacks_a_dependency)
+    with pytest.raises(ConfigError, match="No module named 'safetensors'"):
+        resolve_source(spec)

@@ -5,6 +5,7 @@ sampled every ``interval_s``; left out where NVML is not installed). Nothing on 
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import torch
@@ -13,6 +14,9 @@ from istar_tune.training.memory import GIB
 
 PEAK_MEMORY = "gpu_peak_memory_gb"
 UTILIZATION = "gpu_utilization"
+log = logging.getLogger(__name__)
+_said: list = []
+"""The NVML failure said already (once a process)."""
 
 
 class DeviceUsage:
@@ -41,7 +45,12 @@ class DeviceUsage:
     def _sample(self) -> bool:
         try:
             self._samples.append(float(torch.cuda.utilization(self.device)))
-        except Exception:  # noqa: BLE001 - no NVML (pynvml / nvidia-ml-py) here: no utilisation figure
+        except ModuleNotFoundError:  # no NVML (pynvml / nvidia-ml-py) here: no utilisation figure
+            return False
+        except Exception as err:  # noqa: BLE001 - NVML installed but failing: said once, with its own error
+            if not _said:
+                _said.append(err)
+                log.warning("GPU utilisation is not recorded: NVML fails (%s: %s)", type(err).__name__, err)
             return False
         return True
 

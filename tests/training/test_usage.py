@@ -47,3 +47,29 @@ def test_without_nvml_only_the_memory_is_reported(monkeypatch):
     with DeviceUsage(torch.device("cuda", 0), interval_s=0.01) as usage:
         time.sleep(0.05)
     assert usage.record() == {PEAK_MEMORY: 3.0}
+
+
+def test_nvml_missing_is_quiet_and_nvml_failing_is_said_once(monkeypatch, caplog):
+    import logging
+
+    import torch
+
+    from istar_tune.training import usage
+
+    usage._said.clear()
+    reader = usage.DeviceUsage.__new__(usage.DeviceUsage)
+    reader.device, reader._samples = torch.device("cuda"), []
+
+    def missing(device):
+        raise ModuleNotFoundError("pynvml does not seem to be installed")
+
+    def failing(device):
+        raise RuntimeError("NVML_ERROR_DRIVER_NOT_LOADED")
+
+    monkeypatch.setattr(torch.cuda, "utilization", missing)
+    with caplog.at_level(logging.WARNING):
+        assert reader._sample() is False
+        assert caplog.text == ""
+        monkeypatch.setattr(torch.cuda, "utilization", failing)
+        assert reader._sample() is False and reader._sample() is False
+    assert caplog.text.count("GPU utilisation is not recorded: NVML fails (RuntimeError: NVML_ERROR_DRIVER") == 1
