@@ -94,6 +94,7 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
     say = options.write or console.say
     began = time.monotonic()
     stop = stopping.Stop()
+    # A signal at any moment stops the search, saying what it kept; ``held`` keeps the results folder's lock to the end.
     with stopping.catch_signals(stop) as listen_again, contextlib.ExitStack() as held:
         with contextlib.ExitStack() as writing:
             try:
@@ -111,8 +112,7 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
                     checked_s += check_resources(experiment, options.gpu_memory_gb)
                 writing.enter_context(stop.deferred())  # a signal waits for the plan, store and parent runs
             except KeyboardInterrupt as err:
-                raise type(err)("interrupted before the search started; nothing was written: run it "
-                                        "again") from None
+                raise type(err)("interrupted before the search started; nothing was written: run it again") from None
             _say_checked(experiment, checked_s, say, cluster_checked=ended is None)
             if ended is not None:
                 return _summarise_ended(experiment, ended, say, began, stop)

@@ -64,11 +64,11 @@ def apply_strategy(raw: dict[str, Any], strategy: dict[str, Any]) -> tuple[dict[
     for key in ("scheduler", "concurrency"):
         if key in strategy:
             merged[key] = copy.deepcopy(strategy[key])
-    algorithm = (merged.get("search") or {}).get("algorithm", "grid")
-    try:
-        searches_grids = backends.get_backend(algorithm).searches("grid")
-    except ConfigError:
-        return merged, ""  # the space's reading names the unknown algorithm
+    search = merged.get("search") if isinstance(merged.get("search"), dict) else {}
+    algorithm = search.get("algorithm", "grid")
+    if not isinstance(algorithm, str) or backends.canonical(algorithm) not in backends.registered():
+        return merged, ""  # the space's reading names what is wrong with it
+    searches_grids = backends.get_backend(algorithm).searches("grid")
     converted = 0
     if not searches_grids:
         domains = [merged.get("hyperparameters") or {}, *(merged.get("method_hyperparameters") or {}).values()]
