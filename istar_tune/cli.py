@@ -194,7 +194,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
                              name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
                              simulation=simulation, accept_changed_space=args.accept_changed_space,
-                             gpu_memory_gb=args.gpu_memory_gb)
+                             gpu_memory_gb=args.gpu_memory_gb, system_metrics_s=args.system_metrics_s)
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)

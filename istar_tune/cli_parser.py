@@ -88,20 +88,7 @@ def _add_search_command(commands) -> None:
     search.add_argument("--accept-changed-space", action="store_true",
                         help="with --resume: go on although the space now plans other trials than the search started "
                              "with (the search keeps the grid it started with)")
-    search.add_argument("--dry-run", action="store_true", help="print the configurations, trials and epochs per "
-                                                               "model × task × method and the resources; run nothing")
-    search.add_argument("--tokens-per-second", nargs="+", metavar="MODEL=RATE",
-                        help="with --dry-run or --simulate: training tokens per second per model measured on one of "
-                             "your GPUs (e.g. bert=52000); the dry run then estimates the search's GPU-hours")
-    search.add_argument("--throughput", nargs="+", metavar="FILE",
-                        help="with --dry-run or --simulate: files written by `istar-tune calibrate`, one per model; "
-                             "the dry run then estimates GPU-hours at the space's packing and the recommended one")
-    search.add_argument("--cores-per-gpu", type=float, metavar="N",
-                        help="with --dry-run: the CPU cores a node has per GPU, to say how many trials a GPU holds by "
-                             "cores (each trial's step needs resources.cpu cores of its own) beside its memory")
-    search.add_argument("--gpu-memory-gb", type=float, metavar="GIB",
-                        help="memory of the cluster's GPUs: the preflight refuses a packing (resources.gpu below 1) "
-                             "whose trials would not fit (default: what the GPU type Ray reports says)")
+    _add_planning_flags(search)
     search.add_argument("--simulate", action="store_true",
                         help="rehearse the search without training: trials wait for a modelled duration, write "
                              "checkpoints and report synthetic metrics; runs are tagged simulated")
@@ -112,6 +99,27 @@ def _add_search_command(commands) -> None:
     search.add_argument("--gpus", type=int, default=8,
                         help="with --simulate on a local Ray instance: logical GPUs it declares, so a GPU search "
                              "rehearses on a CPU-only machine (default: %(default)s)")
+
+
+def _add_planning_flags(search: argparse.ArgumentParser) -> None:
+    """The search command's flags for the dry run, the cost model and the machines' figures."""
+    search.add_argument("--dry-run", action="store_true", help="print the configurations, trials and epochs per "
+                                                               "model × task × method and the resources; run nothing")
+    search.add_argument("--tokens-per-second", nargs="+", metavar="MODEL=RATE",
+                        help="with --dry-run or --simulate: training tokens per second per model measured on one of "
+                             "your GPUs (e.g. bert=52000); the dry run then estimates the search's GPU-hours")
+    search.add_argument("--throughput", nargs="+", metavar="FILE",
+                        help="with --dry-run or --simulate: files written by `istar-tune calibrate`, one per model; "
+                             "the dry run then estimates GPU-hours at the space's packing and the recommended one")
+    search.add_argument("--system-metrics-s", type=float, default=10.0, metavar="SECONDS",
+                        help="seconds between samples of every node's CPU, memory and GPU load, logged to the search's "
+                             "MLflow run (0: none; default: %(default)s)")
+    search.add_argument("--cores-per-gpu", type=float, metavar="N",
+                        help="with --dry-run: the CPU cores a node has per GPU, to say how many trials a GPU holds by "
+                             "cores (each trial's step needs resources.cpu cores of its own) beside its memory")
+    search.add_argument("--gpu-memory-gb", type=float, metavar="GIB",
+                        help="memory of the cluster's GPUs: the preflight refuses a packing (resources.gpu below 1) "
+                             "whose trials would not fit (default: what the GPU type Ray reports says)")
 
 
 def _add_table_command(commands) -> None:

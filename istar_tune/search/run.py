@@ -21,7 +21,7 @@ from pathlib import Path
 from istar_tune import console, tracking
 from istar_tune.config import as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster, guard, parent, stopping
+from istar_tune.search import cluster, guard, parent, stopping, system_metrics
 from istar_tune.search.backends import get_backend
 from istar_tune.search.experiment import Experiment, check_and_plan, check_resources, experiment_of
 from istar_tune.search.outcome import SearchSummary, every_trial_ended, folder_bytes, group_outcomes
@@ -70,6 +70,8 @@ class SearchOptions:
     gpu_memory_gb: float | None = None
     """The memory of the cluster's GPUs, for the check that the packing (``resources.gpu``) fits (else the GPU type
     Ray reports says it)."""
+    system_metrics_s: float | None = system_metrics.DEFAULT_INTERVAL_S
+    """Seconds between samples of every node's load, logged to each search's run (0 or ``None``: none)."""
 
 
 def run_search(space: SearchSpace, options: SearchOptions | None = None, **given) -> SearchSummary:
@@ -121,6 +123,8 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
             _open_tracking(experiment)
             cluster.tune_environment(experiment.total, experiment.spaces[0])
         trainable_fn = simulated_trainable if experiment.simulated else options.trainable_fn
+        held.enter_context(system_metrics.monitoring(experiment.tracking_uri, list(experiment.parents.values()),
+                                                     options.system_metrics_s))
         return _fit(experiment, trainable_fn, options.resume, say, began, stop)
 
 

@@ -6,6 +6,8 @@ tables, plots, ``status`` and the seeds stage. The names below are the package's
 ``tracking.TAG_ROLE``, ...); each lives in exactly one of those modules.
 """
 
+from istar_tune.tracking.datasets import dataset_inputs
+from istar_tune.tracking.datasets import describe as describe_datasets
 from istar_tune.tracking.naming import (
     SETTING_PREFIX,
     error_summary,
@@ -74,6 +76,7 @@ from istar_tune.tracking.store import (
 from istar_tune.tracking.writer import RunWriter
 
 __all__ = [
+    "dataset_inputs", "describe_datasets",
     "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter", "SCHEMES",
     "STATUSES",
     "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_REPLAY",

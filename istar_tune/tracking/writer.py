@@ -15,6 +15,7 @@ from typing import Any
 
 from istar_tune.config import group_key
 from istar_tune.errors import storage_failure
+from istar_tune.tracking.datasets import dataset_inputs
 from istar_tune.tracking.earlier import Takeover, earlier_runs, forget_error
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
@@ -115,6 +116,10 @@ class RunWriter:
         values = {**_metrics_of(result), "epoch": float(epoch)}  # read back on resume: the last epoch logged
         self._put(_Event("metrics", trial_id, {"epoch": int(epoch), "values": values,
                                                "time": int(time.time() * 1000)}))
+
+    def inputs(self, trial_id: str, described: list[dict[str, Any]]) -> None:
+        """The run's dataset inputs (:func:`istar_tune.tracking.datasets.describe`'s splits)."""
+        self._put(_Event("inputs", trial_id, {"inputs": described}))
 
     def set_tags(self, trial_id: str, tags: dict[str, str]) -> None:
         self._put(_Event("tags", trial_id, {"tags": {k: str(v)[:MAX_TAG_CHARS] for k, v in tags.items()}}))
@@ -348,6 +353,8 @@ class RunWriter:
                     Metric(k, v, event.payload["time"], epoch) for k, v in event.payload["values"].items())
             elif event.kind == "tags":
                 tags.setdefault(run_id, {}).update(event.payload["tags"])
+            elif event.kind == "inputs":  # MLflow keeps one input per dataset and run: a repeat adds nothing
+                mlflow_client.log_inputs(run_id, datasets=dataset_inputs(event.payload["inputs"]))
             elif event.kind == "backfill":
                 logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
                 if event.payload["status"] and event.trial_id in self._unended:
@@ -372,7 +379,6 @@ class RunWriter:
             else:
                 mlflow_client.set_terminated(run_id, state)
         self._logged_epoch.update(logged)
-
 
     def _unlogged(self, event: _Event, logged: dict[str, int], into: list) -> int:
         """Add to ``into`` the metrics of the epochs in ``event``'s records the run does not hold yet (a resumed

@@ -114,6 +114,8 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
     run.heartbeat = getattr(reporter, "heartbeat", None)
     if (read := getattr(reporter, "task_read", None)) is not None:  # what it trains on, said before it starts
         read(run.task)
+    if (read := getattr(reporter, "data_read", None)) is not None:  # the tokenised splits (a search's dataset inputs)
+        read(run.task, run.data)
     output_dir = Path(settings.output_dir) if settings.output_dir else None
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,8 @@ ISOLAYER_FILE = "isolayer.pt"
 
 class Reporter(Protocol):
     """Receives each epoch's record. ``wants_checkpoint``: train writes a resumable state folder for it. A reporter
-    with a ``task_read(task)`` method is handed the task as read, before the first epoch (the CLI prints its line)."""
+    with a ``task_read(task)`` method is handed the task as read, before the first epoch (the CLI prints its line);
+    one with ``data_read(task, data)`` the tokenised splits (a search's trial describes them to MLflow)."""
 
     wants_checkpoint: bool
 

@@ -67,6 +67,19 @@ def test_a_poisoned_dev_set_changes_no_proposal_no_stop_and_no_choice(glue, tmp_
         assert run.metrics["dev_objective"] == run.metrics["scored_accuracy"]
     assert [r.metrics["scored_accuracy"] for r in clean] != [r.metrics["scored_accuracy"] for r in poisoned]
 
+    from istar_tune import tracking
+
+    client = tracking.client(clean_uri)  # every trial run names what it trained and was scored on
+    for run in clean:
+        inputs = client.get_run(run.run_id).inputs.dataset_inputs
+        contexts = {i.dataset.name: next(t.value for t in i.tags if t.key == "mlflow.data.context") for i in inputs}
+        assert contexts == {"reviews/train": "training", "reviews/validation": "evaluation",
+                            "reviews/holdout": "holdout"}
+        assert all(len(i.dataset.digest) == 16 for i in inputs)  # the tokenised split's fingerprint
+    digests = {tuple(sorted((i.dataset.name, i.dataset.digest) for i in client.get_run(r.run_id).inputs.dataset_inputs))
+               for r in clean}
+    assert len(digests) == 1  # one data set, one tokenizer: the same digests in every trial
+
     from istar_tune.results.tables import build_table
 
     best = [build_table(uri, "held", "best").iloc[0] for uri in (clean_uri, poisoned_uri)]

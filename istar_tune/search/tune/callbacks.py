@@ -21,6 +21,7 @@ from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.stopping import Stop, systemic_cause
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
 from istar_tune.search.tune.trainable import (
+    DATASETS,
     DEV_OBJECTIVE_AT,
     OBJECTIVE_AT,
     RESTORED_RECORDS,
@@ -150,6 +151,8 @@ class MlflowTrialLogger(Callback):
                 self.writer.set_tags(run_id, {tracking.TAG_NODE: node})
             if result.get("restore_note"):
                 self.writer.set_tags(run_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
+            if result.get(DATASETS):  # once a trial process: the splits it trains and is scored on
+                self.writer.inputs(run_id, json.loads(result[DATASETS]))
             if epoch > epochs:
                 continue
             self.writer.metrics(run_id, epoch, _values_for(result, epochs))

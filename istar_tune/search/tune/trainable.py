@@ -68,6 +68,12 @@ class TuneReporter:
         self.closed: dict[int, float] = {}
         self.closed_dev: dict[int, float] = {}
         self.restored: list[dict[str, Any]] = []
+        self.datasets = ""
+        """The tokenised splits described (JSON), sent once with the next report (:data:`DATASETS`)."""
+
+    def data_read(self, task: Task, data) -> None:
+        """The trial's tokenised splits, described for MLflow's dataset inputs (:mod:`istar_tune.tracking.datasets`)."""
+        self.datasets = json.dumps(tracking.describe_datasets(task, data))
 
     def heartbeat(self, epoch: int, done: int, total: int, write: Callable[[str], None] | None = None) -> None:
         """Every ``heartbeat_s`` seconds of an epoch, one line: batches done, their rate and the time left (a trial's
@@ -120,6 +126,8 @@ class TuneReporter:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run
             metrics[RESTORE_NOTE], self.note = self.note, ""
+        if self.datasets:  # once a process: what it trains and is scored on
+            metrics[DATASETS], self.datasets = self.datasets, ""
         if self.restored:  # once, after a resume (JSON: one string value, whatever the records hold)
             metrics[RESTORED_RECORDS], self.restored = json.dumps(self.restored, default=float), []
         checkpoint = tune.Checkpoint.from_directory(str(checkpoint_dir)) if checkpoint_dir else None
@@ -164,6 +172,8 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
 RESTORED_RECORDS = "restored_records"
 """Result key of the records (JSON) of the epochs a resumed trial had reported before it was stopped."""
 RESTORE_NOTE = "restore_note"
+DATASETS = "datasets"
+"""Result key of a trial's tokenised splits, described once a process (JSON)."""
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
 

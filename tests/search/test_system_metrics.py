@@ -1,0 +1,48 @@
+"""The machines' load on the search's own MLflow run while it runs (a rehearsal on a local Ray instance)."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune import tracking
+from istar_tune.search.run import run_searches
+from istar_tune.search.spaces.file import load_search_space
+from istar_tune.search.system_metrics import node_name
+from istar_tune.search.tune.simulate import Simulation
+
+pytestmark = pytest.mark.slow
+SPACE = """\
+name: loaded
+models: [bert]
+tasks: [rte]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: 3
+  learning_rate: {grid: [1.0e-5, 2.0e-5, 3.0e-5, 4.0e-5]}
+resources: {cpu: 1}
+settings: {checkpoint: resume}
+"""
+
+
+def test_the_search_run_holds_each_nodes_system_metrics_and_none_when_off(tmp_path, local_ray):
+    import ray
+
+    (tmp_path / "space.yaml").write_text(SPACE)
+    space = load_search_space(tmp_path / "space.yaml")
+    summary, = run_searches([space], storage_path=tmp_path / "on", write=lambda _: None, system_metrics_s=0.5,
+                            simulation=Simulation(time_factor=0.002))
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name("loaded").experiment_id
+    parent = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "search"})[0]
+    node = node_name(next(n for n in ray.nodes() if n["NodeID"] == ray.get_runtime_context().get_node_id()))
+    keys = set(parent.data.metrics)
+    assert {f"system/{node}/cpu_utilization_percentage", f"system/{node}/system_memory_usage_megabytes"} <= keys
+    history = client.get_metric_history(parent.info.run_id, f"system/{node}/cpu_utilization_percentage")
+    assert len(history) >= 2 and all(0 <= m.value <= 100 * 64 for m in history)
+    summary, = run_searches([space], storage_path=tmp_path / "off", write=lambda _: None, system_metrics_s=0,
+                            simulation=Simulation(time_factor=0.002))
+    client = tracking.client(summary.tracking_uri)
+    parent = tracking.find_runs(client, client.get_experiment_by_name("loaded").experiment_id,
+                                **{tracking.TAG_ROLE: "search"})[0]
+    assert not any(key.startswith("system/") for key in parent.data.metrics)
