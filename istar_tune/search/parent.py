@@ -70,7 +70,8 @@ opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""
 
 def runs_view(space: SearchSpace) -> dict[str, Any]:
     """The runs table as a search is read: its tasks' metrics, the hyperparameters it searched and each trial's
-    status as columns, the first metric best first."""
+    status as columns, the first metric best first, and every run in the charts (MLflow's UI draws the first 10
+    unless told ``SHOW_ALL``)."""
     metrics = list(dict.fromkeys(space.task(task).metric for task in space.tasks))
     domains = [space.hyperparameters, *space.method_hyperparameters.values()]
     searched = [k for k in dict.fromkeys(k for d in domains for k in d) if any(
@@ -79,7 +80,8 @@ def runs_view(space: SearchSpace) -> dict[str, Any]:
         searched = [*([space.vary[0]] if space.vary else []), "seed"]
     columns = [*(f"metrics.`{m}`" for m in metrics), *(f"params.`{k}`" for k in searched),
                f"tags.`{tracking.TAG_STATUS}`"]
-    return {"selectedColumns": columns, "orderByKey": f"metrics.`{metrics[0]}`", "orderByAsc": False}
+    return {"selectedColumns": columns, "orderByKey": f"metrics.`{metrics[0]}`", "orderByAsc": False,
+            "runsHiddenMode": "SHOW_ALL"}
 
 
 def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
@@ -93,9 +95,6 @@ def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
         "and each trial's status as columns). Each trial is a run named by its configuration; the search's own run "
         "holds its settings and, once it ends, the best configuration per model × task × method."))
     return link
-
-
-"""The parent run's artifact folder of the search's task definitions (``tasks/<name>.yaml``, as resolved)."""
 
 
 def log_task_definitions(mlflow_client, run_id: str, tasks) -> None:

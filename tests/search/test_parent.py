@@ -38,3 +38,15 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     found = client.search_runs([experiment], f"tags.`{parent.MLFLOW_LOGGED_ARTIFACTS}` LIKE "
                                              f"'%\"path\"%:%\"{parent.BEST_TABLE}\",%\"type\"%:%\"table\"%'")
     assert [r.info.run_id for r in found] == [run_id]
+
+
+def test_the_saved_view_shows_the_searched_columns_and_every_run_in_the_charts(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "smoke", str(tmp_path / "artifacts"))
+    space = load_search_space("smoke").narrow(tasks=["rte"])
+    link = parent.share_view(client, experiment, space)
+    view = json.loads(client.get_experiment(experiment).tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
+    assert view["runsHiddenMode"] == "SHOW_ALL"  # MLflow's charts draw the first 10 runs otherwise
+    assert view["orderByKey"] == "metrics.`accuracy`" and "tags.`istar_tune.status`" in view["selectedColumns"]
+    assert link.startswith(f"#/experiments/{experiment}/runs?viewStateShareKey={parent.SHARED_VIEW}")
