@@ -65,6 +65,10 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     if ray.is_initialized():
         return
     cluster = address or os.environ.get("RAY_ADDRESS") or None
+    if cluster is None and (nodes := slurm_nodes()) > 1:
+        raise ClusterError(f"this Slurm job has {nodes} nodes but no --address or RAY_ADDRESS: the search would start "
+                           "its own Ray instance and train on this node alone; start a Ray cluster across the job's "
+                           "nodes and give its head's address, or run the search in a one-node job (--nodes=1)")
     if cluster is None:
         loopback_only()
         cluster = "local"
@@ -92,6 +96,13 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
                                "or when it is busy, give --address of a running cluster") from None
     if cluster == "local":
         _ends_without_waiting(ray._private.worker._global_node)
+
+
+def slurm_nodes() -> int:
+    """The nodes of the Slurm job this process runs in (``SLURM_JOB_NUM_NODES``, or ``SLURM_NNODES``); 0 outside
+    one."""
+    value = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "0"
+    return int(value) if value.isdigit() else 0
 
 
 RAY_START_WAIT_S = 30

@@ -96,3 +96,28 @@ def test_a_local_instance_that_does_not_start_in_time_is_said_in_one_line(monkey
     monkeypatch.setattr(ray, "init", lambda **_: (_ for _ in ()).throw(ValueError("another failure")))
     with pytest.raises(ValueError, match="another failure"):  # not a time-out: Ray's own error, untouched
         cluster.connect(None)
+
+
+def test_a_search_in_a_slurm_job_of_several_nodes_without_an_address_is_refused_in_one_line(monkeypatch, capsys,
+                                                                                          glue_tiny, tmp_path):
+    import ray
+
+    from istar_tune.cli import main
+    from istar_tune.errors import ClusterError
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "4")
+    assert cluster.slurm_nodes() == 4
+    if not ray.is_initialized():  # a library caller's own Ray instance is theirs to choose
+        with pytest.raises(ClusterError, match="this Slurm job has 4 nodes but no --address or RAY_ADDRESS: the "
+                                               "search would start its own Ray instance and train on this node alone"):
+            cluster.connect(None)
+        assert main(["search", "smoke", "--data-dir", str(glue_tiny), "--storage-path", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "this Slurm job has 4 nodes but no --address" in err
+        assert not (tmp_path / "smoke").exists()  # refused before anything was written
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    assert cluster.slurm_nodes() == 1
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES")
+    monkeypatch.setenv("SLURM_NNODES", "2")
+    assert cluster.slurm_nodes() == 2
