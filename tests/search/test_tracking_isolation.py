@@ -30,7 +30,9 @@ def test_an_exported_run_id_and_an_active_run_leave_the_searchs_runs_where_they_
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
+    # The caller's fluent API finds its store here (mlflow.set_tracking_uri would export it for the rest of the
+    # process: the later tests of this worker would log to this store).
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     client = tracking.client(uri)
     other = client.create_run(client.create_experiment("someone-elses")).info.run_id
     (tmp_path / "space.yaml").write_text(SPACE)
