@@ -12,6 +12,7 @@ registered the first time a registry is read, so a search space names them like 
 from __future__ import annotations
 
 import logging
+import sys
 import types
 from importlib.metadata import entry_points
 from typing import Any
@@ -24,12 +25,25 @@ _loaded: dict[str, tuple[str, Any]] = {}
 """Each entry point loaded: its key → (where it comes from, the object)."""
 
 
+_scanned: dict[tuple[str, ...], tuple] = {}
+"""The entry points found, by the ``sys.path`` they were found on (a scan takes milliseconds, and the registries are
+read for every group of a plan)."""
+
+
+def _points() -> tuple:
+    key = tuple(sys.path)
+    if key not in _scanned:
+        _scanned.clear()
+        _scanned[key] = tuple(entry_points(group=GROUP))
+    return _scanned[key]
+
+
 def loaded() -> list[tuple[str, Any]]:
     """Every entry point of :data:`GROUP`, loaded once: (where it comes from, in words; the object it names, a
     function called). The registries take the backends and schedulers among them
     (:func:`istar_tune.search.backends.registered`, :func:`istar_tune.search.schedulers.registered`); one that fails
     to load is refused in one line naming it and its distribution."""
-    for point in entry_points(group=GROUP):
+    for point in _points():
         key = f"{point.name}={point.value}"
         if key in _loaded:
             continue
