@@ -9,12 +9,17 @@ report); the driver's writer logs them (:func:`dataset_inputs`)."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 CONTEXTS = {"train": "training", "validation": "evaluation", "holdout": "holdout"}
 """Split → MLflow's ``mlflow.data.context`` of it."""
 MAX_DIGEST = 36
 """MLflow keeps a dataset's digest in 36 characters."""
+_LOGGING = threading.Lock()
+"""One ``log_inputs`` at a time in this process: MLflow's SQL store looks a dataset up before it inserts it, so two
+writer threads logging the same split to two runs (a shared trial's configurations) at once both insert it, and one
+fails on the store's unique constraint."""
 
 
 def describe(task, data) -> list[dict[str, Any]]:
@@ -45,3 +50,9 @@ def dataset_inputs(described: list[dict[str, Any]]) -> list:
                           schema=json.dumps({"columns": d["columns"]}), profile=json.dumps({"num_rows": d["rows"]}))
         found.append(DatasetInput(dataset, tags=[InputTag("mlflow.data.context", d["context"])]))
     return found
+
+
+def log_inputs(mlflow_client, run_id: str, described: list[dict[str, Any]]) -> None:
+    """Log :func:`describe`'s splits to ``run_id`` as its dataset inputs (one call at a time in this process)."""
+    with _LOGGING:
+        mlflow_client.log_inputs(run_id, datasets=dataset_inputs(described))

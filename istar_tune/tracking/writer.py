@@ -15,7 +15,7 @@ from typing import Any
 
 from istar_tune.config import group_key
 from istar_tune.errors import storage_failure
-from istar_tune.tracking.datasets import dataset_inputs
+from istar_tune.tracking.datasets import log_inputs
 from istar_tune.tracking.earlier import Takeover, earlier_runs, forget_error
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
@@ -354,7 +354,7 @@ class RunWriter:
             elif event.kind == "tags":
                 tags.setdefault(run_id, {}).update(event.payload["tags"])
             elif event.kind == "inputs":  # MLflow keeps one input per dataset and run: a repeat adds nothing
-                mlflow_client.log_inputs(run_id, datasets=dataset_inputs(event.payload["inputs"]))
+                log_inputs(mlflow_client, run_id, event.payload["inputs"])
             elif event.kind == "backfill":
                 logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
                 if event.payload["status"] and event.trial_id in self._unended:

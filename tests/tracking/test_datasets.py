@@ -29,3 +29,33 @@ def test_each_split_is_described_with_its_fingerprint_source_schema_and_rows():
     assert [(t.key, t.value) for t in inputs[1].tags] == [("mlflow.data.context", "evaluation")]
     no_holdout = describe(task, SimpleNamespace(train=train, validation=validation, holdout=None))
     assert [d["context"] for d in no_holdout] == ["training", "evaluation"]
+
+
+def test_one_split_logged_to_many_runs_from_many_threads_at_once_is_one_dataset(tmp_path):
+    """A shared trial's configurations get the same splits from several writer threads at once."""
+    import threading
+
+    from istar_tune import tracking
+    from istar_tune.tracking.datasets import log_inputs
+
+    client = tracking.client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("shared")
+    runs = [client.create_run(experiment).info.run_id for _ in range(8)]
+    split = {"name": "sst2/train", "digest": "0123456789abcdef", "source": "/d/train.tsv", "checksum": "sha256:aa",
+             "columns": {"labels": "int64"}, "rows": 3, "context": "training"}
+    failures = []
+
+    def log(run_id):
+        try:
+            log_inputs(client, run_id, [split])
+        except Exception as err:  # noqa: BLE001 - collected: the assertion below names it
+            failures.append(err)
+
+    threads = [threading.Thread(target=log, args=(run_id,)) for run_id in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert all([i.dataset.digest for i in client.get_run(r).inputs.dataset_inputs] == ["0123456789abcdef"]
+               for r in runs)
