@@ -49,9 +49,8 @@ def _search(root: Path, glue: Path, name: str, scheduler: str, rates: list[float
 def _check(runs: list, rates: list[float]) -> None:
     assert sorted(r.config["learning_rate"] for r in runs) == rates  # one run a configuration
     assert {r.status for r in runs} <= {"finished", "stopped_early"}
-    for run in runs:
-        assert run.metrics["epoch"] == (3 if run.status == "finished" else run.metrics["epoch"])
-        assert 1 <= run.metrics["epoch"] <= 3
+    for run in runs:  # a finished run trained its 3 epochs; one stopped early, fewer
+        assert run.metrics["epoch"] == 3 if run.status == "finished" else 1 <= run.metrics["epoch"] < 3
 
 
 def test_hyperband_searches_a_real_grid(glue, tmp_path):
