@@ -192,7 +192,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise ConfigError("--throughput and --tokens-per-second go with --dry-run or --simulate: a real search "
                           "measures its own time")
     summaries = run_searches(spaces, storage_path=args.storage_path, tracking_uri=args.tracking_uri,
-                             name=args.name, address=args.address, resume=args.resume, data_dir=args.data_dir,
+                             name=args.name, address=args.address, resume=args.resume,
+                             resume_if_started=args.resume_if_started, data_dir=args.data_dir,
                              simulation=simulation, accept_changed_space=args.accept_changed_space,
                              gpu_memory_gb=args.gpu_memory_gb, system_metrics_s=args.system_metrics_s)
     for summary in summaries:

@@ -85,6 +85,9 @@ def _add_search_command(commands) -> None:
                              "tracking store), or as a YAML fragment of search/scheduler/concurrency keys says")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
+    search.add_argument("--resume-if-started", action="store_true",
+                        help="--resume when this search has started before, else start it (a batch job that may be "
+                             "requeued: jobs/slurm/search.sbatch)")
     search.add_argument("--accept-changed-space", action="store_true",
                         help="with --resume: go on although the space now plans other trials than the search started "
                              "with (the search keeps the grid it started with)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,31 @@ def test_gpu_workers_start_the_mps_daemon_unless_turned_off(tmp_path, setting):
     started = (tmp_path / "called").read_text().split() if (tmp_path / "called").exists() else []
     # cluster.yaml defaults to on; the RayJob sets the variable itself (unset there means the env entry was removed).
     assert started == {"1": ["-d", "-d"], "0": [], None: ["-d"]}[setting]
+
+
+# The top-level keys of a SkyPilot task (sky/utils/schemas.py get_task_schema() of skypilot 0.14.1, which also
+# accepted jobs/skypilot/search.yaml through sky.Task.from_yaml when it was written) and its storage mount modes.
+SKYPILOT_TASK_KEYS = {"api_server_access", "config", "envs", "event_callback", "file_mounts", "file_mounts_mapping",
+                      "inputs", "managed_secrets", "name", "num_nodes", "outputs", "pool", "resources", "run",
+                      "secrets", "service", "setup", "volume_mounts", "volumes", "workdir"}
+SKYPILOT_MOUNT_MODES = {"MOUNT", "COPY", "MOUNT_CACHED"}
+SKYPILOT_RAY_PORT = 6380  # SkyPilot's own Ray instance on every node
+
+
+def test_skypilot_task_runs_the_search_on_a_ray_of_its_own(tmp_path):
+    task = yaml.safe_load((JOBS / "skypilot" / "search.yaml").read_text())
+    assert set(task) <= SKYPILOT_TASK_KEYS
+    assert {mount["mode"] for mount in task["file_mounts"].values()} <= SKYPILOT_MOUNT_MODES
+    assert int(task["envs"]["RAY_PORT"]) != SKYPILOT_RAY_PORT
+    for section in ("setup", "run"):
+        script = tmp_path / f"{section}.sh"
+        script.write_text(task[section])
+        checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+    commands = [line.split("#")[0] for line in task["run"].replace("\\\n", " ").splitlines()]
+    assert not any("ray stop" in command for command in commands)  # it would stop SkyPilot's Ray too
+    search = next(c for c in commands if c.strip().startswith("istar-tune search")).split("||")[0]
+    argv = shlex.split(search.replace("$SPACES", "paper_istar").replace("$SEARCH_ARGS", "")
+                       .replace('"${tracking[@]}"', ""))
+    args = build_parser().parse_args(argv[1:])
+    assert args.address == "127.0.0.1:$RAY_PORT" and args.resume_if_started and args.storage_path == "/results"

@@ -54,6 +54,9 @@ class SearchOptions:
     """The Ray cluster (default: ``$RAY_ADDRESS``, else a local instance)."""
     resume: bool = False
     """Continue the interrupted search in the results folder."""
+    resume_if_started: bool = False
+    """``resume`` when the search has started before (its plan or Tune's state is in the results folder), else start
+    it: a batch job that may be requeued runs the same command every time."""
     data_dir: str | None = None
     """A folder in the GLUE layout (else the space's ``data_dir``, else ``$GLUE_DIR``, else the hub)."""
     write: Callable[[str], None] | None = None
@@ -102,6 +105,7 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
             try:
                 experiment = experiment_of(spaces, options.storage_path, options.tracking_uri, options.name,
                                            options.data_dir, options.simulation)
+                options = _resolve_resume(options, experiment, say)
                 checked_s, ended = check_and_plan(experiment, options.resume), None
                 if options.resume:  # before Ray starts: a refusal, or a search whose every trial had ended, needs none
                     _guard(experiment, options, say, held)
@@ -126,6 +130,16 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
         held.enter_context(system_metrics.monitoring(experiment.tracking_uri, list(experiment.parents.values()),
                                                      options.system_metrics_s))
         return _fit(experiment, trainable_fn, options.resume, say, began, stop)
+
+
+def _resolve_resume(options: SearchOptions, experiment: Experiment, say: Callable[[str], None]) -> SearchOptions:
+    """``resume_if_started``: ``resume`` when the search has started before, said in a line."""
+    if options.resume or not options.resume_if_started:
+        return options
+    started = guard.started(experiment.results_root) or guard.results_exist(experiment.storage, experiment.name)
+    if started:
+        say(f"resuming {experiment.name}: it had started in {experiment.results_root}")
+    return replace(options, resume=started)
 
 
 def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], None], cluster_checked: bool) -> None:

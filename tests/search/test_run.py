@@ -239,3 +239,15 @@ def test_a_task_definition_travels_with_its_trials_to_every_node(two_node_cluste
         assert carried["label_names"] == ["negative", "positive"] and carried["checksums"]["train"].startswith(
             "sha256:")
         assert Path(trial.local_path) != tmp_path / "driver"
+
+
+def test_resume_if_started_starts_a_new_search_and_resumes_a_started_one(two_node_cluster, tmp_path, capsys):
+    command = ["search", str(SMOKE), "--tasks", "sst2", "--simulate", "--storage-path", str(tmp_path / "runs"),
+               "--address", two_node_cluster.address, "--resume-if-started"]
+    assert main(command) == 0
+    first = capsys.readouterr().out
+    assert "resuming" not in first and "4 finished" in first
+    assert main(command) == 0  # what a requeued batch job runs: the same command
+    again = capsys.readouterr().out
+    assert f"resuming smoke: it had started in {tmp_path / 'runs' / 'smoke'}" in again
+    assert "every trial had ended; nothing to run" in again

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One node's part of jobs/slurm/search.sbatch (srun runs it once per node): Ray on this node through
+# `ray symmetric-run` (Ray 2.60.0), and on the head node `istar-tune search ARGS --address HEAD:PORT` as well.
+set -euo pipefail
+: "${ISTAR_TUNE_HEAD:?run by jobs/slurm/search.sbatch}"
+mkdir -p "$RAY_TMPDIR"
+if [ "${ISTAR_TUNE_MPS:-0}" = 1 ]; then  # NVIDIA's MPS, this job's own daemon on this node
+  export CUDA_MPS_PIPE_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-pipe CUDA_MPS_LOG_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+# The GPUs Slurm gave this task (Ray counts them itself on GPU nodes; declared, a node's logical GPUs count too).
+gpus=0
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then gpus=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .); fi
+base=$ISTAR_TUNE_PORT_BASE
+ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODES:-1}" \
+  --num-cpus "${SLURM_CPUS_PER_TASK:-$(nproc)}" --num-gpus "$gpus" --include-dashboard false \
+  --dashboard-port $((base + 8)) \
+  --ray-client-server-port $((base + 1)) --dashboard-agent-listen-port $((base + 2)) \
+  --dashboard-agent-grpc-port $((base + 3)) --metrics-export-port $((base + 4)) --runtime-env-agent-port $((base + 5)) \
+  --node-manager-port $((base + 6)) --object-manager-port $((base + 7)) \
+  --min-worker-port $((base + 20)) --max-worker-port $((base + 199)) \
+  -- bash -c 'echo $$ > "$ISTAR_TUNE_DRIVER_PID"; exec istar-tune search "$@" --address "$ISTAR_TUNE_HEAD"' \
+  istar-tune "$@"
