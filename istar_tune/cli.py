@@ -195,7 +195,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                              name=args.name, address=args.address, resume=args.resume,
                              resume_if_started=args.resume_if_started, data_dir=args.data_dir,
                              simulation=simulation, accept_changed_space=args.accept_changed_space,
-                             gpu_memory_gb=args.gpu_memory_gb, system_metrics_s=args.system_metrics_s)
+                             gpu_memory_gb=args.gpu_memory_gb, system_metrics_s=args.system_metrics_s,
+                             log_models=not args.no_models)
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)

@@ -85,6 +85,9 @@ def _add_search_command(commands) -> None:
                              "tracking store), or as a YAML fragment of search/scheduler/concurrency keys says")
     search.add_argument("--resume", action="store_true", help="continue an interrupted search: finished trials "
                                                               "are kept, their MLflow runs reused")
+    search.add_argument("--no-models", action="store_true",
+                        help="do not log each group's best checkpoint as an MLflow model at the end (storage-poor "
+                             "clusters: a BERT-base model is about 440 MB a group)")
     search.add_argument("--resume-if-started", action="store_true",
                         help="--resume when this search has started before, else start it (a batch job that may be "
                              "requeued: jobs/slurm/search.sbatch)")

@@ -29,6 +29,9 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
                         methods=None) -> dict[str, dict[str, Any]]:
     """``model/task/method`` → the flat configuration of that group's best trial (typed values)."""
     tracking.check_store(tracking_uri)
+    mlflow_client = tracking.client(tracking_uri)
+    logged = tracking.logged_models(mlflow_client, tracking.get_experiment(mlflow_client, tracking_uri,
+                                                                           experiment).experiment_id)
     chosen = {}
     for (model, task, method), run in sorted(tracking.best_trials(tracking_uri, experiment, simulated).items()):
         if (models and model not in models) or (tasks and task not in tasks) or (methods and method not in methods):
@@ -39,7 +42,8 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
         chosen[group_key(config)] = {"config": config, "trial_id": run.trial_id, "metric": metric,
                                      "score": score(run.metrics, metric),
                                      "held_out": (choosing_score(run.metrics, metric) if chosen_on(run.metrics, metric)
-                                                  == "holdout" else None)}
+                                                  == "holdout" else None),
+                                     "model_uri": logged.get(run.run_id)}
     if not chosen:
         raise ConfigError(f"experiment {experiment!r} at {tracking_uri} has no finished trial to export")
     return chosen
@@ -106,6 +110,8 @@ def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment
         head = (f"# The best configuration of {key} in experiment {experiment} (trial {found['trial_id']}, "
                 f"{chose}).\n"
                 f"# Train it again: istar-tune train --config {single.name}\n")
+        if found.get("model_uri"):
+            head += f"# Its weights as an MLflow model: {found['model_uri']} (mlflow.pyfunc.load_model)\n"
         single.write_text(head + yaml.safe_dump(found["config"], sort_keys=False, allow_unicode=True), "utf-8")
         written.append(single)
     every = {key: found["config"] for key, found in chosen.items()}

@@ -37,6 +37,8 @@ class Experiment:
     lock: guard.Lock = field(default_factory=lambda: guard.Lock(None))
     restored: set[str] | None = None
     """A resumed search: the trial ids Tune's (repaired) state holds."""
+    log_models: bool = True
+    """At the end, each group's best checkpoint as an MLflow model (:mod:`~istar_tune.search.logged_models`)."""
 
     @property
     def results_root(self) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from istar_tune import console, tracking
 from istar_tune.config import as_dict, group_key
 from istar_tune.errors import ConfigError
-from istar_tune.search import cluster, guard, parent, stopping, system_metrics
+from istar_tune.search import cluster, guard, logged_models, parent, stopping, system_metrics
 from istar_tune.search.backends import get_backend
 from istar_tune.search.experiment import Experiment, check_and_plan, check_resources, experiment_of
 from istar_tune.search.outcome import SearchSummary, every_trial_ended, folder_bytes, group_outcomes
@@ -75,6 +75,8 @@ class SearchOptions:
     Ray reports says it)."""
     system_metrics_s: float | None = system_metrics.DEFAULT_INTERVAL_S
     """Seconds between samples of every node's load, logged to each search's run (0 or ``None``: none)."""
+    log_models: bool = True
+    """Each group's best checkpoint as an MLflow model at the end (:mod:`~istar_tune.search.logged_models`)."""
 
 
 def run_search(space: SearchSpace, options: SearchOptions | None = None, **given) -> SearchSummary:
@@ -106,6 +108,7 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
                 experiment = experiment_of(spaces, options.storage_path, options.tracking_uri, options.name,
                                            options.data_dir, options.simulation)
                 options = _resolve_resume(options, experiment, say)
+                experiment.log_models = options.log_models
                 checked_s, ended = check_and_plan(experiment, options.resume), None
                 if options.resume:  # before Ray starts: a refusal, or a search whose every trial had ended, needs none
                     _guard(experiment, options, say, held)
@@ -184,7 +187,7 @@ def _summarise_ended(experiment: Experiment, ended: tuple[list, list], say: Call
         logger.on_experiment_end(trials)
     say(f"== {experiment.name}: every trial had ended; nothing to run")
     phases = {"setup": time.monotonic() - began, "fit": 0.0}
-    return _close(experiment, results, {t.trial_id: t.status for t in trials}, "", phases, stop)
+    return _close(experiment, results, {t.trial_id: t.status for t in trials}, "", phases, stop, say)
 
 
 def _guard(experiment: Experiment, options: SearchOptions, say: Callable[[str], None],
@@ -313,7 +316,7 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
             phases["fit"] = time.monotonic() - began - phases["setup"]
             # Tune may have failed reading its results back (after a full disk): the trials as its callbacks saw them
             ended = grid if grid is not None else statuses.results()
-            summaries = _close(experiment, ended, statuses.statuses, interrupted, phases, stop)
+            summaries = _close(experiment, ended, statuses.statuses, interrupted, phases, stop, say)
     return summaries
 
 
@@ -324,7 +327,7 @@ def _errors_log(experiment: Experiment) -> Path:
 
 
 def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: str, phases: dict[str, float],
-           stop: stopping.Stop) -> list[SearchSummary]:
+           stop: stopping.Stop, say: Callable[[str], None]) -> list[SearchSummary]:
     """Each search's outcomes from Tune's results; its trial logger flushed and its parent run ended."""
     names, planned = experiment.names, experiment.planned
     results = list(grid) if grid is not None else []
@@ -342,6 +345,9 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
         mlflow = tracking.client(experiment.tracking_uri)
         for n in names:
             parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
+            if experiment.log_models and not interrupted:
+                logged_models.log_best_models(experiment.tracking_uri, n, str(experiment.results_root),
+                                              experiment.simulated, say)
             failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
             mlflow.set_terminated(experiment.parents[n],
                                   "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))

@@ -22,6 +22,7 @@ from istar_tune.tracking.runs import (
     TrialRun,
     best_trials,
     get_experiment,
+    logged_models,
     run_task,
     run_tasks,
     task_of,
@@ -88,5 +89,5 @@ __all__ = [
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
     "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters", "train_config",
     "NoExperiment", "run_task", "run_tasks", "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX",
-    "logged_params", "run_name",
+    "logged_models", "logged_params", "run_name",
 ]

@@ -204,3 +204,14 @@ def _best_of(runs: list[TrialRun], choose_by: str = "auto") -> dict[tuple, Trial
                                  lambda r: choosing(r.metrics, run_task(r).metric, choose_by))
               for group, candidates in by_group.items()}
     return {group: run for group, run in chosen.items() if run is not None}
+
+
+def logged_models(mlflow_client, experiment_id: str) -> dict[str, str]:
+    """The experiment's MLflow models by the run each was logged from: source run id → ``models:/<model id>``."""
+    found, token = {}, None
+    while True:
+        page = mlflow_client.search_logged_models(experiment_ids=[experiment_id], page_token=token)
+        found.update({m.source_run_id: f"models:/{m.model_id}" for m in page if m.source_run_id})
+        token = page.token
+        if not token:
+            return found

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,32 @@ def test_from_the_experiment_list_a_click_opens_the_runs_table_with_the_metric_t
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     if os.environ.get("ISTAR_TUNE_SCREENSHOT"):  # the docs' picture, taken by this test
         shutil.copy(shot, os.environ["ISTAR_TUNE_SCREENSHOT"])
+
+
+def test_each_group_has_its_model_and_each_trial_its_datasets_through_the_server(smoke_on_a_server):
+    uri, experiment, runs, _, _ = smoke_on_a_server
+    client = tracking.client(uri)
+    models = list(client.search_logged_models(experiment_ids=[experiment.experiment_id]))
+    assert sorted(m.name for m in models) == ["tiny-bert-rte-base", "tiny-bert-rte-istar"]
+    assert {m.source_run_id for m in models} <= {run.info.run_id for run in runs}
+    for run in runs:
+        assert {d.dataset.name for d in run.inputs.dataset_inputs} == {"rte/train", "rte/validation"}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_the_models_tab_lists_each_groups_model_and_the_runs_table_their_datasets(smoke_on_a_server, tmp_path):
+    uri, experiment, runs, _, _ = smoke_on_a_server
+    browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1900,900",
+               "--virtual-time-budget=20000"]
+    pages = {"models": f"#/experiments/{experiment.experiment_id}/models?{MODEL_TRAINING}",
+             "datasets": f"#/experiments/{experiment.experiment_id}/runs?{MODEL_TRAINING}"}
+    shown = {name: subprocess.run([*browser, "--dump-dom", f"{uri}/{path}"], capture_output=True, text=True,
+                                  timeout=120).stdout for name, path in pages.items()}
+    assert ">tiny-bert-rte-base<" in shown["models"] and ">tiny-bert-rte-istar<" in shown["models"]
+    assert "rte/validation" in shown["datasets"] or "rte/train" in shown["datasets"]
+    for name, path in pages.items():
+        shot = tmp_path / f"{name}.png"
+        subprocess.run([*browser, f"--screenshot={shot}", f"{uri}/{path}"], capture_output=True, timeout=120)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+        if os.environ.get("ISTAR_TUNE_SCREENSHOTS"):  # the docs' pictures, taken by this test
+            shutil.copy(shot, Path(os.environ["ISTAR_TUNE_SCREENSHOTS"]) / f"mlflow-{name}.png")
