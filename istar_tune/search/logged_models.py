@@ -121,7 +121,10 @@ def scored_state(results_root: Path, trial_id: str, epoch: int) -> dict[str, Any
         if state.get("best_model") is not None:  # the scored epoch's weights, where they are not the last ones
             state["model"] = state["best_model"]
         return state
-    raise _NotLogged(f"trial {trial_id} no longer keeps epoch {epoch}'s checkpoint (checkpoints_to_keep)")
+    kept = sorted(read_state(folder).get("epoch") for folder in folders)
+    raise _NotLogged(f"trial {trial_id} keeps the checkpoints of epochs {kept}, not epoch {epoch}'s: a shared trial "
+                     "keeps its newest checkpoints_to_keep; set it to the number of epoch values the space shares "
+                     "(each kept checkpoint is a full state) to log every group's model")
 
 
 def save_pipeline(state: dict[str, Any], task, folder: Path) -> None:

@@ -109,7 +109,7 @@ def test_scored_state_takes_the_scored_weights_of_the_epoch_asked_for(tmp_path):
         torch.save(state, trial / f"checkpoint_00000{index}" / STATE_FILE)
     assert scored_state(tmp_path, "abc123", 1)["model"]["w"].item() == 1.0
     assert scored_state(tmp_path, "abc123", 2)["model"]["w"].item() == 1.5  # the scored epoch's, not the last
-    with pytest.raises(_NotLogged, match="no longer keeps epoch 3's checkpoint"):
+    with pytest.raises(_NotLogged, match=r"keeps the checkpoints of epochs \[1, 2\], not epoch 3's"):
         scored_state(tmp_path, "abc123", 3)
     with pytest.raises(_NotLogged, match="has no checkpoint"):
         scored_state(tmp_path, "other", 1)
