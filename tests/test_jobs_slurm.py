@@ -1,15 +1,16 @@
-"""jobs/slurm/search.sbatch on a real Slurm: a one-node cluster (Debian's slurmctld, slurmd and munged) started on
-127.0.0.1 by the test, with two logical GPUs declared through GRES. A search submitted with sbatch ends COMPLETED with
-a FINISHED run per configuration and the table of the same search run locally; a search stopped by SIGTERM (as the
-time limit's `--signal` sends it) requeues itself and resumes with no trial run twice and no duplicate run.
-
-The cluster runs in a PID namespace of its own (`unshare`), as a node of its own would: `ray symmetric-run` refuses a
-node where it sees any other Ray instance, and the suite's other worker runs its own beside this one.
+"""jobs/slurm/search.sbatch on a real Slurm: a cluster of two nodes (Debian's slurmctld, slurmd and munged) started
+by the test on this machine, each node a network namespace of its own (its own address on a bridge, 10.x.y.11 and
+.12, as two machines on a network) and a PID namespace of its own (`ray symmetric-run` refuses a node where it sees
+any other Ray instance), with one GPU each declared through GRES. A search submitted with sbatch ends COMPLETED with
+a FINISHED run per configuration, trials on both nodes, and the table of the same search run locally; a search
+stopped by SIGTERM (as the time limit's `--signal` sends it) requeues itself and resumes with no trial run twice and
+no duplicate run; the docs' commands are accepted by this Slurm (`sbatch --test-only`) and plan a search.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import shlex
 import shutil
@@ -30,11 +31,12 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TEMPLATE = ROOT / "jobs" / "slurm" / "search.sbatch"
-DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "unshare")
+COMMANDS = ("slurmctld", "slurmd", "munged", "sbatch", "unshare", "nsenter", "ip")
+NODES = ("node1", "node2")
 
 SLURM_CONF = """\
 ClusterName=istartest
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost={host}({bridge}.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 SlurmUser=root
@@ -43,11 +45,11 @@ AuthType=auth/munge
 AuthInfo=socket={root}/munge.socket
 CredType=cred/munge
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool-%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SwitchType=switch/none
@@ -62,17 +64,16 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MinJobAge=3600
 GresTypes=gpu
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=8000 Gres=gpu:2 State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+NodeName=node1 NodeAddr={bridge}.11 CPUs=1 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
+NodeName=node2 NodeAddr={bridge}.12 CPUs=1 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
+PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
 """
 
-# PID 1 of the namespace reaps what the daemons leave behind, as init does.
-START = """\
+# A node: its slurmd, and as PID 1 of its PID namespace a reaper of what the daemons leave behind, as init is.
+NODE = """\
 set -e
-munged --key-file={root}/munge.key --socket={root}/munge.socket --pid-file={root}/munged.pid \
-  --log-file={root}/munged.log --seed-file={root}/munge.seed -f
-slurmctld -i
-slurmd -N localhost
+mkdir -p {root}/spool-$1
+slurmd -N $1
 exec {python} -c 'import os, time
 while True:
     try:
@@ -89,62 +90,117 @@ def _free_port() -> int:
 
 
 def _missing() -> str | None:
-    absent = [name for name in DAEMONS if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
+    absent = [name for name in COMMANDS if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
     if absent:
         return f"Slurm is not installed here (no {', '.join(absent)}): `apt-get install slurm-wlm munge`"
     if os.geteuid() != 0:
-        return "the one-node Slurm cluster runs its daemons as root"
+        return "the Slurm cluster runs its daemons and network namespaces as root"
     return None
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def _network(tag: str, bridge: str) -> list[str]:
+    """A bridge at ``bridge``.1 and a network namespace per node at .11 and .12 on it; the namespaces' names."""
+    names = [f"ist-{tag}-{n}" for n in range(1, len(NODES) + 1)]
+    _ip("link", "add", f"isb{tag}", "type", "bridge")
+    _ip("addr", "add", f"{bridge}.1/24", "dev", f"isb{tag}")
+    _ip("link", "set", f"isb{tag}", "up")
+    for n, name in enumerate(names, start=1):
+        _ip("netns", "add", name)
+        _ip("link", "add", f"isv{tag}{n}", "type", "veth", "peer", "name", f"isp{tag}{n}")
+        _ip("link", "set", f"isv{tag}{n}", "master", f"isb{tag}")
+        _ip("link", "set", f"isv{tag}{n}", "up")
+        _ip("link", "set", f"isp{tag}{n}", "netns", name)
+        for args in (("addr", "add", f"{bridge}.1{n}/24", "dev", f"isp{tag}{n}"), ("link", "set", f"isp{tag}{n}", "up"),
+                     ("link", "set", "lo", "up")):
+            _ip("-n", name, *args)
+    return names
+
+
+def _remove_network(tag: str, names: list[str]) -> None:
+    for n, name in enumerate(names, start=1):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"isv{tag}{n}"], capture_output=True)
+    subprocess.run(["ip", "link", "del", f"isb{tag}"], capture_output=True)
 
 
 @pytest.fixture(scope="module")
 def slurm(glue_tiny):
-    """The one-node cluster; yields the environment its commands (sbatch, scontrol) and the template run with."""
+    """The two-node cluster; yields the environment its commands (sbatch, scontrol) and the template run with, and
+    its folder."""
     if (why := _missing()) is not None:
         if os.environ.get("CI"):
             pytest.fail(why + " (.ci/run installs it)")
         pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))  # short: Ray's socket paths live under it too
-    for folder in ("state", "spool", "dev", "local"):
+    tag = f"{random.randrange(16**4):04x}"
+    bridge = f"10.{random.randrange(100, 250)}.{random.randrange(1, 250)}"
+    for folder in ("state", "dev", "local"):
         (root / folder).mkdir()
     (root / "munge.key").write_bytes(os.urandom(1024))
     (root / "munge.key").chmod(0o400)
-    for device in ("gpu0", "gpu1"):  # two logical GPUs: character devices Slurm can hand out (copies of /dev/null)
-        os.mknod(root / "dev" / device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    (root / "slurm.conf").write_text(SLURM_CONF.format(root=root, ctld_port=_free_port(), slurmd_port=_free_port(),
-                                                       cpus=os.cpu_count() or 2))
-    (root / "gres.conf").write_text(f"NodeName=localhost Name=gpu File={root}/dev/gpu[0-1]\n")
-    (root / "start.sh").write_text(START.format(root=root, python=sys.executable))
+    gres = []
+    for index, node in enumerate(NODES):  # a logical GPU each: a character device Slurm hands out (/dev/null's)
+        os.mknod(root / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        gres.append(f"NodeName={node} Name=gpu File={root}/dev/gpu{index}\n")
+    (root / "slurm.conf").write_text(SLURM_CONF.format(root=root, host=socket.gethostname().split(".")[0],
+                                                       bridge=bridge, ctld_port=_free_port(),
+                                                       slurmd_port=_free_port()))
+    (root / "gres.conf").write_text("".join(gres))
+    (root / "node.sh").write_text(NODE.format(root=root, python=sys.executable))
     env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf"), "PATH": f"/usr/sbin:{os.environ.get('PATH', '')}",
            "RAY_AUTH_MODE": "disabled", "GLUE_DIR": str(glue_tiny), "ISTAR_TUNE_VENV": str(BIN.parent),
            "ISTAR_TUNE_LOCAL": str(root / "local"), "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    namespace = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "bash", str(root / "start.sh")],
-                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    names, nodes = [], []
     try:
+        names = _network(tag, bridge)
+        subprocess.run(["munged", f"--key-file={root}/munge.key", f"--socket={root}/munge.socket",
+                        f"--pid-file={root}/munged.pid", f"--log-file={root}/munged.log",
+                        f"--seed-file={root}/munge.seed", "-f"], env=env, check=True)
+        subprocess.run(["slurmctld", "-i"], env=env, check=True)
+        for name, node in zip(names, NODES):
+            nodes.append(subprocess.Popen(
+                ["nsenter", f"--net=/var/run/netns/{name}", "unshare", "--pid", "--fork", "--mount-proc", "bash",
+                 str(root / "node.sh"), node], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         deadline = time.monotonic() + 60
         while True:
             state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=env)
-            if state.stdout.strip() == "idle":
+            if state.stdout.split() == ["idle"] * len(NODES):
                 break
-            if time.monotonic() > deadline or namespace.poll() is not None:
-                logs = "\n".join((root / name).read_text()[-1500:] for name in ("slurmctld.log", "slurmd.log")
-                                 if (root / name).exists())
-                pytest.fail(f"the one-node Slurm cluster did not come up: {state.stdout} {state.stderr}\n{logs}")
+            if time.monotonic() > deadline:
+                logs = "\n".join(p.read_text()[-1500:] for p in sorted(root.glob("slurm*.log")))
+                pytest.fail(f"the Slurm cluster did not come up: {state.stdout} {state.stderr}\n{logs}")
             time.sleep(0.5)
         yield env, root
     finally:
         import psutil
 
-        for child in psutil.Process(namespace.pid).children():
-            child.send_signal(signal.SIGKILL)  # PID 1 of the namespace: every process in it ends with it
-        namespace.wait(timeout=30)
+        for node in nodes:
+            for child in psutil.Process(node.pid).children():
+                child.send_signal(signal.SIGKILL)  # PID 1 of the node's namespace: every process in it ends with it
+            node.wait(timeout=30)
+        for daemon in ("slurmctld", "munged"):
+            pid_file = root / f"{daemon}.pid"
+            if pid_file.exists():
+                try:
+                    os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+                except (ProcessLookupError, ValueError):
+                    pass
+        _remove_network(tag, names)
         shutil.rmtree(root, ignore_errors=True)
+
+
+CLUSTER_SIZE = ("--nodes=2", "--gpus-per-task=1", "--cpus-per-task=1")
+"""What the test's cluster holds: two nodes of a CPU and a GPU."""
 
 
 def _submit(env: dict, root: Path, space: Path, results: Path, *sbatch_options: str) -> str:
     submitted = subprocess.run(
-        ["sbatch", "--parsable", "--nodes=1", "--gpus-per-task=2", f"--cpus-per-task={os.cpu_count() or 2}",
+        ["sbatch", "--parsable", *CLUSTER_SIZE,
          "--time=30", f"--output={root}/job-%j.out", *sbatch_options, str(TEMPLATE), str(space)],
         capture_output=True, text=True, env={**env, "ISTAR_TUNE_RESULTS": str(results)}, cwd=ROOT, timeout=60)
     assert submitted.returncode == 0, submitted.stderr
@@ -166,12 +222,19 @@ def _wait_until_ended(env: dict, root: Path, job: str, seconds: float = 420) -> 
             # a requeued job waits Slurm's fixed two minutes before it may start again: start it now
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
         time.sleep(1)
-    pytest.fail(f"job {job} did not end within {seconds} s: {_job(env, job)}\n{_log(root, job)[-3000:]}")
+    pytest.fail(f"job {job} did not end within {seconds} s: {_job(env, job)}\n{_readable(_log(root, job))}")
 
 
 def _log(root: Path, job: str) -> str:
     path = root / f"job-{job}.out"
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _readable(log: str, head: int = 5000, tail: int = 2000) -> str:
+    """A job's log without Ray's process listings and state dumps, its start and its end, for a failure."""
+    text = "\n".join(line[:300] for line in log.splitlines()
+                     if not any(noise in line for noise in ("(raylet)", "termination request", "[state-dump]")))
+    return text if len(text) <= head + tail else f"{text[:head]}\n[...]\n{text[-tail:]}"
 
 
 COMPUTED = ("accuracy", "train_loss", "task_loss", "eval_isoscore")
@@ -211,20 +274,26 @@ def test_template_pins_the_ray_it_is_tested_with():
 def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_table(slurm, tmp_path):
     env, root = slurm
     space = tmp_path / "slurmgrid.yaml"
-    space.write_text(SPACE.format(name="slurmgrid", grid="[1.0e-3, 3.0e-3, 1.0e-2]", concurrency=2))
+    rates = [1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2]  # enough trials that the second node's first worker has started
+    space.write_text(SPACE.format(name="slurmgrid", grid=str(rates), concurrency=2))
     results = tmp_path / "shared"
     job = _submit(env, root, space, results)
     state = _wait_until_ended(env, root, job)
     log = _log(root, job)
-    assert state["JobState"] == "COMPLETED", log[-4000:]
-    assert "On head node. Starting Ray cluster head" in log  # symmetric-run started Ray and ran the search
-    assert "search slurmgrid: 3 trials, 3 finished" in log
+    for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):  # kept in the test's folder (the cluster's goes)
+        shutil.copy(kept, tmp_path)
+    assert state["JobState"] == "COMPLETED", _readable(log)
+    # symmetric-run started the head on the first node and joined the second to it; the search ran on the head
+    assert "On head node. Starting Ray cluster head" in log and "On worker node. Connecting to Ray cluster" in log
+    assert "search slurmgrid: 6 trials, 6 finished" in log
     assert f"MLflow store kept in {results}/mlflow.db" in log
 
     runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmgrid")
-    assert len(runs) == 3 and len({r.trial_id for r in runs}) == 3
+    assert len(runs) == 6 and len({r.trial_id for r in runs}) == 6
     assert {r.status for r in runs} == {"finished"}
-    assert sorted(r.config["learning_rate"] for r in runs) == [1e-3, 3e-3, 1e-2]
+    assert sorted(r.config["learning_rate"] for r in runs) == rates
+    client = tracking.client(f"sqlite:///{results / 'mlflow.db'}")
+    assert len({client.get_run(r.run_id).data.tags[tracking.TAG_NODE] for r in runs}) == 2  # trained on both nodes
 
     # The same search on this machine's own Ray instance; it has no GPU to declare, so its trials ask for a CPU only
     # (a trial's resources decide where it runs, not what it computes).
@@ -256,7 +325,9 @@ def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     subprocess.run(["scancel", "--batch", "--signal=TERM", job], env=env, check=True)
     state = _wait_until_ended(env, root, job)
     log = _log(root, job)
-    assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", log[-5000:]
+    for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):  # kept in the test's folder (the cluster's goes)
+        shutil.copy(kept, tmp_path)
+    assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", _readable(log)
     first, _, second = log.partition(f"job {job} requeued (1): resuming the search")
     assert "stopping the search to requeue it" in first and "interrupted by SIGTERM" in first
     finished_first = set(re.findall(r"^\[\d+/8\] trial (\w+) done", first, re.MULTILINE))
@@ -289,9 +360,8 @@ def test_the_documented_commands_are_accepted_by_slurm_and_plan_a_search(slurm, 
     for argv in commands:
         at = argv.index("jobs/slurm/search.sbatch")
         options, search = argv[1:at], argv[at + 1:]
-        # the documented options, then this one-node cluster's size (later options win)
-        tried = subprocess.run(["sbatch", "--test-only", *options, "--nodes=1", "--gpus-per-task=2",
-                                f"--cpus-per-task={os.cpu_count() or 2}", argv[at], *search],
+        # the documented options, then this cluster's size (later options win)
+        tried = subprocess.run(["sbatch", "--test-only", *options, *CLUSTER_SIZE, argv[at], *search],
                                capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
         assert tried.returncode == 0 and "to start at" in tried.stderr, (argv, tried.stderr)
         planned = subprocess.run([str(BIN / "istar-tune"), "search", *search, "--dry-run"], capture_output=True,

@@ -2,8 +2,8 @@
 (model, task, method) is read back from its checkpoint at the epoch its configuration was scored at, saved in
 MLflow's transformers format (a text-classification or question-answering pipeline, ``id2label`` as the task names its
 classes) and logged as a model linked to the trial's run, with the configuration as its params and the scored metric
-linked to the model and to the run's validation dataset. One model per group, never one per epoch; a group already
-holding its model (a resumed search) keeps it. ``search --no-models`` logs none (storage-poor clusters).
+linked to the model and to the run's validation dataset (as ``model/<metric>``). One model per group, never one per
+epoch; a group already holding its model (a resumed search) keeps it. ``search --no-models`` logs none (storage-poor clusters).
 
 What cannot be logged is said in a line and the search goes on: a checkpoint that keeps no weights
 (``checkpoint: resume``/``none``, or an epoch a shared trial no longer keeps), IsoLayer's second stage (its trained
@@ -161,12 +161,19 @@ def save_pipeline(state: dict[str, Any], task, folder: Path) -> None:
             transformers.utils.logging.enable_progress_bar()
 
 
+MODEL_METRIC = "model/{metric}"
+"""The key under which a run logs its scored metric linked to its model (MLflow links a model's metrics through its
+run; under the metric's own key it would add a second value to the run's per-epoch history)."""
+
+
 def _link_metric(client, run: tracking.TrialRun, task, model_id: str) -> None:
-    """The run's scored metric, logged again linked to the model and to the run's validation dataset."""
+    """The run's scored metric, logged as :data:`MODEL_METRIC` linked to the model and the run's validation
+    dataset."""
     if task.metric not in run.metrics:
         return
     validation = next((d.dataset for d in client.get_run(run.run_id).inputs.dataset_inputs
                        if any(t.key == "mlflow.data.context" and t.value == "evaluation" for t in d.tags)), None)
-    client.log_metric(run.run_id, task.metric, run.metrics[task.metric], step=int(run.metrics.get("epoch", 0)),
+    client.log_metric(run.run_id, MODEL_METRIC.format(metric=task.metric), run.metrics[task.metric],
+                      step=int(run.metrics.get("epoch", 0)),
                       model_id=model_id, dataset_name=validation.name if validation else None,
                       dataset_digest=validation.digest if validation else None)

@@ -3,6 +3,7 @@
 # `ray symmetric-run` (Ray 2.60.0), and on the head node `istar-tune search ARGS --address HEAD:PORT` as well.
 set -euo pipefail
 : "${ISTAR_TUNE_HEAD:?run by jobs/slurm/search.sbatch}"
+export RAY_TMPDIR=$RAY_TMPDIR/${SLURMD_NODENAME:-$(hostname -s)}  # a node's own, even where the "local" disk is not
 mkdir -p "$RAY_TMPDIR"
 if [ "${ISTAR_TUNE_MPS:-0}" = 1 ]; then  # NVIDIA's MPS, this job's own daemon on this node
   export CUDA_MPS_PIPE_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-pipe CUDA_MPS_LOG_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-log
@@ -10,16 +11,24 @@ if [ "${ISTAR_TUNE_MPS:-0}" = 1 ]; then  # NVIDIA's MPS, this job's own daemon o
   nvidia-cuda-mps-control -d
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
 fi
-# The GPUs Slurm gave this task (Ray counts them itself on GPU nodes; declared, a node's logical GPUs count too).
-gpus=0
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then gpus=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .); fi
+# The GPUs Slurm gave this task, as many as it made visible (without a GPU request Ray counts the node's own).
+gpus=()
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  gpus=(--num-gpus "$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)")
+fi
 base=$ISTAR_TUNE_PORT_BASE
 ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODES:-1}" \
-  --num-cpus "${SLURM_CPUS_PER_TASK:-$(nproc)}" --num-gpus "$gpus" --include-dashboard false \
+  --num-cpus "${SLURM_CPUS_PER_TASK:-$(nproc)}" ${gpus[@]+"${gpus[@]}"} \
   --dashboard-port $((base + 8)) \
   --ray-client-server-port $((base + 1)) --dashboard-agent-listen-port $((base + 2)) \
   --dashboard-agent-grpc-port $((base + 3)) --metrics-export-port $((base + 4)) --runtime-env-agent-port $((base + 5)) \
   --node-manager-port $((base + 6)) --object-manager-port $((base + 7)) \
   --min-worker-port $((base + 20)) --max-worker-port $((base + 199)) \
   -- bash -c 'echo $$ > "$ISTAR_TUNE_DRIVER_PID"; exec istar-tune search "$@" --address "$ISTAR_TUNE_HEAD"' \
-  istar-tune "$@"
+  istar-tune "$@" || status=$?
+if [ "${SLURMD_NODENAME:-$(hostname -s)}" = "$ISTAR_TUNE_HEAD_NODE" ]; then
+  exit "${status:-0}"  # the search's own exit status, as symmetric-run passes it on
+fi
+# A worker's Ray ends when the head's does, with an error of its own (it lost the head): the job's status is the
+# search's, so a worker ends with 0 (one that cannot join fails the head's wait for every node instead).
+if [ -n "${status:-}" ]; then echo "istar-tune: Ray on ${SLURMD_NODENAME:-$(hostname -s)} ended ($status) after the head's"; fi

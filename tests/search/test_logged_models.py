@@ -58,8 +58,10 @@ def test_each_group_has_one_model_linked_to_its_best_run_and_it_predicts_class_n
         assert model.status == LoggedModelStatus.READY
         assert float(model.params["learning_rate"]) == run.config["learning_rate"]
         assert model.tags[tracking.TAG_TRIAL_ID] == run.trial_id
-        linked = [m for m in model.metrics if m.key == "accuracy"]
+        linked = [m for m in model.metrics if m.key == "model/accuracy"]
         assert [(m.value, m.dataset_name) for m in linked] == [(run.metrics["accuracy"], "sst2/validation")]
+        history = client.get_metric_history(run.run_id, "accuracy")
+        assert sorted(m.step for m in history) == [1, 2]  # the run's own per-epoch record is left as it was
     assert any(line.startswith("MLflow models: 2 (one per group") for line in lines)
 
     with pytest.MonkeyPatch.context() as patch:  # not mlflow.set_tracking_uri: it would outlive the test
