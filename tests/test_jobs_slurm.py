@@ -213,6 +213,17 @@ def _job(env: dict, job: str) -> dict[str, str]:
 
 
 def _wait_until_ended(env: dict, root: Path, job: str, seconds: float = 420) -> dict[str, str]:
+    try:
+        return _wait(env, root, job, seconds)
+    finally:  # the job's log and the daemons', kept where pytest keeps the test's folder (the cluster's goes)
+        keep = Path(os.environ.get("PYTEST_CURRENT_TEST_DIR", tempfile.gettempdir())) / f"slurm-logs-{root.name}"
+        keep.mkdir(exist_ok=True)
+        for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):
+            if kept.exists():
+                shutil.copy(kept, keep)
+
+
+def _wait(env: dict, root: Path, job: str, seconds: float) -> dict[str, str]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         state = _job(env, job)
@@ -280,8 +291,6 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     job = _submit(env, root, space, results)
     state = _wait_until_ended(env, root, job)
     log = _log(root, job)
-    for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):  # kept in the test's folder (the cluster's goes)
-        shutil.copy(kept, tmp_path)
     assert state["JobState"] == "COMPLETED", _readable(log)
     # symmetric-run started the head on the first node and joined the second to it; the search ran on the head
     assert "On head node. Starting Ray cluster head" in log and "On worker node. Connecting to Ray cluster" in log
@@ -325,8 +334,6 @@ def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     subprocess.run(["scancel", "--batch", "--signal=TERM", job], env=env, check=True)
     state = _wait_until_ended(env, root, job)
     log = _log(root, job)
-    for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):  # kept in the test's folder (the cluster's goes)
-        shutil.copy(kept, tmp_path)
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", _readable(log)
     first, _, second = log.partition(f"job {job} requeued (1): resuming the search")
     assert "stopping the search to requeue it" in first and "interrupted by SIGTERM" in first

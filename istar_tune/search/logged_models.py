@@ -3,7 +3,8 @@
 MLflow's transformers format (a text-classification or question-answering pipeline, ``id2label`` as the task names its
 classes) and logged as a model linked to the trial's run, with the configuration as its params and the scored metric
 linked to the model and to the run's validation dataset (as ``model/<metric>``). One model per group, never one per
-epoch; a group already holding its model (a resumed search) keeps it. ``search --no-models`` logs none (storage-poor clusters).
+epoch; a group already holding its model (a resumed search) keeps it. ``search --no-models`` logs none
+(storage-poor clusters).
 
 What cannot be logged is said in a line and the search goes on: a checkpoint that keeps no weights
 (``checkpoint: resume``/``none``, or an epoch a shared trial no longer keeps), IsoLayer's second stage (its trained

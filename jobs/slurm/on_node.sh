@@ -3,7 +3,6 @@
 # `ray symmetric-run` (Ray 2.60.0), and on the head node `istar-tune search ARGS --address HEAD:PORT` as well.
 set -euo pipefail
 : "${ISTAR_TUNE_HEAD:?run by jobs/slurm/search.sbatch}"
-export RAY_TMPDIR=$RAY_TMPDIR/${SLURMD_NODENAME:-$(hostname -s)}  # a node's own, even where the "local" disk is not
 mkdir -p "$RAY_TMPDIR"
 if [ "${ISTAR_TUNE_MPS:-0}" = 1 ]; then  # NVIDIA's MPS, this job's own daemon on this node
   export CUDA_MPS_PIPE_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-pipe CUDA_MPS_LOG_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-log
