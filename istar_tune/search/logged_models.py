@@ -26,8 +26,6 @@ from istar_tune.tracking.storage import is_remote
 
 log = logging.getLogger(__name__)
 
-TAG_GROUP = "istar_tune.group"
-"""A logged model's group, ``model/task/method``."""
 PIPELINES = {EXTRACTIVE_QA: "question-answering"}
 """A task's problem type → the transformers pipeline its model is saved as (else text classification)."""
 
@@ -89,7 +87,7 @@ def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path)
         model = client.create_logged_model(
             experiment_id, name=f"{run.model}-{run.task}-{run.method}".replace("/", "-"), source_run_id=run.run_id,
             params={k: str(v) for k, v in state["hparams"].items() if v is not None},
-            tags={TAG_GROUP: group, tracking.TAG_TRIAL_ID: run.trial_id, "istar_tune.epoch": str(epoch)},
+            tags={tracking.TAG_GROUP: group, tracking.TAG_TRIAL_ID: run.trial_id, "istar_tune.epoch": str(epoch)},
             model_type="transformers")
         try:
             client.log_model_artifacts(model.model_id, str(Path(folder) / "model"))

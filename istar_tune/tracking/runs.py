@@ -207,11 +207,13 @@ def _best_of(runs: list[TrialRun], choose_by: str = "auto") -> dict[tuple, Trial
 
 
 def logged_models(mlflow_client, experiment_id: str) -> dict[str, str]:
-    """The experiment's MLflow models by the run each was logged from: source run id → ``models:/<model id>``."""
+    """The experiment's MLflow models (ready ones: an upload that failed leaves a FAILED one) by the run each was logged
+    from: source run id → ``models:/<model id>``."""
     found, token = {}, None
     while True:
         page = mlflow_client.search_logged_models(experiment_ids=[experiment_id], page_token=token)
-        found.update({m.source_run_id: f"models:/{m.model_id}" for m in page if m.source_run_id})
+        found.update({m.source_run_id: f"models:/{m.model_id}" for m in page
+                      if m.source_run_id and str(getattr(m.status, "value", m.status)) == "READY"})
         token = page.token
         if not token:
             return found
