@@ -212,12 +212,10 @@ def _job(env: dict, job: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
 
 
-def _wait_until_ended(env: dict, root: Path, job: str, seconds: float = 420) -> dict[str, str]:
+def _wait_until_ended(env: dict, root: Path, job: str, keep: Path, seconds: float = 420) -> dict[str, str]:
     try:
         return _wait(env, root, job, seconds)
-    finally:  # the job's log and the daemons', kept where pytest keeps the test's folder (the cluster's goes)
-        keep = Path(os.environ.get("PYTEST_CURRENT_TEST_DIR", tempfile.gettempdir())) / f"slurm-logs-{root.name}"
-        keep.mkdir(exist_ok=True)
+    finally:  # the job's log and the daemons', kept in ``keep`` (the test's folder: the cluster's goes)
         for kept in (root / f"job-{job}.out", *root.glob("slurm*.log")):
             if kept.exists():
                 shutil.copy(kept, keep)
@@ -289,7 +287,7 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     space.write_text(SPACE.format(name="slurmgrid", grid=str(rates), concurrency=2))
     results = tmp_path / "shared"
     job = _submit(env, root, space, results)
-    state = _wait_until_ended(env, root, job)
+    state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
     assert state["JobState"] == "COMPLETED", _readable(log)
     # symmetric-run started the head on the first node and joined the second to it; the search ran on the head
@@ -314,6 +312,7 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert searched.returncode == 0, searched.stdout[-3000:] + searched.stderr[-3000:]
     # The same table (a trial's id hashes its resources too) and, trial by trial, the same numbers to the last bit.
     assert _table(env, "slurmgrid", results) == _table(env, "slurmgrid", local)
+
     def measured(trials) -> dict:
         return {r.config["learning_rate"]: {k: r.metrics[k] for k in COMPUTED} for r in trials}
 
@@ -332,7 +331,7 @@ def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
         assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
         time.sleep(0.5)
     subprocess.run(["scancel", "--batch", "--signal=TERM", job], env=env, check=True)
-    state = _wait_until_ended(env, root, job)
+    state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", _readable(log)
     first, _, second = log.partition(f"job {job} requeued (1): resuming the search")
