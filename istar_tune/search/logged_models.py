@@ -106,9 +106,11 @@ def scored_state(results_root: Path, trial_id: str, epoch: int) -> dict[str, Any
     folders = sorted(results_root.glob(f"trainable_{trial_id}_*/checkpoint_*"), reverse=True)
     if not folders:
         raise _NotLogged(f"trial {trial_id} has no checkpoint in {results_root}")
+    kept = []
     for folder in folders:
         state = read_state(folder)
         if state.get("epoch") != epoch:
+            kept.append(state.get("epoch"))
             continue
         if "model" not in state:
             raise _NotLogged(f"its checkpoint keeps only the trial's records (checkpoint: "
@@ -120,10 +122,9 @@ def scored_state(results_root: Path, trial_id: str, epoch: int) -> dict[str, Any
         if state.get("best_model") is not None:  # the scored epoch's weights, where they are not the last ones
             state["model"] = state["best_model"]
         return state
-    kept = sorted(read_state(folder).get("epoch") for folder in folders)
-    raise _NotLogged(f"trial {trial_id} keeps the checkpoints of epochs {kept}, not epoch {epoch}'s: a shared trial "
-                     "keeps its newest checkpoints_to_keep; set it to the number of epoch values the space shares "
-                     "(each kept checkpoint is a full state) to log every group's model")
+    raise _NotLogged(f"trial {trial_id} keeps the checkpoints of epochs {sorted(kept)}, not epoch {epoch}'s: a "
+                     "shared trial keeps its newest checkpoints_to_keep; set it to the number of epoch values the "
+                     "space shares (each kept checkpoint is a full state) to log every group's model")
 
 
 def save_pipeline(state: dict[str, Any], task, folder: Path) -> None:
