@@ -22,7 +22,8 @@ ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
     """A flag per field of ``cls`` (``--learning-rate``, ``--no-progress``), its help the field's docstring."""
     group = parser.add_argument_group(title)
-    docs = {name: text.replace("``", "") for name, text in field_docs(cls).items()}  # plain text, not reST
+    # plain text, not reST; a percent sign doubled, as argparse formats a help text with %-style fields
+    docs = {name: text.replace("``", "").replace("%", "%%") for name, text in field_docs(cls).items()}
     for f in fields(cls):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
@@ -36,7 +37,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, title: str) -> 
                                    help=docs.get(f.name, ""))
             continue
         group.add_argument(flag, *ALIASES.get(f.name, []), dest=f.name, default=None, metavar="VALUE",
-                           help=f"{docs.get(f.name, '')} (default: {f.default})")
+                           help=f"{docs.get(f.name, '')} (default: {str(f.default).replace('%', '%%')})")
 
 
 def collect_config(args: argparse.Namespace, config_file: str | None) -> dict[str, Any]:

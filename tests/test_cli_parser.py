@@ -64,3 +64,19 @@ def test_the_data_dir_help_gives_the_precedence_the_code_follows(tmp_path, monke
     monkeypatch.setenv("GLUE_DIR", str(tmp_path / "env"))
     assert resolve_data_dir(None, tmp_path / "space") == tmp_path / "space"  # the space's before $GLUE_DIR
     assert resolve_data_dir(tmp_path / "flag", tmp_path / "space") == tmp_path / "flag"
+
+
+def test_every_commands_help_renders_and_a_percent_in_a_settings_text_stays_a_percent(capsys):
+    import argparse
+
+    import pytest
+
+    from istar_tune.cli_parser import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command in [None, *commands.choices]:  # argparse formats each help text with %-fields: a bare % breaks it
+        with pytest.raises(SystemExit) as shown:
+            parser.parse_args([command, "--help"] if command else ["--help"])
+        assert shown.value.code == 0, command
+    assert "losses within 0.3 %," in " ".join(capsys.readouterr().out.split())  # the step_mode text, as written
