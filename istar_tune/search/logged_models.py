@@ -3,8 +3,8 @@
 MLflow's transformers format (a text-classification or question-answering pipeline, ``id2label`` as the task names its
 classes) and logged as a model linked to the trial's run, with the configuration as its params and the scored metric
 linked to the model and to the run's validation dataset (as ``model/<metric>``). One model per group, never one per
-epoch; a group already holding its model (a resumed search) keeps it. ``search --no-models`` logs none
-(storage-poor clusters).
+epoch; in a seeds stage one per finished run (each seed's: the stage reports their spread, so none is chosen); a run
+already holding its model (a resumed search) keeps it. ``search --no-models`` logs none (storage-poor clusters).
 
 What cannot be logged is said in a line and the search goes on: a checkpoint that keeps no weights
 (``checkpoint: resume``/``none``, or an epoch a shared trial no longer keeps), IsoLayer's second stage (its trained
@@ -23,6 +23,7 @@ from istar_tune import tracking
 from istar_tune.errors import TrainingError
 from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION
 from istar_tune.tracking.storage import is_remote
+from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,10 @@ PIPELINES = {EXTRACTIVE_QA: "question-answering"}
 
 
 def log_best_models(tracking_uri: str, name: str, results_root: str, simulated: bool,
-                    say: Callable[[str], None]) -> dict[tuple[str, str, str], str]:
-    """Log each group's best checkpoint of search ``name`` as a model; returns group → ``models:/<id>`` of those that
-    hold one now (logged here or before). A failure is said and never fails the search."""
+                    say: Callable[[str], None]) -> dict[str, str]:
+    """Log each group's best checkpoint of search ``name`` (a seeds stage: each run's) as a model; returns the label
+    of each (``model/task/method``, ``… seed N``) → ``models:/<id>`` of those that hold one now (logged here or
+    before). A failure is said and never fails the search."""
     try:
         return _log_all(tracking_uri, name, results_root, simulated, say)
     except Exception as err:  # noqa: BLE001 — the trials are recorded either way
@@ -43,7 +45,7 @@ def log_best_models(tracking_uri: str, name: str, results_root: str, simulated: 
 
 
 def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool,
-             say: Callable[[str], None]) -> dict[tuple[str, str, str], str]:
+             say: Callable[[str], None]) -> dict[str, str]:
     if simulated:
         return {}
     if is_remote(results_root):
@@ -53,30 +55,43 @@ def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool,
     client = tracking.client(tracking_uri)
     experiment_id = tracking.get_experiment(client, tracking_uri, name).experiment_id
     held = tracking.logged_models(client, experiment_id)
-    found: dict[tuple[str, str, str], str] = {}
-    for group, run in sorted(tracking.best_trials(tracking_uri, name).items()):
+    found: dict[str, str] = {}
+    seeds, chosen = runs_to_log(tracking_uri, name)
+    for label, run in chosen:
         if run.run_id in held:
-            found[group] = held[run.run_id]
+            found[label] = held[run.run_id]
             continue
         try:
-            found[group] = _log(client, experiment_id, run, Path(results_root))
+            found[label] = _log(client, experiment_id, run, Path(results_root), seeds)
         except (TrainingError, _NotLogged) as err:
-            say(f"  MLflow model of {'/'.join(group)}: not logged: {err}")
+            say(f"  MLflow model of {label}: not logged: {err}")
         except Exception as err:  # noqa: BLE001 — the trials are recorded either way
             log.debug("logging the model failed", exc_info=True)
-            say(f"  MLflow model of {'/'.join(group)}: not logged ({type(err).__name__}: {str(err)[:200]})")
+            say(f"  MLflow model of {label}: not logged ({type(err).__name__}: {str(err)[:200]})")
     if found:
-        say(f"MLflow models: {len(found)} (one per group: the best trial's checkpoint), e.g. "
-            f"{next(iter(found.values()))}")
+        each = "one per run: each seed's checkpoint" if seeds else "one per group: the best trial's checkpoint"
+        say(f"MLflow models: {len(found)} ({each}), e.g. {next(iter(found.values()))}")
     return found
+
+
+def runs_to_log(tracking_uri: str, name: str) -> tuple[bool, list[tuple[str, tracking.TrialRun]]]:
+    """Whether search ``name`` is a seeds stage, and the runs whose checkpoints it logs as models, each with its label:
+    a grid's best run per group; a seeds stage's every finished run (the stage reports the seeds' spread: keeping the
+    best seed's alone would choose once more, on the data that scores it)."""
+    runs = tracking.trial_runs(tracking_uri, name)
+    if any(run.stage == "seeds" for run in runs):
+        finished = sorted((r for r in runs if r.status == TrialStatus.FINISHED),
+                          key=lambda r: (r.group, r.config.get("seed", 0), r.trial_id))
+        return True, [(f"{'/'.join(r.group)} seed {r.config.get('seed')}", r) for r in finished]
+    return False, [("/".join(group), run) for group, run in sorted(tracking.best_trials(tracking_uri, name).items())]
 
 
 class _NotLogged(Exception):
     """What keeps a group's model from being logged, in words."""
 
 
-def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path) -> str:
-    """Save and log ``run``'s model; its ``models:/`` URI."""
+def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path, seeds: bool) -> str:
+    """Save and log ``run``'s model (named with its seed in a seeds stage); its ``models:/`` URI."""
     trained_by = client.get_run(run.run_id).data.tags.get(tracking.TAG_TRAINED_BY) or run.trial_id
     epoch = int(run.metrics.get("epoch", run.config["epochs"]))
     state = scored_state(results_root, trained_by, epoch)
@@ -85,7 +100,7 @@ def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path)
         save_pipeline(state, task, Path(folder) / "model")
         group = f"{run.model}/{run.task}/{run.method}"
         model = client.create_logged_model(
-            experiment_id, name=f"{run.model}-{run.task}-{run.method}".replace("/", "-"), source_run_id=run.run_id,
+            experiment_id, name=_model_name(run, seeds), source_run_id=run.run_id,
             params={k: str(v) for k, v in state["hparams"].items() if v is not None},
             tags={tracking.TAG_GROUP: group, tracking.TAG_TRIAL_ID: run.trial_id, "istar_tune.epoch": str(epoch)},
             model_type="transformers")
@@ -97,6 +112,11 @@ def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path)
     client.finalize_logged_model(model.model_id, "READY")
     _link_metric(client, run, task, model.model_id)
     return f"models:/{model.model_id}"
+
+
+def _model_name(run: tracking.TrialRun, seeds: bool) -> str:
+    name = f"{run.model}-{run.task}-{run.method}" + (f"-seed{run.config.get('seed')}" if seeds else "")
+    return name.replace("/", "-")
 
 
 def scored_state(results_root: Path, trial_id: str, epoch: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Each group's best checkpoint as an MLflow LoggedModel, after a real tiny-bert search: one per group, linked to its
-run, with its configuration and scored metric, loadable and predicting class names; none twice on resume, none with
-``log_models=False``; what keeps one from being logged is said."""
+"""Each group's best checkpoint as an MLflow LoggedModel, after a real tiny-bert search: one per group (a seeds stage:
+one per run), linked to its run, with its configuration and scored metric, loadable and predicting class names; none
+twice on resume, none with ``log_models=False``; what keeps one from being logged is said."""
 
 from __future__ import annotations
 
@@ -82,6 +82,24 @@ def test_a_resumed_search_logs_no_model_twice(searched, glue_tiny):
     client = tracking.client(summary.tracking_uri)
     experiment = client.get_experiment_by_name("models").experiment_id
     assert len(list(client.search_logged_models(experiment_ids=[experiment]))) == 2
+
+
+def test_a_seeds_stage_logs_every_seeds_run_as_a_model_of_its_own(searched, glue_tiny):
+    summary, _, folder = searched
+    (folder / "seeds.yaml").write_text("name: models-seeds\nstage: seeds\nbest_of: [models]\nseeds: [1, 2]\n"
+                                       "models: [tiny-bert]\ntasks: [sst2]\nmethods: [base]\n"
+                                       "settings: {max_length: 32, shrinkage_tokens: 1000}\n")
+    lines: list[str] = []
+    seeds = run_search(load_search_space(folder / "seeds.yaml"), storage_path=folder / "runs",
+                       data_dir=str(glue_tiny), write=lines.append)
+    client = tracking.client(seeds.tracking_uri)
+    models = list(client.search_logged_models(
+        experiment_ids=[client.get_experiment_by_name("models-seeds").experiment_id]))
+    runs = tracking.trial_runs(seeds.tracking_uri, "models-seeds")
+    assert len(runs) == 2 and sorted(m.source_run_id for m in models) == sorted(r.run_id for r in runs)
+    assert sorted((m.name, m.params["seed"]) for m in models) == [("tiny-bert-sst2-base-seed1", "1"),
+                                                                  ("tiny-bert-sst2-base-seed2", "2")]
+    assert any(line.startswith("MLflow models: 2 (one per run: each seed's checkpoint)") for line in lines)
 
 
 def test_no_models_when_asked_and_a_records_only_checkpoint_says_why(local_ray, glue_tiny, tmp_path):
