@@ -22,7 +22,10 @@ def node_name(node: dict) -> str:
 def _monitor(run_id: str, tracking_uri: str, interval_s: float, node: str):
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+    # What fails it is a store that cannot be written (the search stops and says so itself) or a run ended before it:
+    # MLflow's own lines of that hold the whole SQL batch (hundreds of values). Shown with --debug only.
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.DEBUG if log.isEnabledFor(logging.DEBUG)
+                                                        else logging.CRITICAL)
     return SystemMetricsMonitor(run_id, sampling_interval=interval_s, node_id=node, tracking_uri=tracking_uri)
 
 

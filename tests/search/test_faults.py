@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -110,6 +111,8 @@ def test_ctrl_c_stops_honestly_and_resume_finishes_a_search_named_with_a_quote(t
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=_env(), timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "6 trials, 6 finished" in resumed.stdout
+    counted = [int(n) for n in re.findall(r"^\[(\d+)/6\] trial", resumed.stdout, re.MULTILINE)]
+    assert counted == list(range(len(finished) + 1, 7))  # the count goes on from the trials the first run finished
     said = resumed.stdout + resumed.stderr  # library notices only with --debug: none of Ray's restore or dedup notes
     assert "Restored on" not in said and "repeated" not in said and "\x1b[" not in said, said[-3000:]
     trials = tracking.trial_runs(uri, name, simulated=True)

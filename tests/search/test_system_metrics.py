@@ -46,3 +46,28 @@ def test_the_search_run_holds_each_nodes_system_metrics_and_none_when_off(tmp_pa
     parent = tracking.find_runs(client, client.get_experiment_by_name("loaded").experiment_id,
                                 **{tracking.TAG_ROLE: "search"})[0]
     assert not any(key.startswith("system/") for key in parent.data.metrics)
+
+
+def test_a_monitor_that_cannot_log_is_silent_but_with_debug(mlflow_store, caplog):
+    import logging
+    import time
+
+    from istar_tune.search.system_metrics import _NodeMonitors
+
+    uri, _, _ = mlflow_store
+
+    def failed_lines() -> list[str]:  # a run the store does not hold: MLflow's monitor fails to read it back
+        monitors = _NodeMonitors(["0" * 32], uri, 0.05, "n")
+        time.sleep(0.5)
+        monitors.stop()
+        return [r.getMessage() for r in caplog.records
+                if r.name.startswith("mlflow.system_metrics") and r.levelno >= logging.WARNING]
+
+    ours = logging.getLogger("istar_tune.search.system_metrics")
+    try:
+        assert failed_lines() == []  # the search says what failed its store; MLflow's lines hold whole SQL batches
+        ours.setLevel(logging.DEBUG)  # as --debug sets it
+        assert any(line.startswith("Failed to get mlflow run") for line in failed_lines())
+    finally:
+        ours.setLevel(logging.NOTSET)
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.NOTSET)

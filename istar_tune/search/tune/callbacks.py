@@ -277,6 +277,13 @@ class ProgressPrinter(Callback):
         self.total = total
         self.done = 0
         self.write = write or say
+        self.counted = False
+
+    def on_step_begin(self, iteration, trials, **info):
+        """Once: a resumed search's count goes on from the trials that ended before it (Tune restored them ended)."""
+        if not self.counted:
+            self.counted = True
+            self.done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
 
     def on_trial_start(self, iteration, trials, trial, **info):
         again = " again" if "epoch" in (trial.last_result or {}) else ""

@@ -172,9 +172,9 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
 RESTORED_RECORDS = "restored_records"
 """Result key of the records (JSON) of the epochs a resumed trial had reported before it was stopped."""
 RESTORE_NOTE = "restore_note"
+"""Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 DATASETS = "datasets"
 """Result key of a trial's tokenised splits, described once a process (JSON)."""
-"""Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 
 
 def quiet_ray_loggers() -> None:

@@ -81,6 +81,23 @@ def test_the_printer_names_each_trials_configuration_when_it_starts_reports_and_
     assert len(lines) == 5
 
 
+def test_a_resumed_searchs_count_goes_on_from_the_trials_that_ended_before_it():
+    lines = []
+    printer = ProgressPrinter(total=4, write=lines.append)
+    ended, failed, waiting, retried = _trial("t1"), _trial("t2"), _trial("t3"), _trial("t4")
+    ended.status, failed.status, waiting.status, retried.status = "TERMINATED", "ERROR", "PENDING", "PENDING"
+    printer.on_step_begin(0, [ended, failed, waiting, retried])  # as Tune restored them: two had ended
+    waiting.status, waiting.last_result = "TERMINATED", {"epoch": 2, "accuracy": 0.75}
+    printer.on_step_begin(1, [ended, failed, waiting, retried])  # counted once
+    printer.on_trial_complete(1, [], waiting)
+    printer.on_trial_complete(2, [], retried)
+    assert [line[:22] for line in lines] == ["[3/4] trial t3 done: a", "[4/4] trial t4 done: i"]
+    fresh = ProgressPrinter(total=1, write=lines.append)
+    fresh.on_step_begin(0, [])
+    fresh.on_trial_complete(0, [], ended)
+    assert lines[-1].startswith("[1/1] trial t1 done")
+
+
 def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlflow_store):
     uri, client, experiment = mlflow_store
     killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
