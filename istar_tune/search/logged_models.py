@@ -32,12 +32,12 @@ PIPELINES = {EXTRACTIVE_QA: "question-answering"}
 
 
 def log_best_models(tracking_uri: str, name: str, results_root: str, simulated: bool,
-                    say: Callable[[str], None]) -> dict[str, str]:
-    """Log each group's best checkpoint of search ``name`` (a seeds stage: each run's) as a model; returns the label
+                    say: Callable[[str], None], seeds: bool = False) -> dict[str, str]:
+    """Log each group's best checkpoint of search ``name`` (a ``seeds`` stage: each run's) as a model; returns the label
     of each (``model/task/method``, ``… seed N``) → ``models:/<id>`` of those that hold one now (logged here or
     before). A failure is said and never fails the search."""
     try:
-        return _log_all(tracking_uri, name, results_root, simulated, say)
+        return _log_all(tracking_uri, name, results_root, simulated, say, seeds)
     except Exception as err:  # noqa: BLE001 — the trials are recorded either way
         log.debug("logging the models failed", exc_info=True)
         say(f"MLflow models: not logged ({type(err).__name__}: {str(err)[:200]})")
@@ -45,7 +45,7 @@ def log_best_models(tracking_uri: str, name: str, results_root: str, simulated: 
 
 
 def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool,
-             say: Callable[[str], None]) -> dict[str, str]:
+             say: Callable[[str], None], seeds: bool) -> dict[str, str]:
     if simulated:
         return {}
     if is_remote(results_root):
@@ -56,8 +56,7 @@ def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool,
     experiment_id = tracking.get_experiment(client, tracking_uri, name).experiment_id
     held = tracking.logged_models(client, experiment_id)
     found: dict[str, str] = {}
-    seeds, chosen = runs_to_log(tracking_uri, name)
-    for label, run in chosen:
+    for label, run in runs_to_log(tracking_uri, name, seeds):
         if run.run_id in held:
             found[label] = held[run.run_id]
             continue
@@ -74,16 +73,15 @@ def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool,
     return found
 
 
-def runs_to_log(tracking_uri: str, name: str) -> tuple[bool, list[tuple[str, tracking.TrialRun]]]:
-    """Whether search ``name`` is a seeds stage, and the runs whose checkpoints it logs as models, each with its label:
-    a grid's best run per group; a seeds stage's every finished run (the stage reports the seeds' spread: keeping the
-    best seed's alone would choose once more, on the data that scores it)."""
-    runs = tracking.trial_runs(tracking_uri, name)
-    if any(run.stage == "seeds" for run in runs):
-        finished = sorted((r for r in runs if r.status == TrialStatus.FINISHED),
+def runs_to_log(tracking_uri: str, name: str, seeds: bool) -> list[tuple[str, tracking.TrialRun]]:
+    """The runs of search ``name`` whose checkpoints it logs as models, each with its label: a grid's best run per
+    group; a ``seeds`` stage's every finished run (the stage reports the seeds' spread: keeping the best seed's alone
+    would choose once more, on the data that scores it)."""
+    if seeds:
+        finished = sorted((r for r in tracking.trial_runs(tracking_uri, name) if r.status == TrialStatus.FINISHED),
                           key=lambda r: (r.group, r.config.get("seed", 0), r.trial_id))
-        return True, [(f"{'/'.join(r.group)} seed {r.config.get('seed')}", r) for r in finished]
-    return False, [("/".join(group), run) for group, run in sorted(tracking.best_trials(tracking_uri, name).items())]
+        return [(f"{'/'.join(r.group)} seed {r.config.get('seed')}", r) for r in finished]
+    return [("/".join(group), run) for group, run in sorted(tracking.best_trials(tracking_uri, name).items())]
 
 
 class _NotLogged(Exception):

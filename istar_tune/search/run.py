@@ -343,11 +343,11 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
     lost = []
     try:
         mlflow = tracking.client(experiment.tracking_uri)
-        for n in names:
+        for n, space in zip(names, experiment.spaces):
             parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
             if experiment.log_models and not interrupted:
                 logged_models.log_best_models(experiment.tracking_uri, n, str(experiment.results_root),
-                                              experiment.simulated, say)
+                                              experiment.simulated, say, seeds=space.stage == "seeds")
             failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
             mlflow.set_terminated(experiment.parents[n],
                                   "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
