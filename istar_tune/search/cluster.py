@@ -67,8 +67,9 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     cluster = address or os.environ.get("RAY_ADDRESS") or None
     if cluster is None and (nodes := slurm_nodes()) > 1:
         raise ClusterError(f"this Slurm job has {nodes} nodes but no --address or RAY_ADDRESS: the search would start "
-                           "its own Ray instance and train on this node alone; start a Ray cluster across the job's "
-                           "nodes and give its head's address, or run the search in a one-node job (--nodes=1)")
+                           "its own Ray instance and train on this node alone; submit it with jobs/slurm/search.sbatch "
+                           "(Ray on every node of the job), give a running Ray cluster's head address, or run the "
+                           "search in a one-node job (--nodes=1)")
     if cluster is None:
         loopback_only()
         cluster = "local"

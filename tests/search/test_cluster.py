@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import ray
 
 from istar_tune.search import cluster
 from istar_tune.search.spaces.space import SearchSpace
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _space(**resources) -> SearchSpace:
@@ -115,6 +118,7 @@ def test_a_search_in_a_slurm_job_of_several_nodes_without_an_address_is_refused_
         assert main(["search", "smoke", "--data-dir", str(glue_tiny), "--storage-path", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "this Slurm job has 4 nodes but no --address" in err
+        assert "submit it with jobs/slurm/search.sbatch" in err and (ROOT / "jobs/slurm/search.sbatch").is_file()
         assert not (tmp_path / "smoke").exists()  # refused before anything was written
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
     assert cluster.slurm_nodes() == 1
