@@ -7,6 +7,9 @@ It writes ``DIR/device_check.json`` (every figure, every error, what was skipped
 (the summary), rewritten after each section, so a run cut short still leaves what it measured. Sections, in the order
 they run (``--sections`` picks some):
 
+* ``profile`` (0): where a step's time goes (``profile_step.py``).
+* ``reference`` (i) and ``modes`` (h): ``device_modes.py`` — the second call's four configurations one by one (for
+  ``device_search.py``), and each step mode's tokens/s with graphs against eager bit for bit.
 * ``epoch`` (a): one epoch of Base on RTE under bf16 autocast and under fp32 (on CUDA also fp32 with TF32 matmuls and
   bf16 with eager attention), after an unmeasured warm-up run: loss finite, tokens/s (tokens as trained: padded to
   each batch's longest), MFU against the matrix rate measured here, peak memory.
@@ -59,8 +62,10 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_step, bench_isoscore beside this file
+import device_modes  # noqa: E402 - beside this file
 
-SECTIONS = ("profile", "epoch", "memory", "step", "shapes", "determinism", "oom", "calibrate")
+SECTIONS = ("profile", "reference", "modes", "epoch", "memory", "step", "shapes", "determinism", "oom",
+            "calibrate")
 
 
 
@@ -625,12 +630,15 @@ def summary(results: dict[str, Any]) -> str:
             "mps": "MPS", "batch_size": "batch", "packing": "packing", "tokens_per_second_per_trial":
             "tokens/s per trial", "tokens_per_second_total": "tokens/s total", "peak_memory_gb": "peak GiB",
             "error": "error"})
+    lines += device_modes.summary_lines(sections)
     lines += [f"Skipped: {s['what']} ({s['why']})" for s in results["skipped"]]
     lines += [f"Error in {k}: {v.splitlines()[0]}" for k, v in results["errors"].items()]
     return "\n".join(lines) + "\n"
 
 
-SECTION_FUNCTIONS = {"profile": section_profile, "epoch": section_epoch, "memory": section_memory, "step": section_step,
+SECTION_FUNCTIONS = {"profile": section_profile, "reference": device_modes.section_reference,
+                     "modes": device_modes.section_modes, "epoch": section_epoch, "memory": section_memory,
+                     "step": section_step,
                      "shapes": section_shapes, "determinism": section_determinism, "oom": section_oom,
                      "calibrate": section_calibrate}
 
@@ -650,6 +658,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="training examples of the determinism and oom runs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps of step and calibrate "
                                                               "(default: %(default)s)")
+    parser.add_argument("--search-reference", type=Path, default=None,
+                        help="where section reference writes the second call's one-by-one records (default: "
+                             "OUT/search_reference.json; a copy goes there too)")
+    parser.add_argument("--search-train-samples", type=int, default=512,
+                        help="training examples of the second call's configurations (default: %(default)s)")
     parser.add_argument("--packings", type=lambda t: tuple(int(x) for x in t.split(",")), default=None,
                         help="calibrate's trials a GPU, e.g. 4,8 (default: 1,2,4,8 on CUDA, 1,2 on a CPU)")
     parser.add_argument("--batches", type=lambda t: tuple(int(x) for x in t.split(",")), default=None,

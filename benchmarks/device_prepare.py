@@ -33,10 +33,23 @@ ROOT = Path(__file__).resolve().parents[1]
 WHEELS = ("datasets", "dill", "multiprocess", "pyarrow", "fsspec")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-RUN = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
-       "/tmp/dk/site-packages .devicekit/whl/*.whl && export PYTHONPATH=/tmp/dk/site-packages:$PWD PYTHONUNBUFFERED=1 "
-       "HF_HUB_OFFLINE=1 && python3 benchmarks/device_check.py --out $OUT --model .devicekit/bert-base "
-       "--data-dir .devicekit/glue")
+INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
+           "/tmp/dk/site-packages {wheels}/*.whl && export PYTHONPATH=/tmp/dk/site-packages:$PWD PYTHONUNBUFFERED=1 "
+           "HF_HUB_OFFLINE=1 RAY_AUTH_MODE=disabled")
+RUN = (INSTALL.format(wheels=".devicekit/whl") + " && python3 benchmarks/device_check.py --out $OUT --model "
+       ".devicekit/bert-base --data-dir .devicekit/glue --search-reference /tmp/dk/search_reference.json")
+SEARCH = ("ray[tune]", "mlflow-skinny", "sqlalchemy", "alembic", "optuna")
+"""The second call's packages (``--search``): Ray Tune, MLflow on SQLite, Optuna; with what they need that the
+GPU machine's image lacks."""
+IN_IMAGE = frozenset("annotated-doc anyio attrs certifi charset-normalizer click cloudpickle filelock fsspec h11 idna "
+                     "markupsafe msgpack numpy packaging pandas protobuf pyarrow python-dateutil pyyaml requests six "
+                     "tqdm typing-extensions urllib3 zipp".split())
+"""What the search's packages need that the image holds (device/KINDS.md's list): not carried."""
+RAY_LEFT_OUT = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/serve/", "ray/llm/")
+"""Ray's Java jar (31 MB), the dashboard's web client (the search starts no dashboard) and libraries a search never
+imports; the dashboard's Python stays."""
+SEARCH_RUN = (INSTALL.format(wheels=".devicekit-search/rest") + " && python3 benchmarks/device_search.py --out $OUT "
+              "--model .devicekit/bert-base --data-dir .devicekit/glue --reference /tmp/dk/search_reference.json")
 
 
 def pinned(name: str) -> str:
@@ -78,6 +91,42 @@ def model_folder(folder: Path) -> None:
             shutil.copy2(tokenizer / name, folder / name)
 
 
+def search_kit(folder: Path) -> None:
+    """``folder/ray``: Ray's wheel without :data:`RAY_LEFT_OUT`; ``folder/rest``: every other wheel the search needs
+    and the image lacks. Two calls carry them (each under the limit); the first installs Ray on the warm machine."""
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        platforms = [arg for p in (*PLATFORMS, "manylinux_2_24_x86_64", "manylinux_2_27_x86_64", "any")
+                     for arg in ("--platform", p)]
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version",
+                        "3.12", "--implementation", "cp", *platforms, "-c", str(ROOT / "constraints.txt"), "-d", tmp,
+                        *[pinned(name.split("[")[0]).replace(name.split("[")[0], name, 1) if name.startswith("ray")
+                          else pinned(name) for name in SEARCH]], check=True)
+        for part in ("ray", "rest"):
+            shutil.rmtree(folder / part, ignore_errors=True)
+            (folder / part).mkdir(parents=True)
+        for wheel in sorted(Path(tmp).glob("*.whl")):
+            name = wheel.name.split("-")[0].replace("_", "-").lower()
+            if name == "ray":
+                _strip(wheel, folder / "ray" / wheel.name, zipfile)
+            elif name not in IN_IMAGE:
+                shutil.copy2(wheel, folder / "rest" / wheel.name)
+
+
+def _strip(wheel: Path, out: Path, zipfile) -> None:
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as target:
+        for item in source.infolist():
+            if item.filename.startswith(RAY_LEFT_OUT) or item.filename.endswith(".map"):
+                continue
+            data = source.read(item)
+            if item.filename.endswith(".dist-info/RECORD"):
+                data = b"\n".join(line for line in data.split(b"\n")
+                                  if not line.decode().startswith(RAY_LEFT_OUT) and ".map," not in line.decode())
+            target.writestr(item, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+
+
 def size_mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
@@ -94,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".devicekit")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared/data/glue")
     parser.add_argument("--limit-mib", type=float, default=60.0)
+    parser.add_argument("--search", action="store_true", help="also the second call's kit (Ray, MLflow, Optuna) in "
+                        "OUT-search/: two more calls carry it")
     args = parser.parse_args(argv)
     rte = args.data_dir / "RTE"
     if not (rte / "train.tsv").is_file():
@@ -112,6 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"device command (carry: [{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}]):")
     print(RUN)
+    if args.search:
+        kit = args.out.with_name(args.out.name + "-search")
+        search_kit(kit)
+        ray, rest = size_mib(kit / "ray"), size_mib(kit / "rest")
+        kit_mib = size_mib(args.out) - size_mib(args.out / "whl")
+        print(f"search kit {kit}: Ray {ray:.1f} MiB, the rest {rest:.1f} MiB (+ model folder and RTE {kit_mib:.1f})")
+        if max(ray, rest + kit_mib) + tree > args.limit_mib:
+            print(f"over the {args.limit_mib:g} MiB limit: a call cannot carry this", file=sys.stderr)
+            return 1
+        name = kit.relative_to(ROOT) if kit.is_relative_to(ROOT) else kit
+        print(f"then, on the same warm machine (carry: [{name}/ray]):")
+        print(INSTALL.format(wheels=f"{name}/ray") + " && python3 -c 'import ray.tune; print(ray.__version__)'")
+        print(f"then (carry: [{name}/rest, {args.out.name}/bert-base, {args.out.name}/glue]):")
+        print(SEARCH_RUN)
     return 0
 
 

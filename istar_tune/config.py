@@ -117,12 +117,15 @@ class RunSettings:
     labels and, for one model, metrics up to float effects (padding is masked); dropout draws over the padded shape,
     so training differs: recorded like attn_implementation, and refused in one table with another value."""
     step_mode: str = "eager"
-    """How a training step runs: eager (PyTorch op by op) or compile (the encoder through torch.compile, mode
+    """How a training step runs: eager (PyTorch op by op), graphs (CUDA only: forward, loss and backward replayed as
+    one CUDA graph per batch shape, the optimizer as in eager; eager's kernels, so eager's numbers bit for bit; needs
+    length_bucket, not fp16 nor star_sigma training; IsoLayer's second stage stays eager; not yet run on a GPU by
+    this project's device check: see docs/cluster.md) or compile (the encoder through torch.compile, mode
     reduce-overhead on CUDA: fewer kernel launches; its first steps and each new shape compile, tens of seconds on a
     CPU). Compiled, dropout draws other masks (the compiler's own random numbers) and fused kernels reorder float
     sums: a run follows another random path, its numbers near eager's as another draw's are (tiny-bert, one epoch:
     losses within 0.3 %, eval IsoScore within 1e-5), so it is recorded like attn_implementation and refused in one
-    table with the other value."""
+    table with the other value (graphs too, until a GPU has shown it equal)."""
     threads: int | None = None
     """CPU threads torch computes with (``None``: torch's default, every core). Float sums differ with the count (an
     export retrained on 2 threads gave 0.4625 where its 1-thread trial gave 0.4600): a search records its trials'
@@ -169,7 +172,7 @@ CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MATMUL_PRECISIONS = ("highest", "high")
-STEP_MODES = ("eager", "compile")
+STEP_MODES = ("eager", "graphs", "compile")
 EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0",
                       "step_mode": "eager"}
 """The settings that change a run's numbers without changing what it trains, with the value a run recorded before

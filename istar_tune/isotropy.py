@@ -198,7 +198,10 @@ def _device_type(points) -> str:
 
 
 def _raise_if_undefined(score: torch.Tensor, count: torch.Tensor) -> None:
-    # One host sync for both checks: a silent NaN loss is worse than a sync per step.
+    # One host sync for both checks: a silent NaN loss is worse than a sync per step. None while a CUDA graph is
+    # captured (a capture cannot read the device): a graphed step's non-finite loss fails its epoch instead.
+    if score.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return
     ok = torch.stack([torch.isfinite(score.detach()), count.detach() >= 2]).all()
     if not bool(ok):
         if float(count) < 2:

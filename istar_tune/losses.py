@@ -79,7 +79,7 @@ def cosreg_penalty(
             unit = unit * weights[:, None]
             count = weights.sum()
         else:
-            count = torch.tensor(float(unit.shape[0]), device=unit.device)
+            count = torch.full((), float(unit.shape[0]), device=unit.device)  # a fill, not a host copy: capturable
         total = unit.sum(dim=0)  # (d,)
         return lam * (total @ total - count) / (count * count)
 

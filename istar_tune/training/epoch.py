@@ -4,6 +4,7 @@ each method: task loss + λ·penalty (I-STAR, CosReg) or the task loss alone (Ba
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -13,6 +14,7 @@ from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
 from istar_tune.random_streams import DATA_ORDER, stream_seed
 from istar_tune.recipes import RECIPES
+from istar_tune.training.graphs import GraphedStep
 from istar_tune.training.run import Run
 
 TRAIN_TOKENS = "train_tokens"
@@ -63,13 +65,26 @@ def _raise_if_bad(run: Run, epoch: int, first_bad: torch.Tensor, bad_loss: torch
                             f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
 
 
+def forward_backward(loss_fn: LossFn, batch: dict[str, torch.Tensor], accum: int, scaler) -> torch.Tensor:
+    """A step's device work up to its gradients: the loss, its backward pass (accumulated into ``.grad``), and the
+    logged losses (total, task, penalty; float64 (3,)). What ``step_mode: graphs`` captures."""
+    loss, task_loss, pen = loss_fn(batch)
+    values = torch.stack([loss.detach(), task_loss.detach(),
+                          pen.detach() if pen is not None else torch.zeros_like(loss)]).double()
+    scaler.scale(loss / accum).backward()
+    return values
+
+
 def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
-                epoch: int, description: str, train_modules: torch.nn.Module | None = None) -> dict[str, float]:
+                epoch: int, description: str, train_modules: torch.nn.Module | None = None,
+                graphed: GraphedStep | None = None) -> dict[str, float]:
     """One pass over the shuffled training data; returns mean losses and the tokens trained on (:data:`TRAIN_TOKENS`).
     Shared by every method and stage.
 
     ``train_modules``: only these modules run in training mode (dropout on); the rest of the model stays in
-    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains.
+    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains. ``graphed``: the stage's CUDA
+    graphs (``step_mode: graphs``), which replay :func:`forward_backward`; the gradients then stay allocated
+    between steps (zeroed in place: the graphs write to them).
     """
     from tqdm.auto import tqdm
 
@@ -88,14 +103,13 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     tokens = 0
     steps = len(loader)
     bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=graphed is None)
+    step_fn = functools.partial(forward_backward, loss_fn, accum=accum, scaler=scaler)
     for step, batch in enumerate(bar):
         tokens += batch["input_ids"].numel()  # as the model computes them: padded to the batch's longest
-        loss, task_loss, pen = loss_fn(run.to_device(batch))
+        values = step_fn(run.to_device(batch)) if graphed is None else graphed(step_fn, batch)
         # The logged values and the non-finite check stay on the device: the host reads them every sync_every steps
         # (each read waits for the GPU to catch up), and the error still names the first bad step and its loss.
-        values = torch.stack([loss.detach(), task_loss.detach(),
-                              pen.detach() if pen is not None else torch.zeros_like(loss)]).double()
         sums += values
         newly_bad = (first_bad == 0) & ~torch.isfinite(values[0])
         first_bad = torch.where(newly_bad, step + 1, first_bad)
@@ -104,7 +118,6 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
             _raise_if_bad(run, epoch, first_bad, bad_loss)
             if run.settings.progress:
                 bar.set_postfix(loss=f"{sums[0].item() / (step + 1):.4f}")
-        scaler.scale(loss / accum).backward()
         if (step + 1) % accum == 0 or step + 1 == steps:
             if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
                 scaler.unscale_(optimizer)
@@ -112,7 +125,7 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
             scaler.step(optimizer)
             scaler.update()
             scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=graphed is None)
         if run.heartbeat is not None:
             run.heartbeat(epoch, step + 1, steps)
     totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))

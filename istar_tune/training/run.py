@@ -26,6 +26,7 @@ from istar_tune.models import (
 from istar_tune.recipes import RECIPES
 from istar_tune.tasks import Task, get_task
 from istar_tune.training.data import EncodedData, encode, hold_out
+from istar_tune.training.graphs import check_graphs
 from istar_tune.training.reading import read_task
 from istar_tune.training.scale import SCALE_ATTRIBUTE, saved_scale, unfold
 
@@ -109,8 +110,9 @@ class Run:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def autocast(self):
+        # A CUDA graph's capture keeps no cast weights past itself: no cache there (the same casts, the same numbers).
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
-                              enabled=self.amp_dtype is not None)
+                              enabled=self.amp_dtype is not None, cache_enabled=self.settings.step_mode != "graphs")
 
 
 def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None = None) -> Run:
@@ -127,6 +129,9 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     if problems := task_problems(hparams.method, task):
         raise ConfigError([f"hyperparameters: {p}" for p in problems])
     device = resolve_device(settings.device)
+    amp_dtype = resolve_precision(settings.precision, device, settings.recipe)
+    if settings.step_mode == "graphs":
+        check_graphs(device, amp_dtype, settings.length_bucket, settings.star_sigma)
     use_deterministic_algorithms(settings.deterministic)
     torch.set_float32_matmul_precision(settings.matmul_precision)
     if settings.threads is not None:  # the count a search's trial computed with (an export carries it)
@@ -152,7 +157,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     if settings.step_mode == "compile":  # in place: the state dict keeps its keys (checkpoints, save_pretrained)
         model.compile(mode="reduce-overhead" if device.type == "cuda" else None)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
-                device=device, amp_dtype=resolve_precision(settings.precision, device, settings.recipe),
+                device=device, amp_dtype=amp_dtype,
                 collate=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=settings.length_bucket or None))
 
 

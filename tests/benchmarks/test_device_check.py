@@ -27,13 +27,18 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, str(BENCHMARKS / "device_check.py"), "--out", str(tmp_path),
                            "--model", "tiny-bert", "--data-dir", str(glue_tiny), "--steps", "2",
-                           "--train-samples-small", "32", "--budget-s", "300"],
+                           "--train-samples-small", "32", "--search-train-samples", "64", "--budget-s", "300"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "device_check.json").read_text())
     sections = results["sections"]
-    assert set(sections) == {"profile", "epoch", "memory", "step", "shapes", "determinism",
+    assert set(sections) == {"profile", "reference", "modes", "epoch", "memory", "step", "shapes", "determinism",
                              "calibrate"} and not results["errors"]
+    reference = json.loads((tmp_path / "search_reference.json").read_text())  # what the second call compares with
+    assert sorted(reference) == ["base@2e-05", "base@5e-05", "istar@2e-05", "istar@5e-05"]
+    assert all(r["epoch"] == 1 and r["train_loss"] > 0 for r in reference.values())
+    assert [(r["step_mode"], r["precision"], r["batch_size"]) for r in sections["modes"]["rows"]] == [
+        ("eager", "fp32", 8)] and sections["modes"]["rows"][0]["share_of_matmul_rate"] > 0
     profiled = sections["profile"]["rows"]
     assert [(r["method"], r["batch"]) for r in profiled] == [("base", 8), ("base", 32), ("istar", 8), ("istar", 32)]
     assert all(r["host_ms_per_step"] > 0 and r["gpu_busy_ms_per_step"] is None and r["top_host_ops"]
@@ -51,9 +56,11 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert [r["packing"] for r in sections["calibrate"]["rows"]] == [1, 2]
     skipped = " ".join(s["what"] for s in results["skipped"])
     assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped and "GPU busy time" in skipped
+    assert "modes: graphs and compile" in skipped and "graphs = eager bit for bit" in skipped
     summary = (tmp_path / "device_check.md").read_text()
     assert "## (0) Where a step's time goes" in summary and "## (e) Determinism" in summary
     assert "## (g) A new sequence length" in summary and "Skipped: oom" in summary
+    assert "## (h) Step modes" in summary and "## (i) The second call's configurations" in summary
 
 
 def test_the_comparison_of_two_records_leaves_the_machines_figures_out():

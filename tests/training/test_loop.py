@@ -60,9 +60,9 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(ma
         events.append(("sigma", draw, cov))
         return cov
 
-    def spy_epoch(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc):
+    def spy_epoch(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc, **options):
         events.append(("train", epoch, None))
-        return epoch_fn(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc)
+        return epoch_fn(run, loss_fn, params, optimizer, scheduler, scaler, epoch, desc, **options)
 
     def spy_evaluate(run, cov):
         events.append(("eval", None, cov))
