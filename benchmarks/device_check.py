@@ -33,8 +33,9 @@ they run (``--sections`` picks some):
   off, then on where the daemon starts (``--packings``, ``--batches``, ``--mps`` choose). Last, as it takes the
   longest: what the time budget does not reach is listed, so a later run can measure just that.
 
-On a machine without CUDA it runs what needs none (``epoch``, ``step``, ``determinism``, the estimates of ``memory``,
-``calibrate`` with 1 and 2 trials at batch 8) and lists the rest as skipped. ``benchmarks/device_prepare.py`` builds
+On a machine without CUDA it runs what needs none (``profile``'s host side, ``reference``, ``modes``' eager row,
+``epoch``, ``step``, ``determinism``, the estimates of ``memory``, ``calibrate`` with 1 and 2 trials at batch 8) and
+lists the rest as skipped. ``benchmarks/device_prepare.py`` builds
 the payload that travels to a lent GPU machine (wheels, the model folder, RTE); a model folder that holds a config
 but no weights gets random weights here (``--model``), since 440 MB of BERT-base cannot travel.
 """

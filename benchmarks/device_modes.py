@@ -3,8 +3,9 @@ short):
 
 * ``modes``: Base on RTE (4 × ``--train-samples-small`` examples, two epochs, the second timed: the first holds the
   captures and compiles) for each ``step_mode`` (eager, graphs, compile) at batch 8 and 32, bf16 autocast and fp32
-  with TF32 matmuls, length buckets of 16 tokens: tokens/s and the share of the matrix rate measured on the machine; and ``graphs`` against ``eager`` bit for bit (I-STAR, two epochs, deterministic kernels, in a process
-  of its own as cuBLAS's workspace needs). On a CPU: eager alone (graphs needs CUDA; compile's CPU figure would be
+  with TF32 matmuls, length buckets of 16 tokens: tokens/s and the share of the matrix rate measured on the machine;
+  and ``graphs`` against ``eager`` bit for bit (I-STAR, two epochs, deterministic kernels, in a process of its own
+  as cuBLAS's workspace needs). On a CPU: eager alone (graphs needs CUDA; compile's CPU figure would be
   its compile time), the rest listed as skipped.
 * ``reference``: the four configurations of the second call's search (``benchmarks/device_search.py``) trained one
   by one, written to ``--search-reference`` for that call.

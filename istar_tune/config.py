@@ -285,6 +285,12 @@ def _settings_problems(obj: RunSettings) -> list[str]:
                         f"{obj.attn_implementation!r}")
     if obj.step_mode not in STEP_MODES:
         problems.append(f"step_mode must be one of {', '.join(STEP_MODES)}, got {obj.step_mode!r}")
+    if obj.step_mode == "graphs" and obj.length_bucket == 0:
+        problems.append("step_mode graphs needs length_bucket > 0 (a graph per batch shape; without buckets every "
+                        "batch length is a shape of its own): e.g. length_bucket 16")
+    if obj.step_mode == "graphs" and obj.star_sigma == "training":
+        problems.append("step_mode graphs does not take star_sigma training (its covariance counts on the host "
+                        "every step): use star_sigma pass")
     if obj.matmul_precision not in MATMUL_PRECISIONS:
         problems.append(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
                         f"{obj.matmul_precision!r}")

@@ -125,7 +125,7 @@ class _IsoScoreStar(torch.autograd.Function):
     def forward(ctx, points, weights, shrinkage_cov, zeta):
         n, d = points.shape
         if weights is None:
-            count = torch.tensor(float(n), dtype=points.dtype, device=points.device)
+            count = torch.full((), float(n), dtype=points.dtype, device=points.device)  # a fill: capturable
             centered = points - points.mean(dim=0)  # (n, d)
         else:
             count = weights.sum()

@@ -171,6 +171,13 @@ CASES = {
     "space: device cuda without a GPU share": (
         lambda t: ["search", _space(t, SPACE.replace("max_length: 32", "max_length: 32, device: cuda")), "--dry-run"],
         "resources.gpu is 0"),
+    "space: step_mode graphs without a GPU share": (
+        lambda t: ["search", _space(t, SPACE.replace("max_length: 32", "max_length: 32, step_mode: graphs, "
+                                                     "length_bucket: 16")), "--dry-run"],
+        "step_mode is graphs .* but resources.gpu is 0"),
+    "train: step_mode graphs on a CPU": (
+        lambda t: [*TRAIN, "--data-dir", str(GLUE_TINY), "--step-mode", "graphs", "--length-bucket", "8"],
+        "step_mode graphs replays CUDA graphs and this run's device is cpu"),
     "search: --time-factor 1e9": (lambda t: ["search", _space(t), "--simulate", "--time-factor", "1e9",
                                              "--storage-path", str(t / "runs")], r"--time-factor must lie in \[0, 1\]"),
     # a task of one's own (train and search)

@@ -34,9 +34,9 @@ StepFn = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 """A batch on the device → its logged losses (3,), its gradients accumulated."""
 
 
-def graphs_problems(device: torch.device, amp_dtype: torch.dtype | None, length_bucket: int,
-                    star_sigma: str = "pass") -> list[str]:
-    """Why ``step_mode: graphs`` cannot run here (empty: it can)."""
+def graphs_problems(device: torch.device, amp_dtype: torch.dtype | None) -> list[str]:
+    """Why ``step_mode: graphs`` cannot run on this device at this precision (empty: it can). What the settings
+    alone decide (length buckets, ``star_sigma``) is checked with them (``config.RunSettings``)."""
     problems = []
     if device.type != "cuda":
         problems.append(f"step_mode graphs replays CUDA graphs and this run's device is {device.type}: use "
@@ -44,18 +44,11 @@ def graphs_problems(device: torch.device, amp_dtype: torch.dtype | None, length_
     if amp_dtype == torch.float16:
         problems.append("step_mode graphs does not take fp16 (its gradient scaler reads the host every step): use "
                         "precision bf16 or fp32, or step_mode eager")
-    if length_bucket <= 0:
-        problems.append("step_mode graphs needs length_bucket > 0 (a graph per batch shape; without buckets every "
-                        "batch length is a shape of its own): e.g. length_bucket 16")
-    if star_sigma == "training":
-        problems.append("step_mode graphs does not take star_sigma training (its covariance counts on the host "
-                        "every step): use star_sigma pass")
     return problems
 
 
-def check_graphs(device: torch.device, amp_dtype: torch.dtype | None, length_bucket: int,
-                 star_sigma: str = "pass") -> None:
-    if problems := graphs_problems(device, amp_dtype, length_bucket, star_sigma):
+def check_graphs(device: torch.device, amp_dtype: torch.dtype | None) -> None:
+    if problems := graphs_problems(device, amp_dtype):
         raise ConfigError([f"settings: {p}" for p in problems])
 
 

@@ -268,6 +268,7 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
     it with the joint loss, report each epoch, and record the sentence space before and after (after: of the scored
     epoch). With ``holdout`` the stage chooses its own scored epoch among its epochs."""
     hp = run.hparams
+    run.model.zero_grad(set_to_none=True)  # the frozen encoder's gradients (kept allocated by step_mode graphs)
     for param in run.model.parameters():
         param.requires_grad_(False)
     hook = IsoLayerHook(run.model)

@@ -131,7 +131,7 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     device = resolve_device(settings.device)
     amp_dtype = resolve_precision(settings.precision, device, settings.recipe)
     if settings.step_mode == "graphs":
-        check_graphs(device, amp_dtype, settings.length_bucket, settings.star_sigma)
+        check_graphs(device, amp_dtype)
     use_deterministic_algorithms(settings.deterministic)
     torch.set_float32_matmul_precision(settings.matmul_precision)
     if settings.threads is not None:  # the count a search's trial computed with (an export carries it)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from istar_tune.cli import main
+from istar_tune.config import RunSettings, from_dict
 from istar_tune.errors import ConfigError
 from istar_tune.training import graphs, run
 from istar_tune.training.graphs import GraphedStep, check_graphs, graphs_problems
@@ -18,14 +19,16 @@ from istar_tune.training.state import METRICS_FILE
 
 def test_graphs_are_refused_off_cuda_with_fp16_without_buckets_and_with_a_training_pass_sigma():
     cuda = torch.device("cuda")
-    assert graphs_problems(cuda, torch.bfloat16, 16) == []
-    assert graphs_problems(cuda, None, 16) == []
-    assert "device is cpu: use step_mode eager or compile" in graphs_problems(torch.device("cpu"), None, 16)[0]
-    assert "does not take fp16" in graphs_problems(cuda, torch.float16, 16)[0]
-    assert "needs length_bucket > 0" in graphs_problems(cuda, None, 0)[0]
-    assert "star_sigma pass" in graphs_problems(cuda, None, 16, "training")[0]
+    assert graphs_problems(cuda, torch.bfloat16) == [] and graphs_problems(cuda, None) == []
+    assert "device is cpu: use step_mode eager or compile" in graphs_problems(torch.device("cpu"), None)[0]
+    assert "does not take fp16" in graphs_problems(cuda, torch.float16)[0]
     with pytest.raises(ConfigError, match="settings: step_mode graphs replays CUDA graphs"):
-        check_graphs(torch.device("cpu"), None, 16)
+        check_graphs(torch.device("cpu"), None)
+    with pytest.raises(ConfigError, match="step_mode graphs needs length_bucket > 0"):
+        from_dict(RunSettings, {"step_mode": "graphs"})
+    with pytest.raises(ConfigError, match="step_mode graphs does not take star_sigma training"):
+        from_dict(RunSettings, {"step_mode": "graphs", "length_bucket": 16, "star_sigma": "training"})
+    assert from_dict(RunSettings, {"step_mode": "graphs", "length_bucket": 16}).step_mode == "graphs"
 
 
 def test_train_with_graphs_on_a_cpu_is_refused_in_one_line(glue_tiny, tmp_path, capsys):

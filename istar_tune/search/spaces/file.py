@@ -143,6 +143,9 @@ def _check_across_fields(space: SearchSpace, path: Path) -> None:
         raise ConfigError(f"{path}: settings.device is {space.settings['device']!r} but resources.gpu is 0: a trial "
                           "without a GPU share sees no CUDA device; give resources: {gpu: 1} (or a fraction), or "
                           "device: auto")
+    if space.settings.get("step_mode") == "graphs" and space.gpu == 0:
+        raise ConfigError(f"{path}: settings.step_mode is graphs (CUDA graphs) but resources.gpu is 0: give each "
+                          "trial a GPU share (resources: {gpu: 0.25}), or step_mode eager or compile")
     scheduler = schedulers.get_scheduler(space.scheduler)
     if scheduler.build is not None and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
