@@ -20,7 +20,8 @@ they run (``--sections`` picks some):
   (``bench_isoscore.py``) with the Gram matrix in float32 and in TF32, and how far the two scores differ.
 * ``determinism`` (e): with ``deterministic: true``, two epochs straight against one epoch, its checkpoint, a resume
   and the second epoch; a shared-prefix trial's epoch-3 record (a 4-epoch run completing 3) against an unshared
-  3-epoch run's; the same without determinism, to size the drift (I-STAR, recipe paper: what prefix sharing needs).
+  3-epoch run's; the same without determinism, to size the drift (I-STAR, recipe paper: what prefix sharing needs);
+  on CUDA, ``step_mode: graphs`` against eager, every epoch record bit for bit (``device_modes.graphs_equal_eager``).
 * ``oom`` (f): a trial whose memory cap (``training/memory.cap_gpu_memory``) is set too small fails inside
   ``out_of_memory_explained`` with the advice, its process allocates again afterwards, and a neighbour process training
   at the same time finishes.
@@ -65,6 +66,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_step, bench_isoscore beside this file
 import device_modes  # noqa: E402 - beside this file
 
+GRAPHS_ROW = "graphs_vs_eager"
+"""The determinism section's row of ``step_mode: graphs`` against eager (on CUDA)."""
 SECTIONS = ("profile", "reference", "modes", "epoch", "memory", "step", "shapes", "determinism", "oom",
             "calibrate")
 
@@ -448,6 +451,11 @@ def section_determinism(check: Check, args) -> dict[str, Any]:
         if process.is_alive():
             process.kill()
         print(key, json.dumps(outcome[key]), flush=True)
+    if cuda():
+        outcome[GRAPHS_ROW] = device_modes.graphs_equal_eager(check, args)
+        print(GRAPHS_ROW, json.dumps(outcome[GRAPHS_ROW]), flush=True)
+    else:
+        check.skip("determinism: graphs = eager bit for bit", "CUDA graphs need CUDA")
     return outcome
 
 
@@ -614,6 +622,8 @@ def summary(results: dict[str, Any]) -> str:
         lines += ["## (e) Determinism (I-STAR, recipe paper)", ""]
         rows = []
         for key, d in sections["determinism"].items():
+            if key == GRAPHS_ROW:
+                continue
             if "error" in d:
                 rows.append({"setting": key, "resume": "failed: " + d["error"].splitlines()[0]})
                 continue
@@ -621,6 +631,9 @@ def summary(results: dict[str, Any]) -> str:
                          "gap": max(d["resume"]["largest_gap"], d["shared_prefix"]["largest_gap"])})
         lines += _table(rows, {"setting": "setting", "resume": "resume = straight", "shared": "shared prefix = "
                                "unshared", "gap": "largest gap"})
+        if (graphs := sections["determinism"].get(GRAPHS_ROW)) is not None:
+            verdict = graphs.get("error") or all(e["equal"] for e in graphs["epochs"])
+            lines += [f"step_mode graphs = eager bit for bit (I-STAR, two epochs, bf16, deterministic): {verdict}", ""]
     if "oom" in sections:
         o = sections["oom"]
         lines += [f"## (f) Memory cap too small (share {o['share']}): advice given {o['advice_given']}, victim "

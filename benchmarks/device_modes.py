@@ -3,9 +3,10 @@ short):
 
 * ``modes``: Base on RTE (4 × ``--train-samples-small`` examples, two epochs, the second timed: the first holds the
   captures and compiles) for each ``step_mode`` (eager, graphs, compile) at batch 8 and 32, bf16 autocast and fp32
-  with TF32 matmuls, length buckets of 16 tokens: tokens/s and the share of the matrix rate measured on the machine;
-  and ``graphs`` against ``eager`` bit for bit (I-STAR, two epochs, deterministic kernels, in a process of its own
-  as cuBLAS's workspace needs). On a CPU: eager alone (graphs needs CUDA; compile's CPU figure would be
+  with TF32 matmuls, length buckets of 16 tokens: tokens/s and the share of the matrix rate measured on the machine.
+  The determinism section's graphs row is here too (:func:`graphs_equal_eager`: ``graphs`` against ``eager`` bit for
+  bit, I-STAR, two epochs, deterministic kernels, in a process of its own as cuBLAS's workspace needs). On a CPU:
+  eager alone (graphs needs CUDA; compile's CPU figure would be
   its compile time), the rest listed as skipped.
 * ``reference``: the four configurations of the second call's search (``benchmarks/device_search.py``) trained one
   by one, written to ``--search-reference`` for that call.
@@ -50,7 +51,7 @@ def _graphs_equal_eager(args, results) -> None:
 
 def section_modes(check, args) -> dict[str, Any]:
     import torch
-    from device_check import collect, cuda, hparams, matmul_tflops, settings, settle, train_flops_per_token
+    from device_check import cuda, hparams, matmul_tflops, settings, settle, train_flops_per_token
 
     from istar_tune.training.loop import train
 
@@ -76,23 +77,24 @@ def section_modes(check, args) -> dict[str, Any]:
                      "share_of_matmul_rate": round(rate * per_token / (peaks[precision] * 1e12), 4),
                      "loss_finite": math.isfinite(result.final["train_loss"])})
         print(json.dumps(rows[-1]), flush=True)
-    outcome: dict[str, Any] = {"length_bucket": BUCKET, "matmul_tflops": {k: round(v, 1) for k, v in peaks.items()},
-                               "rows": rows}
-    if cuda():
-        context = multiprocessing.get_context("spawn")
-        results = context.Queue()
-        process = context.Process(target=_graphs_equal_eager, args=(args, results))
-        process.start()
-        found = collect(results, [process], 1, max(60.0, check.left_s()))
-        outcome["graphs_equal_eager"] = next(iter(found.values()), None) or {
-            "error": f"no result within the budget (exit code {process.exitcode})"}
-        process.join(timeout=30)
-        if process.is_alive():
-            process.kill()
-    else:
+    if not cuda():
         check.skip("modes: graphs and compile", "graphs replays CUDA graphs; compile's CPU figure is its compile time")
-        check.skip("modes: graphs = eager bit for bit", "needs CUDA")
-    return outcome
+    return {"length_bucket": BUCKET, "matmul_tflops": {k: round(v, 1) for k, v in peaks.items()}, "rows": rows}
+
+
+def graphs_equal_eager(check, args) -> dict[str, Any]:
+    """The determinism section's graphs row: :func:`_graphs_equal_eager` in a process of its own."""
+    from device_check import collect
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_graphs_equal_eager, args=(args, results))
+    process.start()
+    found = collect(results, [process], 1, max(60.0, check.left_s()))
+    process.join(timeout=30)
+    if process.is_alive():
+        process.kill()
+    return next(iter(found.values()), None) or {"error": f"no result within the budget (exit code {process.exitcode})"}
 
 
 def section_reference(check, args) -> dict[str, Any]:
@@ -118,10 +120,6 @@ def summary_lines(sections: dict[str, Any]) -> list[str]:
         lines += [f"| {r['step_mode']} | {r['precision']} | {r['batch_size']} | {r.get('train_tokens_per_s', '')} | "
                   f"{r.get('share_of_matmul_rate', '')} | {(r.get('error') or '').split(chr(10))[0]} |"
                   for r in m["rows"]]
-        equal = m.get("graphs_equal_eager")
-        if equal is not None:
-            verdict = equal.get("error") or all(e["equal"] for e in equal["epochs"])
-            lines += ["", f"graphs = eager bit for bit (I-STAR, two epochs, deterministic): {verdict}"]
         lines += [""]
     if "reference" in sections:
         r = sections["reference"]

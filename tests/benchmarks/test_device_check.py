@@ -56,7 +56,7 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert [r["packing"] for r in sections["calibrate"]["rows"]] == [1, 2]
     skipped = " ".join(s["what"] for s in results["skipped"])
     assert "oom" in skipped and "measured peaks" in skipped and "MPS" in skipped and "GPU busy time" in skipped
-    assert "modes: graphs and compile" in skipped and "graphs = eager bit for bit" in skipped
+    assert "modes: graphs and compile" in skipped and "determinism: graphs = eager bit for bit" in skipped
     summary = (tmp_path / "device_check.md").read_text()
     assert "## (0) Where a step's time goes" in summary and "## (e) Determinism" in summary
     assert "## (g) A new sequence length" in summary and "Skipped: oom" in summary
