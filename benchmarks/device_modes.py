@@ -97,10 +97,29 @@ def graphs_equal_eager(check, args) -> dict[str, Any]:
     return next(iter(found.values()), None) or {"error": f"no result within the budget (exit code {process.exitcode})"}
 
 
-def section_reference(check, args) -> dict[str, Any]:
+def _reference(args, results) -> None:
     import device_search
 
-    found = device_search.reference(args.model, args.data_dir, args.search_train_samples)
+    try:
+        results.put({"found": device_search.reference(args.model, args.data_dir, args.search_train_samples)})
+    except Exception as err:  # noqa: BLE001 - reported by the section
+        results.put({"error": f"{type(err).__name__}: {err}"[:1000]})
+
+
+def section_reference(check, args) -> dict[str, Any]:
+    """In a process of its own, as each trial is: ``deterministic`` fixes cuBLAS's workspace before its first call,
+    which this process's earlier sections have made."""
+    from device_check import collect
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_reference, args=(args, results))
+    process.start()
+    answer = next(iter(collect(results, [process], 1, max(60.0, check.left_s())).values()), None)
+    process.join(timeout=30)
+    if answer is None or "error" in answer:
+        raise RuntimeError((answer or {}).get("error") or f"no answer (exit code {process.exitcode})")
+    found = answer["found"]
     path = Path(args.search_reference or (args.out / "search_reference.json"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(found, indent=2) + "\n")

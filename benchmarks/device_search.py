@@ -30,7 +30,7 @@ import yaml
 
 NAME = "device-search"
 CONFIGURATIONS = [{"method": method, "learning_rate": rate} for method in ("base", "istar") for rate in (2e-5, 5e-5)]
-HYPERPARAMETERS = {"task": "rte", "epochs": 1, "batch_size": 32, "seed": 7}
+HYPERPARAMETERS = {"task": "rte", "epochs": 1, "batch_size": 32, "grad_accum": 1, "seed": 7}
 METHOD_HYPERPARAMETERS = {"istar": {"lam": -1.0, "zeta": 0.2}}
 
 
@@ -47,8 +47,7 @@ def space_yaml(model: str, data_dir: str, train_samples: int, gpu: float) -> dic
     model = str(Path(model).resolve()) if Path(model).exists() else model  # a folder, or a short name / hub id
     return {"name": NAME, "models": [model], "tasks": [HYPERPARAMETERS["task"]],
             "methods": sorted({c["method"] for c in CONFIGURATIONS}),
-            "hyperparameters": {"epochs": HYPERPARAMETERS["epochs"], "batch_size": HYPERPARAMETERS["batch_size"],
-                                "seed": HYPERPARAMETERS["seed"],
+            "hyperparameters": {**{k: v for k, v in HYPERPARAMETERS.items() if k != "task"},
                                 "learning_rate": {"grid": sorted({c["learning_rate"] for c in CONFIGURATIONS})}},
             "method_hyperparameters": METHOD_HYPERPARAMETERS, "search": {"algorithm": "grid"},
             "resources": {"cpu": 1, "gpu": gpu}, "max_failures": 0, "settings": settings}
