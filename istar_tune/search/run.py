@@ -130,9 +130,9 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
             _open_tracking(experiment)
             cluster.tune_environment(experiment.total, experiment.spaces[0])
         trainable_fn = simulated_trainable if experiment.simulated else options.trainable_fn
-        held.enter_context(system_metrics.monitoring(experiment.tracking_uri, list(experiment.parents.values()),
-                                                     options.system_metrics_s))
-        return _fit(experiment, trainable_fn, options.resume, say, began, stop)
+        monitor = system_metrics.monitoring(experiment.tracking_uri, list(experiment.parents.values()),
+                                            options.system_metrics_s)
+        return _fit(experiment, trainable_fn, options.resume, say, began, stop, monitor)
 
 
 def _resolve_resume(options: SearchOptions, experiment: Experiment, say: Callable[[str], None]) -> SearchOptions:
@@ -273,9 +273,10 @@ def _tuner(experiment: Experiment, trainable_fn: Callable[..., None], callbacks:
 
 
 def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool, say: Callable[[str], None],
-         began: float, stop: stopping.Stop) -> list[SearchSummary]:
+         began: float, stop: stopping.Stop, monitor: contextlib.AbstractContextManager) -> list[SearchSummary]:
     """Run the Tune experiment (unless a signal came while the search was being set up); however it ends, close
-    the MLflow records and summarise each search."""
+    the MLflow records and summarise each search. ``monitor``: the system metrics' (:mod:`system_metrics`), held
+    while the tracebacks go to the errors file, so its last writes' (to a full store, say) go there too."""
     from ray.tune.logger import JsonLoggerCallback
 
     from istar_tune.search.tune.callbacks import ProgressPrinter, TrialStatuses
@@ -297,6 +298,7 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
     phases["setup"] = time.monotonic() - began
     with contextlib.ExitStack() as ending:
         ending.enter_context(stopping.errors_to_file(_errors_log(experiment)))  # tracebacks to a file, to the end
+        ending.enter_context(monitor)  # ends first: its last write's traceback (MLflow logs one) goes to the file
         try:
             try:
                 if not stop.reason:

@@ -71,3 +71,31 @@ def test_a_monitor_that_cannot_log_is_silent_but_with_debug(mlflow_store, caplog
     finally:
         ours.setLevel(logging.NOTSET)
         logging.getLogger("mlflow.system_metrics").setLevel(logging.NOTSET)
+
+
+def test_the_monitors_last_write_fails_into_the_errors_file_not_onto_the_terminal(tmp_path, local_ray, monkeypatch,
+                                                                                    capfd):
+    """A full tracking store fails the monitors' last flush as they stop, and MLflow logs that with a traceback
+    (``mlflow.store.db.utils``): the monitors stop while the search's tracebacks still go to its errors file (a CI
+    run once found that traceback on the terminal, after the file had been closed)."""
+    import contextlib
+    import logging
+
+    from istar_tune.search import system_metrics
+
+    @contextlib.contextmanager
+    def failing_at_its_end(tracking_uri, run_ids, interval_s):
+        yield
+        try:
+            raise OSError("database or disk is full")
+        except OSError:
+            logging.getLogger("mlflow.store.db.utils").exception("SQLAlchemy database error (the monitors' flush)")
+
+    monkeypatch.setattr(system_metrics, "monitoring", failing_at_its_end)
+    (tmp_path / "space.yaml").write_text(SPACE)
+    run_searches([load_search_space(tmp_path / "space.yaml")], storage_path=tmp_path / "runs", write=lambda _: None,
+                 simulation=Simulation(time_factor=0.002))
+    terminal = capfd.readouterr()
+    assert "the monitors' flush" not in terminal.err + terminal.out and "Traceback" not in terminal.err
+    errors = (tmp_path / "runs" / "loaded.errors.log").read_text()
+    assert "the monitors' flush" in errors and "database or disk is full" in errors
