@@ -9,7 +9,7 @@ they run (``--sections`` picks some):
 
 * ``profile`` (0): where a step's time goes (``profile_step.py``).
 * ``reference`` (i) and ``modes`` (h): ``device_modes.py`` — the second call's four configurations one by one (for
-  ``device_search.py``), and each step mode's tokens/s with graphs against eager bit for bit.
+  ``device_search.py``), and each step mode's tokens/s.
 * ``epoch`` (a): one epoch of Base on RTE under bf16 autocast and under fp32 (on CUDA also fp32 with TF32 matmuls and
   bf16 with eager attention), after an unmeasured warm-up run: loss finite, tokens/s (tokens as trained: padded to
   each batch's longest), MFU against the matrix rate measured here, peak memory.
@@ -182,6 +182,13 @@ class Capture:
 # ------------------------------------------------------------------------------------------------ the sections
 
 
+@functools.cache
+def matmul_peaks() -> dict[str, float]:
+    """The measured matrix rate (TFLOP/s) of each precision a section times: bf16, fp32 and TF32; measured once."""
+    return {"bf16": matmul_tflops(torch.bfloat16), "fp32": matmul_tflops(torch.float32),
+            "tf32": matmul_tflops(torch.float32, "high")}
+
+
 def matmul_tflops(dtype: torch.dtype, precision: str = "highest") -> float:
     """TFLOP/s of a square matrix product on this machine's device (8192 on CUDA, 256 on CPU, where bf16 has no fast
     kernel: 17 s at 1024 on two cores, for a figure that says nothing of a GPU), mean of 5."""
@@ -222,8 +229,7 @@ def section_epoch(check: Check, args) -> dict[str, Any]:
     if cuda():
         # bf16 + sdpa again last: the 2026-11-27 run timed it first after the warm-up and eager's epoch came out faster.
         variants += [("fp32", "sdpa", "high"), ("bf16", "eager", "highest"), ("bf16", "sdpa", "highest")]
-    peaks = {"bf16": matmul_tflops(torch.bfloat16), "fp32": matmul_tflops(torch.float32),
-             "tf32": matmul_tflops(torch.float32, "high")}
+    peaks = matmul_peaks()
     per_token = train_flops_per_token(args.model, 128)
     # Unmeasured: CUDA's lazy start, cuBLAS handles and kernel loading would otherwise fall on the first variant (the
     # first device run's bf16 row, 37,572 tokens/s against 100,343 for the same precision with eager attention).
@@ -436,23 +442,28 @@ def collect(results, processes, wanted: int, timeout_s: float) -> dict[str, Any]
     return found
 
 
+def in_own_process(check: Check, target, *target_args) -> dict[str, Any]:
+    """``target(*target_args, results)`` in a spawned process (a trial's own: CUDA and cuBLAS set up afresh), its one
+    answer put on ``results``, waited for within the budget's time left."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=target, args=(*target_args, results))
+    process.start()
+    found = collect(results, [process], 1, max(60.0, check.left_s()))
+    process.join(timeout=30)
+    if process.is_alive():
+        process.kill()
+    return next(iter(found.values()), None) or {"error": f"no result within the budget (exit code {process.exitcode})"}
+
+
 def section_determinism(check: Check, args) -> dict[str, Any]:
     outcome = {}
-    context = multiprocessing.get_context("spawn")
     for deterministic in (True, False):
-        results = context.Queue()
-        process = context.Process(target=_determinism_variant, args=(args, deterministic, results))
-        process.start()
         key = "deterministic" if deterministic else "default"
-        found = collect(results, [process], 1, max(60.0, check.left_s()))
-        outcome[key] = next(iter(found.values()), None) or {
-            "error": f"no result within the budget (exit code {process.exitcode})"}
-        process.join(timeout=30)
-        if process.is_alive():
-            process.kill()
+        outcome[key] = in_own_process(check, _determinism_variant, args, deterministic)
         print(key, json.dumps(outcome[key]), flush=True)
     if cuda():
-        outcome[GRAPHS_ROW] = device_modes.graphs_equal_eager(check, args)
+        outcome[GRAPHS_ROW] = in_own_process(check, device_modes.graphs_equal_eager, args)
         print(GRAPHS_ROW, json.dumps(outcome[GRAPHS_ROW]), flush=True)
     else:
         check.skip("determinism: graphs = eager bit for bit", "CUDA graphs need CUDA")

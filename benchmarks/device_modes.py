@@ -6,8 +6,7 @@ short):
   with TF32 matmuls, length buckets of 16 tokens: tokens/s and the share of the matrix rate measured on the machine.
   The determinism section's graphs row is here too (:func:`graphs_equal_eager`: ``graphs`` against ``eager`` bit for
   bit, I-STAR, two epochs, deterministic kernels, in a process of its own as cuBLAS's workspace needs). On a CPU:
-  eager alone (graphs needs CUDA; compile's CPU figure would be
-  its compile time), the rest listed as skipped.
+  eager alone (graphs needs CUDA; compile's CPU figure would be its compile time), the rest listed as skipped.
 * ``reference``: the four configurations of the second call's search (``benchmarks/device_search.py``) trained one
   by one, written to ``--search-reference`` for that call.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +28,9 @@ def _modes(cuda: bool) -> list[tuple[str, str, int]]:
             for mode in ("eager", "graphs", "compile")]
 
 
-def _graphs_equal_eager(args, results) -> None:
-    """I-STAR, two epochs, eager then graphs, deterministic kernels: every epoch record compared."""
+def graphs_equal_eager(args, results) -> None:
+    """The determinism section's graphs row (in a process of its own, ``device_check.in_own_process``): I-STAR, two
+    epochs, eager then graphs, deterministic kernels, every epoch record compared."""
     from device_check import Capture, compare, hparams, settings
 
     from istar_tune.training.loop import train
@@ -50,13 +49,11 @@ def _graphs_equal_eager(args, results) -> None:
 
 
 def section_modes(check, args) -> dict[str, Any]:
-    import torch
-    from device_check import cuda, hparams, matmul_tflops, settings, settle, train_flops_per_token
+    from device_check import cuda, hparams, matmul_peaks, settings, settle, train_flops_per_token
 
     from istar_tune.training.loop import train
 
-    peaks = {"bf16": matmul_tflops(torch.bfloat16), "fp32": matmul_tflops(torch.float32),
-             "tf32": matmul_tflops(torch.float32, "high")}
+    peaks = matmul_peaks()
     per_token = train_flops_per_token(args.model, 128)
     rows = []
     for mode, precision, batch in _modes(cuda()):
@@ -82,21 +79,6 @@ def section_modes(check, args) -> dict[str, Any]:
     return {"length_bucket": BUCKET, "matmul_tflops": {k: round(v, 1) for k, v in peaks.items()}, "rows": rows}
 
 
-def graphs_equal_eager(check, args) -> dict[str, Any]:
-    """The determinism section's graphs row: :func:`_graphs_equal_eager` in a process of its own."""
-    from device_check import collect
-
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=_graphs_equal_eager, args=(args, results))
-    process.start()
-    found = collect(results, [process], 1, max(60.0, check.left_s()))
-    process.join(timeout=30)
-    if process.is_alive():
-        process.kill()
-    return next(iter(found.values()), None) or {"error": f"no result within the budget (exit code {process.exitcode})"}
-
-
 def _reference(args, results) -> None:
     import device_search
 
@@ -109,16 +91,11 @@ def _reference(args, results) -> None:
 def section_reference(check, args) -> dict[str, Any]:
     """In a process of its own, as each trial is: ``deterministic`` fixes cuBLAS's workspace before its first call,
     which this process's earlier sections have made."""
-    from device_check import collect
+    from device_check import in_own_process
 
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=_reference, args=(args, results))
-    process.start()
-    answer = next(iter(collect(results, [process], 1, max(60.0, check.left_s())).values()), None)
-    process.join(timeout=30)
-    if answer is None or "error" in answer:
-        raise RuntimeError((answer or {}).get("error") or f"no answer (exit code {process.exitcode})")
+    answer = in_own_process(check, _reference, args)
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
     found = answer["found"]
     path = Path(args.search_reference or (args.out / "search_reference.json"))
     path.parent.mkdir(parents=True, exist_ok=True)

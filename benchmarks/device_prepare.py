@@ -27,6 +27,8 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,28 +96,30 @@ def model_folder(folder: Path) -> None:
 def search_kit(folder: Path) -> None:
     """``folder/ray``: Ray's wheel without :data:`RAY_LEFT_OUT`; ``folder/rest``: every other wheel the search needs
     and the image lacks. Two calls carry them (each under the limit); the first installs Ray on the warm machine."""
-    import tempfile
-    import zipfile
-
     with tempfile.TemporaryDirectory() as tmp:
         platforms = [arg for p in (*PLATFORMS, "manylinux_2_24_x86_64", "manylinux_2_27_x86_64", "any")
                      for arg in ("--platform", p)]
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--python-version",
                         "3.12", "--implementation", "cp", *platforms, "-c", str(ROOT / "constraints.txt"), "-d", tmp,
-                        *[pinned(name.split("[")[0]).replace(name.split("[")[0], name, 1) if name.startswith("ray")
-                          else pinned(name) for name in SEARCH]], check=True)
+                        *map(_requirement, SEARCH)], check=True)
         for part in ("ray", "rest"):
             shutil.rmtree(folder / part, ignore_errors=True)
             (folder / part).mkdir(parents=True)
         for wheel in sorted(Path(tmp).glob("*.whl")):
             name = wheel.name.split("-")[0].replace("_", "-").lower()
             if name == "ray":
-                _strip(wheel, folder / "ray" / wheel.name, zipfile)
+                _strip(wheel, folder / "ray" / wheel.name)
             elif name not in IN_IMAGE:
                 shutil.copy2(wheel, folder / "rest" / wheel.name)
 
 
-def _strip(wheel: Path, out: Path, zipfile) -> None:
+def _requirement(name: str) -> str:
+    """``name`` (with its extras, ``ray[tune]``) at the version constraints.txt pins."""
+    base = name.split("[")[0]
+    return pinned(base).replace("==", f"{name[len(base):]}==", 1)
+
+
+def _strip(wheel: Path, out: Path) -> None:
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as target:
         for item in source.infolist():
             if item.filename.startswith(RAY_LEFT_OUT) or item.filename.endswith(".map"):

@@ -28,6 +28,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # device_check beside this file
+from device_check import compare, model_source  # noqa: E402
+
 NAME = "device-search"
 CONFIGURATIONS = [{"method": method, "learning_rate": rate} for method in ("base", "istar") for rate in (2e-5, 5e-5)]
 HYPERPARAMETERS = {"task": "rte", "epochs": 1, "batch_size": 32, "grad_accum": 1, "seed": 7}
@@ -57,7 +60,7 @@ def key(method: str, learning_rate: float) -> str:
     return f"{method}@{learning_rate:g}"
 
 
-def reference(model: str, data_dir: str, train_samples: int, say=print) -> dict[str, dict[str, Any]]:
+def reference(model: str, data_dir: str, train_samples: int) -> dict[str, dict[str, Any]]:
     """The four configurations trained one by one, in this process: ``method@rate`` → the last epoch's record."""
     from istar_tune.config import Hyperparameters, RunSettings
     from istar_tune.training.loop import train
@@ -69,14 +72,13 @@ def reference(model: str, data_dir: str, train_samples: int, say=print) -> dict[
                              **METHOD_HYPERPARAMETERS.get(config["method"], {}))
         result = train(hp, RunSettings(progress=False, **run_settings(data_dir, train_samples)))
         found[key(**config)] = {**result.final, "wall_s": round(time.monotonic() - began, 2)}
-        say(f"one by one: {key(**config)} accuracy {result.final['accuracy']} ({found[key(**config)]['wall_s']} s)")
+        print(f"one by one: {key(**config)} accuracy {result.final['accuracy']} ({found[key(**config)]['wall_s']} s)")
     return found
 
 
 def compare_runs(tracking_uri: str, expected: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every trial run's last values against its configuration's reference record."""
     from istar_tune.tracking import trial_runs
-    from istar_tune.training.loop import MEASURED_KEYS
 
     rows = []
     runs = {key(r.method, float(r.config["learning_rate"])): r for r in trial_runs(tracking_uri, NAME)}
@@ -85,12 +87,9 @@ def compare_runs(tracking_uri: str, expected: dict[str, dict[str, Any]]) -> list
         if run is None:
             rows.append({"configuration": name, "equal": False, "problem": "no trial run in MLflow"})
             continue
-        keys = sorted(k for k in set(record) & set(run.metrics)
-                      if k not in MEASURED_KEYS and isinstance(record[k], (int, float)))
-        gaps = {k: abs(float(record[k]) - run.metrics[k]) for k in keys if float(record[k]) != run.metrics[k]}
-        rows.append({"configuration": name, "status": run.status, "equal": not gaps and bool(keys),
-                     "keys_compared": len(keys), "differing": sorted(gaps),
-                     "largest_gap": max(gaps.values(), default=0.0), "accuracy": run.metrics.get("accuracy")})
+        found = compare(record, run.metrics)
+        rows.append({"configuration": name, "status": run.status, **found,
+                     "equal": found["equal"] and found["keys_compared"] > 0, "accuracy": run.metrics.get("accuracy")})
     return rows
 
 
@@ -123,9 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-samples", type=int, default=512, help="training examples (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from device_check import model_source
-
     from istar_tune import load_search_space, run_search
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -149,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                  _node_ip_address="127.0.0.1")
     began = time.monotonic()
     try:
-        run_search(load_search_space(space_file), storage_path=str(args.out / "runs"),
-                             tracking_uri=tracking_uri, system_metrics_s=0)
+        run_search(load_search_space(space_file), storage_path=str(args.out / "runs"), tracking_uri=tracking_uri,
+                   system_metrics_s=0)
     finally:
         import ray
 

@@ -210,7 +210,7 @@ def _graphs_of(run: Run, shrinkage_cov: torch.Tensor | None) -> tuple[GraphedSte
 def _refreshed(old: torch.Tensor | None, new: torch.Tensor, graphed: GraphedStep | None) -> torch.Tensor:
     """The next epoch's Σ_S: ``new``, or with CUDA graphs (which read it where they were captured) ``old`` refreshed
     in place."""
-    if graphed is None or old is None or old.shape != new.shape:
+    if graphed is None or old is None:
         return new
     return old.copy_(new)
 

@@ -3,7 +3,6 @@ as skipped; the prepare step's model folder is BERT-base's shape with MiniLM's t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,12 +13,6 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.smoke  # run by `make smoke-image-device`, in the GPU image's versions
@@ -63,8 +56,8 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert "## (h) Step modes" in summary and "## (i) The second call's configurations" in summary
 
 
-def test_the_comparison_of_two_records_leaves_the_machines_figures_out():
-    check = _module("device_check")
+def test_the_comparison_of_two_records_leaves_the_machines_figures_out(benchmark_module):
+    check = benchmark_module("device_check")
     a = {"epoch": 2, "accuracy": 0.5, "train_loss": 0.69, "train_time_s": 1.0}
     assert check.compare(a, {**a, "train_time_s": 9.0})["equal"]
     differs = check.compare(a, {**a, "train_loss": 0.7})
@@ -72,13 +65,13 @@ def test_the_comparison_of_two_records_leaves_the_machines_figures_out():
     assert differs["largest_gap"] == pytest.approx(0.01)
 
 
-def test_a_model_folder_without_weights_gets_seeded_ones_and_loads(tmp_path):
+def test_a_model_folder_without_weights_gets_seeded_ones_and_loads(tmp_path, benchmark_module):
     from transformers import BertConfig
 
     from istar_tune.models import load_model
     from istar_tune.tasks import get_task
 
-    prepare, check = _module("device_prepare"), _module("device_check")
+    prepare, check = benchmark_module("device_prepare"), benchmark_module("device_check")
     folder = tmp_path / "bert-base"
     prepare.model_folder(folder)
     config = json.loads((folder / "config.json").read_text())

@@ -4,7 +4,6 @@ equal to the bit; and the kit that carries Ray to the GPU machine without what a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,15 +16,10 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow
-def test_the_search_on_the_device_equals_its_configurations_trained_one_by_one(glue_tiny, tmp_path):
+def test_the_search_on_the_device_equals_its_configurations_trained_one_by_one(glue_tiny, tmp_path,
+                                                                              benchmark_module):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
     done = subprocess.run([sys.executable, str(BENCHMARKS / "device_search.py"), "--out", str(tmp_path), "--model",
                            "tiny-bert", "--data-dir", str(glue_tiny), "--logical-gpus", "1", "--train-samples", "96"],
@@ -40,7 +34,7 @@ def test_the_search_on_the_device_equals_its_configurations_trained_one_by_one(g
     summary = (tmp_path / "device_search.md").read_text()
     assert "Every run and the best table equal to the reference: **True**" in summary
 
-    search = _module("device_search")  # a reference that differs in one loss is found out
+    search = benchmark_module("device_search")  # a reference that differs in one loss is found out
     reference = {}
     for name in ("base@2e-05", "base@5e-05", "istar@2e-05", "istar@5e-05"):
         learning_rate = float(name.split("@")[1])
@@ -51,8 +45,9 @@ def test_the_search_on_the_device_equals_its_configurations_trained_one_by_one(g
     assert chosen["base"]["reference_best"] == ["base@5e-05"] and not chosen["base"]["equal"]
 
 
-def test_the_ray_wheel_travels_without_its_jar_web_client_source_maps_and_unused_libraries(tmp_path):
-    prepare = _module("device_prepare")
+def test_the_ray_wheel_travels_without_its_jar_web_client_source_maps_and_unused_libraries(tmp_path,
+                                                                                          benchmark_module):
+    prepare = benchmark_module("device_prepare")
     wheel = tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl"
     kept = ["ray/__init__.py", "ray/tune/__init__.py", "ray/dashboard/modules/job/job_head.py"]
     dropped = ["ray/jars/ray_dist.jar", "ray/dashboard/client/build/index.html", "ray/rllib/__init__.py",
@@ -62,7 +57,7 @@ def test_the_ray_wheel_travels_without_its_jar_web_client_source_maps_and_unused
             z.writestr(name, "x")
         z.writestr("ray-2.60.0.dist-info/RECORD", "\n".join(f"{n},sha256=a,1" for n in kept + dropped))
     out = tmp_path / "stripped.whl"
-    prepare._strip(wheel, out, zipfile)
+    prepare._strip(wheel, out)
     with zipfile.ZipFile(out) as z:
         assert sorted(z.namelist()) == sorted([*kept, "ray-2.60.0.dist-info/RECORD"])
         assert [line.split(",")[0] for line in z.read("ray-2.60.0.dist-info/RECORD").decode().splitlines()] == kept

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("profile_step", BENCHMARKS / "profile_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _event(key, count, self_cpu_us, device_us=0):
     return SimpleNamespace(key=key, count=count, self_cpu_time_total=self_cpu_us, self_device_time_total=device_us)
 
 
-def test_per_step_figures_count_host_reads_syncs_and_the_busiest_ops():
-    profile = _module()
+def test_per_step_figures_count_host_reads_syncs_and_the_busiest_ops(benchmark_module):
+    profile = benchmark_module("profile_step")
     averages = [_event("aten::mm", 40, 8000, 30000), _event("aten::_local_scalar_dense", 20, 100),
                 _event("cudaStreamSynchronize", 10, 5000), _event("ProfilerStep#1", 1, 99999)]
     found = profile.summarise(averages, wall_s=0.5, steps=10, cuda=True)
