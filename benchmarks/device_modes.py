@@ -107,16 +107,16 @@ def section_reference(check, args) -> dict[str, Any]:
 
 
 def summary_lines(sections: dict[str, Any]) -> list[str]:
+    from device_check import _table
+
     lines = []
     if "modes" in sections:
         m = sections["modes"]
-        lines += [f"## (h) Step modes (Base, RTE, length buckets of {m['length_bucket']})", "",
-                  "| step mode | precision | batch | tokens/s | share of the matrix rate | error |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {r['step_mode']} | {r['precision']} | {r['batch_size']} | {r.get('train_tokens_per_s', '')} | "
-                  f"{r.get('share_of_matmul_rate', '')} | {(r.get('error') or '').split(chr(10))[0]} |"
-                  for r in m["rows"]]
-        lines += [""]
+        lines += [f"## (h) Step modes (Base, RTE, length buckets of {m['length_bucket']})", ""]
+        rows = [{**r, "error": r["error"].splitlines()[0]} if r.get("error") else r for r in m["rows"]]
+        lines += _table(rows, {"step_mode": "step mode", "precision": "precision", "batch_size": "batch",
+                                    "train_tokens_per_s": "tokens/s", "share_of_matmul_rate": "share of the matrix "
+                                    "rate", "error": "error"})
     if "reference" in sections:
         r = sections["reference"]
         lines += ["## (i) The second call's configurations, one by one", ""]

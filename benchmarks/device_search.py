@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # device_check beside this file
-from device_check import compare, model_source  # noqa: E402
+from device_check import _table, compare, model_source  # noqa: E402
 
 NAME = "device-search"
 CONFIGURATIONS = [{"method": method, "learning_rate": rate} for method in ("base", "istar") for rate in (2e-5, 5e-5)]
@@ -165,16 +165,15 @@ def summary_text(results: dict[str, Any]) -> str:
     lines = [f"# A real search on this machine: {results['configurations']} trials at gpu {results['gpu_per_trial']}",
              "", f"Search wall time {results['search_wall_s']} s; the same configurations one by one "
              f"{results['one_by_one_wall_s']} s ({results['reference']}). Every run and the best table equal to the "
-             f"reference: **{results['equal']}**.", "",
-             "| configuration | status | equal | keys compared | differing | largest gap |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['configuration']} | {r.get('status', '')} | {r['equal']} | {r.get('keys_compared', '')} | "
-              f"{', '.join(r.get('differing', [])) or r.get('problem', '')} | {r.get('largest_gap', '')} |"
-              for r in results["runs"]]
-    lines += ["", "| method | reference best | search best | equal |", "|---|---|---|---|"]
-    lines += [f"| {r['method']} | {', '.join(r['reference_best'])} | {r['search_best']} | {r['equal']} |"
-              for r in results["best"]]
-    return "\n".join(lines) + "\n"
+             f"reference: **{results['equal']}**.", ""]
+    runs = [{**r, "differing": ", ".join(r.get("differing", []))} for r in results["runs"]]
+    best = [{**r, "reference_best": ", ".join(r["reference_best"])} for r in results["best"]]
+    lines += _table(runs, {"configuration": "configuration", "status": "status", "equal": "equal",
+                                      "keys_compared": "keys compared", "differing": "differing",
+                                      "largest_gap": "largest gap", "problem": "problem"})
+    lines += _table(best, {"method": "method", "reference_best": "reference best",
+                                      "search_best": "search best", "equal": "equal"})
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
