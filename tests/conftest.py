@@ -170,6 +170,35 @@ def write_own_data(glue_tiny: Path, folder: Path, source: str = "sst2", fmt: str
     return files
 
 
+USER_TASKS = {
+    "words": ("sst2", "csv", True, "metric: accuracy\n"),
+    "coded": ("sst2", "csv", False, "label_names: [negative, positive]\n"),
+    "scores": ("stsb", "csv", False, "problem_type: regression\nmetric: pearson\n"),
+    "answers": ("squad", "jsonl", False, "problem_type: extractive_qa\n"),
+}
+"""The tasks of one's own a feature that consumes a task is tested on (beside a shipped one): a csv with words as
+labels; integer labels named by ``label_names``; regression scores; extractive QA. Kind → (glue-tiny source, format,
+words as labels, the definition's own lines)."""
+
+
+def write_user_tasks(glue_tiny: Path, folder: Path) -> dict[str, Path]:
+    """Each task of :data:`USER_TASKS` as a user writes it: its data files and a definition ``<kind>.yaml`` naming
+    them, in ``folder``; kind → the definition's path (its task is named ``my-<kind>``)."""
+    found = {}
+    for kind, (source, fmt, words, lines) in USER_TASKS.items():
+        write_own_data(glue_tiny, folder / kind, source, fmt, string_labels=words)
+        definition = folder / f"{kind}.yaml"
+        definition.write_text(f"name: my-{kind}\ntrain: {kind}/train.{fmt}\nvalidation: {kind}/dev.{fmt}\n{lines}")
+        found[kind] = definition
+    return found
+
+
+@pytest.fixture(scope="session")
+def user_tasks():
+    """:func:`write_user_tasks` itself: ``user_tasks(glue_tiny, folder)`` → kind → definition file."""
+    return write_user_tasks
+
+
 @pytest.fixture(scope="session")
 def write_own():
     """:func:`write_own_data` itself, for fixtures of a wider scope than a test."""

@@ -59,7 +59,7 @@ def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
     assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
     assert ("\n  task reviews: input text; label label; classification, 2 classes: negative, positive; metric f1 of "
             "'positive'; 64 train / 32 validation examples\n") in output  # said once, after the preflight line
-    assert "tiny-bert/reviews/istar: best f1 " in output
+    assert "tiny-bert/reviews/istar: best dev f1 " in output
     assert " on disk)" in output.splitlines()[-1]  # what its results take
 
 
@@ -238,7 +238,7 @@ def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path
             "z-scores); 64 train / 32 validation examples\n") in dry
     _run("search", "search.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path)
     seeds = _run("search", "seeds.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path).stdout
-    assert "search own-seeds: 2 trials, 2 finished" in seeds and "best spearman" in seeds
+    assert "search own-seeds: 2 trials, 2 finished" in seeds and "best dev spearman" in seeds
     table = _run("table", "--experiment", "own-seeds", "--kind", "seeds", "--simulated", "--storage-path", "runs",
                  cwd=tmp_path).stdout
     assert table.splitlines()[0] == "| model | method | scores |" and "| bert | Base |" in table

@@ -106,7 +106,8 @@ def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment
         single = path.with_name(f"{path.stem}-{key.replace('/', '-')}{path.suffix or '.yaml'}")
         held = found.get("held_out")
         chose = (f"chosen by held-out {found['metric']} {held:.4f}; dev {found['metric']} {found['score']:.4f}"
-                 if held is not None else f"{found['metric']} {found['score']:.4f}")
+                 if held is not None else
+                 f"chosen by dev {found['metric']} {found['score']:.4f}: no data held out, the dev set chose it")
         head = (f"# The best configuration of {key} in experiment {experiment} (trial {found['trial_id']}, "
                 f"{chose}).\n"
                 f"# Train it again: istar-tune train --config {single.name}\n")

@@ -80,7 +80,7 @@ def check_and_plan(experiment: Experiment, resume: bool) -> float:
     def data(n: str, space: SearchSpace, **read) -> list[str]:  # each search's tasks, as its preflight resolved them
         resolved[n], problems = preflight.resolve_data(list(space.task_objects or space.tasks), settings[n].data_dir,
                                                        **read)
-        return problems
+        return problems + preflight.holdout_problems(resolved[n], settings[n], space.path)
 
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),
               ("tracking", lambda: preflight.check_tracking(experiment.tracking_uri))]

@@ -74,6 +74,8 @@ class SearchSummary:
     """The search's ``settings.checkpoint``: what its finished trials kept (the last line says it)."""
     time_factor: float = 0.0
     """A rehearsal's seconds waited per modelled second of a trial (``--time-factor``); 0 when trials trained."""
+    models: str = ""
+    """The MLflow models' line: how many were logged and which could not be (empty: none to log)."""
 
     @property
     def failed(self) -> list[tuple[Group, TrialOutcome]]:
@@ -110,7 +112,8 @@ class SearchSummary:
                     *(_SECOND_STAGE_SHOWN if method.second_stage else ())]
             shown = {k: best.config[k] for k in keys if k in best.config}
             value = (f"held-out {outcome.metric} {best.value:.4f} (dev {best.dev_value:.4f}, which chose nothing)"
-                     if best.dev_value is not None else f"{outcome.metric} {best.value:.4f}")
+                     if best.dev_value is not None else
+                     f"dev {outcome.metric} {best.value:.4f} (no data held out: the dev set chose it)")
             lines.append(f"  {outcome.group.key}: best {value} with "
                          + ", ".join(f"{k}={v}" for k, v in shown.items()) + f" (trial {best.trial_id})")
         if self.time_factor and self.phases_s.get("fit"):
@@ -123,6 +126,8 @@ class SearchSummary:
             lines.append(f"  FAILED {group.key} trial {trial.trial_id}: {trial.error}")
         if self.mlflow_errors:
             lines.append(f"  MLflow writes lost: {self.mlflow_errors[-1]}")
+        if self.models:
+            lines.append(self.models)
         on_disk = f" ({disk_size(self.disk_bytes)} on disk)" if self.disk_bytes is not None else ""
         kept = {"resume": ": finished trials kept their records, not their models (settings.checkpoint: weights "
                           "keeps them)",

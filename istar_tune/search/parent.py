@@ -16,7 +16,7 @@ import pandas as pd
 from istar_tune import tracking
 from istar_tune.config import RunSettings
 from istar_tune.markdown import markdown
-from istar_tune.metrics import choosing_score, chosen_on, score
+from istar_tune.metrics import HOLDOUT_PREFIX, SCORED_PREFIX, choosing_score, chosen_on, score
 from istar_tune.search.plan import PlannedGroup
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.tasks import definition_mapping
@@ -69,19 +69,27 @@ opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""
 
 
 def runs_view(space: SearchSpace) -> dict[str, Any]:
-    """The runs table as a search is read: its tasks' metrics, the hyperparameters it searched and each trial's
-    status as columns, the first metric best first, and every run in the charts (MLflow's UI draws the first 10
-    unless told ``SHOW_ALL``)."""
-    metrics = list(dict.fromkeys(space.task(task).metric for task in space.tasks))
+    """The runs table as a search is read: ranked by the value that chose (:func:`istar_tune.metrics.choosing_score`:
+    with held-out data the held-out metric at the scored epoch, its dev value beside it; else the dev metric), the
+    hyperparameters it searched and each trial's status as columns, and every run in the charts (MLflow's UI draws
+    the first 10 unless told ``SHOW_ALL``)."""
+    metrics = [f"metrics.`{key}`" for key in view_metrics(space)]
     domains = [space.hyperparameters, *space.method_hyperparameters.values()]
     searched = [k for k in dict.fromkeys(k for d in domains for k in d) if any(
         k in d and (d[k].kind != "constant") for d in domains)]
     if space.stage == "seeds":
         searched = [*([space.vary[0]] if space.vary else []), "seed"]
-    columns = [*(f"metrics.`{m}`" for m in metrics), *(f"params.`{k}`" for k in searched),
-               f"tags.`{tracking.TAG_STATUS}`"]
-    return {"selectedColumns": columns, "orderByKey": f"metrics.`{metrics[0]}`", "orderByAsc": False,
-            "runsHiddenMode": "SHOW_ALL"}
+    columns = [*metrics, *(f"params.`{k}`" for k in searched), f"tags.`{tracking.TAG_STATUS}`"]
+    return {"selectedColumns": columns, "orderByKey": metrics[0], "orderByAsc": False, "runsHiddenMode": "SHOW_ALL"}
+
+
+def view_metrics(space: SearchSpace) -> list[str]:
+    """The metrics the runs view shows, the choosing one first: with held-out data each task's held-out value at the
+    scored epoch then its dev value there (``scored_holdout_<metric>``, ``scored_<metric>``); else the dev value."""
+    metrics = list(dict.fromkeys(space.task(task).metric for task in space.tasks))
+    if space.run_settings().holdout is None:
+        return metrics
+    return [*(SCORED_PREFIX + HOLDOUT_PREFIX + m for m in metrics), *(SCORED_PREFIX + m for m in metrics)]
 
 
 def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
@@ -90,10 +98,13 @@ def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
     link = f"#/experiments/{experiment_id}/runs?viewStateShareKey={SHARED_VIEW}&{MODEL_TRAINING}"
     mlflow_client.set_experiment_tag(experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}",
                                      json.dumps(runs_view(space)))
+    ranked = ("the held-out value that chose, best first, its dev value beside it"
+              if space.run_settings().holdout is not None else "the dev value, which chose (no data held out), best "
+              "first")
     mlflow_client.set_experiment_tag(experiment_id, NOTE_TAG, (
-        f"**{space.name}**: [compare its trials]({link}) (the task metric best first, the searched hyperparameters "
-        "and each trial's status as columns). Each trial is a run named by its configuration; the search's own run "
-        "holds its settings and, once it ends, the best configuration per model × task × method."))
+        f"**{space.name}**: [compare its trials]({link}) (ranked by {ranked}; the searched hyperparameters and each "
+        "trial's status as columns). Each trial is a run named by its configuration; the search's own run holds its "
+        "settings and, once it ends, the best configuration per model × task × method."))
     return link
 
 

@@ -75,10 +75,12 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
             if space.choose_by == "holdout":
                 raise ConfigError(f"{space.path}: choose_by: holdout reads the held-out scores of {experiment} from "
                                   "MLflow: run that search first, then this seeds stage")
+            # What will choose: the chained search's held-out data where it holds some out, else its dev set.
+            chosen_by = "holdout" if chained[experiment].run_settings().holdout is not None else "dev"
             for model, task, method in sorted(wanted & {(g.model, g.task, g.method)
                                                         for g in chained[experiment].groups()}):
                 source = {"model": absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
-                sources.setdefault((model, task, method), []).append(trial_group(source))
+                sources.setdefault((model, task, method), []).append((trial_group(source), chosen_by))
             continue
         if tracking_uri is None:
             continue
@@ -109,7 +111,8 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
                                         chosen_by=chosen_by))
     for source, keys in sources.items():
         group = seeds_group(space, studied[source])
-        planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key) for key in keys]
+        planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key, chosen_by=chosen_by)
+                    for key, chosen_by in keys]
     counted = Counter(group_key(base_config(p)) for p in planned)
     repeated = sorted(key for key, count in counted.items() if count > 1)
     if repeated:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.models import check_max_length, check_model_at_hand, check_model_name, max_positions
-from istar_tune.tasks import Task, get_task
+from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task
 from istar_tune.tasks.task import IN_DATA_FOLDER
 from istar_tune.tracking.storage import is_remote, unwritable
 from istar_tune.tracking.store import check_reachable, check_writable
@@ -82,6 +82,16 @@ def resolve_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: f
         except IstarTuneError as err:
             problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
     return resolved, problems
+
+
+def holdout_problems(tasks: list[Task], settings, path: str) -> list[str]:
+    """``settings.holdout`` with a task it cannot apply to (extractive QA: its training windows are not examples),
+    refused before any trial starts rather than in every trial."""
+    if settings.holdout is None:
+        return []
+    return [f"{path}: settings.holdout {settings.holdout:g} applies to sentence-level tasks, and {task.name} is "
+            "extractive QA (its training windows are not examples): search it in a space without holdout"
+            for task in tasks if task.problem_type == EXTRACTIVE_QA]
 
 
 def _no_hub(task, hub_timeout_s: float) -> str:

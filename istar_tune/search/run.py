@@ -342,14 +342,15 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
             logger.interrupt(interrupted)
     flushed = all([logger.close(timeout=None if not interrupted else 120) for logger in experiment.loggers.values()])
     phases["flush"] = time.monotonic() - flushing
-    lost = []
+    lost, models = [], {}
     try:
         mlflow = tracking.client(experiment.tracking_uri)
         for n, space in zip(names, experiment.spaces):
             parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
             if experiment.log_models and not interrupted:
-                logged_models.log_best_models(experiment.tracking_uri, n, str(experiment.results_root),
-                                              experiment.simulated, say, seeds=space.stage == "seeds")
+                models[n] = logged_models.log_best_models(experiment.tracking_uri, n, str(experiment.results_root),
+                                                          experiment.simulated, say,
+                                                          seeds=space.stage == "seeds").line()
             failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
             mlflow.set_terminated(experiment.parents[n],
                                   "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))
@@ -368,7 +369,7 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
                           mlflow_errors=[*experiment.loggers[n].writer.errors, *lost], phases_s=phases,
                           time_factor=experiment.simulation.time_factor if experiment.simulated else 0.0,
                           disk_bytes=None if is_remote(experiment.storage) else folder_bytes(experiment.results_root),
-                          checkpoint=experiment.settings[n].checkpoint)
+                          checkpoint=experiment.settings[n].checkpoint, models=models.get(n, ""))
             for n in names]
 
 

@@ -61,9 +61,19 @@ def facts(task: Task) -> dict[str, Any]:
 
 
 def task_from_facts(values: Mapping[str, Any], source: str) -> Task:
-    """The task of :func:`facts`, for tables, plots and the replay's cost model (no data: it cannot be trained)."""
+    """The task of :func:`facts`, for tables, plots and the replay's cost model (no data: it cannot be trained); from
+    a whole :func:`definition_mapping` (a checkpoint's) also its head and inputs: class names in label-id order, the
+    text fields, whether QA questions may be unanswerable, a regression's scale. Its files are not read, nor need to
+    exist still (a model logged from a checkpoint after its data moved)."""
     sizes = values.get("examples") or {}
+    names = values.get("label_names") or ()
+    label_values = tuple(str(v) for v in names) if isinstance(names, Mapping) else ()
+    scale = values.get("score_range")
     return Task(name=values["name"], display_name=values.get("display_name", values["name"]),
                 problem_type=values["problem_type"], metric=values["metric"], source=source,
                 positive_label=values.get("positive_label", ""), train_examples=int(sizes.get("train", 0)),
-                eval_examples=int(sizes.get("validation", 0)))
+                eval_examples=int(sizes.get("validation", 0)),
+                label_names=tuple(str(n) for n in (names.values() if isinstance(names, Mapping) else names)),
+                label_values=label_values, unanswerable=bool(values.get("unanswerable", False)),
+                text_fields=tuple(values.get("text_fields") or ()),
+                score_range=(float(scale[0]), float(scale[1])) if scale else None)

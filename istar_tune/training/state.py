@@ -86,6 +86,8 @@ class Checkpointer:
         state: dict[str, Any] = {"epoch": saved.epoch, "records": saved.records, "best": saved.best,
                                  "hparams": as_dict(run.hparams), "settings": as_dict(run.settings),
                                  "stopped": saved.stopped, "finished": saved.finished, **task_definition(run.task)}
+        if run.data.label_scale is not None:  # a regression's z-scores: what a model logged from this state folds in
+            state[LABEL_SCALE] = run.data.label_scale.as_config()
         if saved.contents in ("state", "weights"):
             state["model"] = run.model.state_dict()
             if saved.isolayer is not None:
@@ -168,6 +170,9 @@ def _set_cuda_rng_state(states: list) -> None:
         torch.cuda.set_rng_state_all([state.cpu() for state in states])
 
 
+LABEL_SCALE = "label_scale"
+"""Key of a saved state holding a regression's training scale (``{mean, std}``): its weights predict z-scores, and a
+model saved from the state folds the scale in (:mod:`istar_tune.training.scale`)."""
 TASK_DEFINITION = TASK_DEFINITION_KEY
 """Key of a saved state and an output folder's config.yaml holding the task's definition (a task that is not
 shipped), so ``analyze`` reads the same data without the original file: the trial configuration's key."""

@@ -1,16 +1,27 @@
-"""Each group's best checkpoint as an MLflow LoggedModel, after a real tiny-bert search: one per group (a seeds stage:
-one per run), linked to its run, with its configuration and scored metric, loadable and predicting class names; none
-twice on resume, none with ``log_models=False``; what keeps one from being logged is said."""
+"""Each group's best checkpoint as an MLflow LoggedModel, after a real tiny-bert search on the user's path: a shipped
+task and tasks of one's own (words as labels, integer labels with ``label_names``, regression, extractive QA) with
+held-out data choosing. One model per group (a seeds stage: one per run), linked to its run, with the run's params, the
+chosen epoch's tag and metrics, loadable and predicting what the task names (class names, scores in the data's scale,
+answers); none twice on resume, none with ``log_models=False``; what keeps one from being logged is said."""
 
 from __future__ import annotations
+
+import collections
+import csv
+import json
+import re
+import statistics
+import string
 
 import pytest
 import torch
 
 from istar_tune import tracking
+from istar_tune.metrics import HOLDOUT_PREFIX, SCORED_PREFIX
 from istar_tune.results.export import export_best
+from istar_tune.search import parent
 from istar_tune.search.logged_models import _NotLogged, scored_state
-from istar_tune.search.run import run_search
+from istar_tune.search.run import run_search, run_searches
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.training.state import STATE_FILE
 
@@ -19,7 +30,7 @@ RAY_CPUS = 2
 SPACE = """\
 name: models
 models: [tiny-bert]
-tasks: [sst2]
+tasks: {tasks}
 methods: [base, istar]
 hyperparameters:
   batch_size: 16
@@ -27,68 +38,194 @@ hyperparameters:
   learning_rate: {{grid: {grid}}}
 method_hyperparameters:
   istar: {{lam: -1.0, zeta: 0.2}}
-settings: {{max_length: 32, shrinkage_tokens: 1000, checkpoint: {checkpoint}}}
+settings: {{max_length: 48, shrinkage_tokens: 1000, checkpoint: {checkpoint}{holdout}}}
 """
 
 
+def _search(folder, glue_tiny, lines, resume=False):
+    """The search of the shipped task and three of one's own with held-out data choosing each trial's epoch, and
+    beside it (one Tune experiment) extractive QA of one's own, which holds no data out."""
+    spaces = [load_search_space(folder / "models.yaml"), load_search_space(folder / "models-qa.yaml")]
+    return run_searches(spaces, storage_path=folder / "runs", data_dir=str(glue_tiny), write=lines.append,
+                        resume=resume)
+
+
 @pytest.fixture(scope="module")
-def searched(local_ray, glue_tiny, tmp_path_factory):
+def searched(local_ray, glue_tiny, user_tasks, tmp_path_factory):
+    """The shipped task and the four tasks of one's own (:data:`conftest.USER_TASKS`), searched once."""
     folder = tmp_path_factory.mktemp("logged")
-    (folder / "models.yaml").write_text(SPACE.format(grid="[1.0e-3, 3.0e-3]", checkpoint="state"))
+    definitions = user_tasks(glue_tiny, folder)
+    tasks = "[sst2, " + ", ".join(definitions[kind].name for kind in ("words", "coded", "scores")) + "]"
+    (folder / "models.yaml").write_text(SPACE.format(tasks=tasks, grid="[3.0e-3]", checkpoint="state",
+                                                     holdout=", holdout: 0.25"))
+    (folder / "models-qa.yaml").write_text(SPACE.format(tasks="[answers.yaml]", grid="[3.0e-3]", checkpoint="state",
+                                                        holdout="").replace("name: models", "name: models-qa")
+                                           .replace("methods: [base, istar]", "methods: [base]"))
     lines: list[str] = []
-    summary = run_search(load_search_space(folder / "models.yaml"), storage_path=folder / "runs",
-                         data_dir=str(glue_tiny), write=lines.append)
-    return summary, lines, folder
+    summary, qa = _search(folder, glue_tiny, lines)
+    return summary, lines, folder, qa
 
 
-def test_each_group_has_one_model_linked_to_its_best_run_and_it_predicts_class_names(searched):
+def _dev_rows(folder, kind):
+    with open(folder / kind / "dev.csv", newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _predict(summary, model_id, inputs):
     import mlflow
-    from mlflow.entities import LoggedModelStatus
-
-    summary, lines, folder = searched
-    client = tracking.client(summary.tracking_uri)
-    experiment = client.get_experiment_by_name("models").experiment_id
-    models = list(client.search_logged_models(experiment_ids=[experiment]))
-    best = tracking.best_trials(summary.tracking_uri, "models")
-    assert len(models) == len(best) == 2
-    assert {m.source_run_id for m in models} == {run.run_id for run in best.values()}
-    by_run = {run.run_id: run for run in best.values()}
-    for model in models:
-        run = by_run[model.source_run_id]
-        assert model.status == LoggedModelStatus.READY
-        assert float(model.params["learning_rate"]) == run.config["learning_rate"]
-        assert model.tags[tracking.TAG_TRIAL_ID] == run.trial_id
-        linked = [m for m in model.metrics if m.key == "model/accuracy"]
-        assert [(m.value, m.dataset_name) for m in linked] == [(run.metrics["accuracy"], "sst2/validation")]
-        history = client.get_metric_history(run.run_id, "accuracy")
-        assert sorted(m.step for m in history) == [1, 2]  # the run's own per-epoch record is left as it was
-    assert any(line.startswith("MLflow models: 2 (one per group") for line in lines)
 
     with pytest.MonkeyPatch.context() as patch:  # not mlflow.set_tracking_uri: it would outlive the test
         patch.setenv("MLFLOW_TRACKING_URI", summary.tracking_uri)
-        predicted = mlflow.pyfunc.load_model(f"models:/{models[0].model_id}").predict(["a moving film", "dull"])
-    assert set(predicted["label"]) <= {"negative", "positive"} and len(predicted) == 2
+        return mlflow.pyfunc.load_model(f"models:/{model_id}").predict(inputs)
 
+
+def test_every_group_of_every_task_has_one_ready_model_of_its_chosen_epoch(searched):
+    from mlflow.entities import LoggedModelStatus
+
+    from istar_tune.metrics import chosen_on, score
+
+    summary, lines, _, qa = searched
+    assert not any("not logged" in line for line in lines), "\n".join(lines)
+    assert "MLflow models: 8 logged" in summary.report() and "MLflow models: 1 logged" in qa.report()
+    client = tracking.client(summary.tracking_uri)
+    for search, groups in ((summary, 8), (qa, 1)):
+        experiment = client.get_experiment_by_name(search.name).experiment_id
+        models = list(client.search_logged_models(experiment_ids=[experiment]))
+        best = tracking.best_trials(search.tracking_uri, search.name)
+        by_run = {run.run_id: run for run in best.values()}
+        assert len(best) == groups and sorted(m.source_run_id for m in models) == sorted(by_run)
+        for model in models:
+            run = by_run[model.source_run_id]
+            metric = tracking.run_task(run).metric
+            assert model.status == LoggedModelStatus.READY
+            assert model.params == client.get_run(run.run_id).data.params  # the run's: nothing its method ignores
+            assert ("zeta" in model.params) == (run.method == "istar")
+            epoch = int(run.metrics.get("scored_epoch", run.metrics["epoch"]))  # the epoch held-out data chose
+            assert model.tags["istar_tune.epoch"] == str(epoch)
+            expected = {f"model/{metric}": (score(run.metrics, metric), epoch, f"{run.task}/validation")}
+            if chosen_on(run.metrics, metric) == "holdout":
+                expected[f"model/{HOLDOUT_PREFIX}{metric}"] = (run.metrics[SCORED_PREFIX + HOLDOUT_PREFIX + metric],
+                                                              epoch, f"{run.task}/holdout")
+            assert {m.key: (m.value, m.step, m.dataset_name) for m in model.metrics} == expected
+            assert (len(expected) == 2) == (search is summary)
+
+
+def _model_of(summary, task, method="base"):
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name(summary.name).experiment_id
+    run = tracking.best_trials(summary.tracking_uri, summary.name)[("tiny-bert", task, method)]
+    model = next(m for m in client.search_logged_models(experiment_ids=[experiment]) if m.source_run_id == run.run_id)
+    return model, run
+
+
+@pytest.mark.parametrize(("task", "kind", "names"), [("sst2", None, {"negative", "positive"}),
+                                                     ("my-words", "words", {"negative", "positive"}),
+                                                     ("my-coded", "coded", {"negative", "positive"})])
+def test_a_classifier_predicts_its_tasks_class_names_and_scores_what_its_run_linked(searched, task, kind, names):
+    summary, _, folder, qa = searched
+    model, run = _model_of(summary, task)
+    rows = _dev_rows(folder, kind or "words")  # sst2's dev sentences, labelled as words
+    predicted = _predict(summary, model.model_id, [row["text"] for row in rows])
+    assert set(predicted["label"]) <= names and len(predicted) == len(rows)
+    if kind is not None:  # its dev accuracy, computed here from its predictions, is the linked one
+        truth = [row["label"] if kind == "words" else ("negative", "positive")[int(row["label"])] for row in rows]
+        accuracy = sum(p == t for p, t in zip(predicted["label"], truth)) / len(rows)
+        assert accuracy == pytest.approx(next(m.value for m in model.metrics if m.key == "model/accuracy"))
+
+
+def test_a_regression_model_predicts_in_the_datas_scale_and_correlates_as_its_run_linked(searched):
+    summary, _, folder, qa = searched
+    model, _ = _model_of(summary, "my-scores")
+    rows = _dev_rows(folder, "scores")
+    pairs = [{"text": row["sentence1"], "text_pair": row["sentence2"]} for row in rows]
+    predicted = [float(p) for p in _predict(summary, model.model_id, pairs)["score"]]
+    with open(folder / "scores" / "train.csv", newline="", encoding="utf-8") as f:
+        train = [float(row["label"]) for row in csv.DictReader(f)]
+    # Trained as z-scores: an untrained-looking model predicts about the training mean in the data's scale (0 to 5),
+    # not about 0, once the scale is folded in.
+    assert abs(statistics.fmean(predicted) - statistics.fmean(train)) < statistics.pstdev(train)
+    # Its pearson, from its predictions: a barely trained model's scores differ in their fourth decimal around 3.6, so
+    # float32's 2.4e-7 steps there move the correlation by about 1e-4 (the pair dropped instead moved it by 0.48).
+    pearson = statistics.correlation(predicted, [float(row["label"]) for row in rows])
+    assert pearson == pytest.approx(next(m.value for m in model.metrics if m.key == "model/pearson"), abs=1e-3)
+
+
+def _squad_f1(prediction: str, truths: list[str]) -> float:
+    """SQuAD v1.1's F1 as its official script states it (lower case, no punctuation, no articles, token overlap), the
+    best over the reference answers: a reference written here from the script's text."""
+    def tokens(text):
+        text = "".join(c for c in text.lower() if c not in string.punctuation)
+        return re.sub(r"\b(a|an|the)\b", " ", text).split()
+
+    def f1(truth):
+        common = sum((collections.Counter(tokens(prediction)) & collections.Counter(tokens(truth))).values())
+        if common == 0:
+            return 0.0
+        precision, recall = common / len(tokens(prediction)), common / len(tokens(truth))
+        return 2 * precision * recall / (precision + recall)
+
+    return max(f1(truth) for truth in truths)
+
+
+def test_an_extractive_qa_model_answers_from_the_context_and_scores_what_its_run_linked(searched):
+    _, _, folder, qa = searched
+    model, run = _model_of(qa, "my-answers")
+    assert model.tags["istar_tune.epoch"] == "2" and {m.key for m in model.metrics} == {"model/f1"}
+    rows = [json.loads(line) for line in (folder / "answers" / "dev.jsonl").read_text().splitlines()]
+    answers = list(_predict(qa, model.model_id, [{"question": r["question"], "context": r["context"]} for r in rows]))
+    assert len(answers) == len(rows) and all(a in r["context"] for a, r in zip(answers, rows))
+    f1 = 100 * statistics.fmean(_squad_f1(a, r["answers"]["text"]) for a, r in zip(answers, rows))
+    linked = next(m.value for m in model.metrics if m.key == "model/f1")
+    assert f1 == pytest.approx(linked, abs=1e-6) and linked == run.metrics["f1"]
+
+
+def test_the_saved_view_ranks_by_the_held_out_value_that_chose_with_the_dev_value_beside_it(searched):
+    from istar_tune.metrics import choosing_score
+
+    summary, _, _, qa = searched
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name("models")
+    view = json.loads(experiment.tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
+    assert view["orderByKey"] == "metrics.`scored_holdout_accuracy`"
+    assert view["selectedColumns"][:4] == [f"metrics.`{prefix}{m}`" for prefix in ("scored_holdout_", "scored_")
+                                           for m in ("accuracy", "pearson")]
+    qa_tags = client.get_experiment_by_name("models-qa").tags
+    qa_view = json.loads(qa_tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
+    assert qa_view["orderByKey"] == "metrics.`f1`"  # no data held out: the dev value chose
+    assert "ranked by the held-out value that chose" in experiment.tags[parent.NOTE_TAG]
+    for run in tracking.trial_runs(summary.tracking_uri, "models"):  # each column: the value that chose its run
+        metric = tracking.run_task(run).metric
+        assert run.metrics[f"scored_holdout_{metric}"] == choosing_score(run.metrics, metric)
+
+
+def test_the_export_and_the_summary_name_the_data_that_chose(searched):
+    summary, _, folder, qa = searched
+    assert "best held-out accuracy" in summary.report() and "which chose nothing" in summary.report()
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name("models").experiment_id
+    models = list(client.search_logged_models(experiment_ids=[experiment]))
     export_best(summary.tracking_uri, "models", folder / "best.yaml")
     exported = "".join(path.read_text() for path in folder.glob("best-*.yaml"))
     assert all(f"# Its weights as an MLflow model: models:/{m.model_id}" in exported for m in models)
+    assert exported.count("chosen by held-out ") == 8
+    export_best(qa.tracking_uri, "models-qa", folder / "qa.yaml")
+    assert "chosen by dev f1 " in (folder / "qa-tiny-bert-my-answers-base.yaml").read_text()
+    assert "best dev f1 " in qa.report() and "(no data held out: the dev set chose it)" in qa.report()
 
 
 def test_a_resumed_search_logs_no_model_twice(searched, glue_tiny):
-    summary, _, folder = searched
-    lines: list[str] = []
-    run_search(load_search_space(folder / "models.yaml"), storage_path=folder / "runs", data_dir=str(glue_tiny),
-               resume=True, write=lines.append)
+    summary, _, folder, qa = searched
+    _search(folder, glue_tiny, [], resume=True)
     client = tracking.client(summary.tracking_uri)
     experiment = client.get_experiment_by_name("models").experiment_id
-    assert len(list(client.search_logged_models(experiment_ids=[experiment]))) == 2
+    assert len(list(client.search_logged_models(experiment_ids=[experiment]))) == 8
 
 
 def test_a_seeds_stage_logs_every_seeds_run_as_a_model_of_its_own(searched, glue_tiny):
-    summary, _, folder = searched
+    summary, _, folder, qa = searched
     (folder / "seeds.yaml").write_text("name: models-seeds\nstage: seeds\nbest_of: [models]\nseeds: [1, 2]\n"
-                                       "models: [tiny-bert]\ntasks: [sst2]\nmethods: [base]\n"
-                                       "settings: {max_length: 32, shrinkage_tokens: 1000}\n")
+                                       "models: [tiny-bert]\ntasks: [sst2, words.yaml]\nmethods: [base]\n"
+                                       "settings: {max_length: 48, shrinkage_tokens: 1000}\n")
     lines: list[str] = []
     seeds = run_search(load_search_space(folder / "seeds.yaml"), storage_path=folder / "runs",
                        data_dir=str(glue_tiny), write=lines.append)
@@ -96,14 +233,26 @@ def test_a_seeds_stage_logs_every_seeds_run_as_a_model_of_its_own(searched, glue
     models = list(client.search_logged_models(
         experiment_ids=[client.get_experiment_by_name("models-seeds").experiment_id]))
     runs = tracking.trial_runs(seeds.tracking_uri, "models-seeds")
-    assert len(runs) == 2 and sorted(m.source_run_id for m in models) == sorted(r.run_id for r in runs)
-    assert sorted((m.name, m.params["seed"]) for m in models) == [("tiny-bert-sst2-base-seed1", "1"),
-                                                                  ("tiny-bert-sst2-base-seed2", "2")]
-    assert any(line.startswith("MLflow models: 2 (one per run: each seed's checkpoint)") for line in lines)
+    assert len(runs) == 4 and sorted(m.source_run_id for m in models) == sorted(r.run_id for r in runs)
+    assert sorted((m.name, m.params["seed"]) for m in models) == [
+        ("tiny-bert-my-words-base-seed1", "1"), ("tiny-bert-my-words-base-seed2", "2"),
+        ("tiny-bert-sst2-base-seed1", "1"), ("tiny-bert-sst2-base-seed2", "2")]
+    assert any(line.startswith("MLflow models: 4 (one per run: each seed's checkpoint)") for line in lines)
+    assert {r.chosen_by for r in runs} == {"holdout"}  # what chose the configurations the seeds re-ran
+    by_run = {r.run_id: r for r in runs}
+    for model in models:  # each seed's own run: no held-out data in this stage, its last epoch scored
+        run = by_run[model.source_run_id]
+        assert model.tags["istar_tune.epoch"] == "2" and model.params["task"] == run.task
+        linked = {m.key: m.value for m in model.metrics}
+        assert linked == {f"model/{tracking.run_task(run).metric}": run.metrics[tracking.run_task(run).metric]}
+    words = next(m for m in models if m.name == "tiny-bert-my-words-base-seed1")
+    predicted = _predict(seeds, words.model_id, [row["text"] for row in _dev_rows(folder, "words")])
+    assert set(predicted["label"]) <= {"negative", "positive"}
 
 
 def test_no_models_when_asked_and_a_records_only_checkpoint_says_why(local_ray, glue_tiny, tmp_path):
-    (tmp_path / "models.yaml").write_text(SPACE.format(grid="[1.0e-3]", checkpoint="resume"))
+    (tmp_path / "models.yaml").write_text(SPACE.format(tasks="[sst2]", grid="[1.0e-3]", checkpoint="resume",
+                                                       holdout=""))
     space = load_search_space(tmp_path / "models.yaml")
     lines: list[str] = []
     summary = run_search(space, storage_path=tmp_path / "off", data_dir=str(glue_tiny), write=lines.append,

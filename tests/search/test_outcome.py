@@ -44,7 +44,8 @@ def test_the_summary_reports_counts_the_best_configuration_and_failures():
                             planned_trials=5)
     text = summary.report()
     assert text.startswith("search s: 2 trials, 1 finished, 0 stopped early, 1 failed")
-    assert "bert/rte/istar: best accuracy 0.7000 with learning_rate=3e-05" in text and "lam=-1.0" in text
+    assert ("bert/rte/istar: best dev accuracy 0.7000 (no data held out: the dev set chose it) with "
+            "learning_rate=3e-05") in text and "lam=-1.0" in text
     assert "FAILED bert/rte/istar trial t2: OSError: disk full" in text
     assert exit_code(summary) == 1
     summary.interrupted = "interrupted by a signal"

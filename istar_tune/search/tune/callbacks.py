@@ -26,6 +26,7 @@ from istar_tune.search.tune.trainable import (
     OBJECTIVE_AT,
     RESTORED_RECORDS,
     configurations,
+    failed_datasets,
     write_trial_config,
 )
 from istar_tune.trial_config import SEARCH_KEY, trial_task
@@ -110,6 +111,7 @@ class MlflowTrialLogger(Callback):
                 rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
                 self.writer.reconcile(run_id, config, rows, status, state, tags,
                                       created_tags=self._trained_by(trial, run_id))
+                self._recorded_extras(run_id, records)
 
     @staticmethod
     def _trained_by(trial, run_id: str) -> dict[str, str]:
@@ -173,6 +175,16 @@ class MlflowTrialLogger(Callback):
             elif rows:
                 self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
 
+    def _recorded_extras(self, run_id: str, records: list[dict[str, Any]]) -> None:
+        """What a run written again from Ray's record of a trial (a resumed search whose driver, or store, lost the
+        writes) keeps besides its metrics: the dataset inputs its first report carried and the node it ran on."""
+        for record in records:
+            if record.get(DATASETS):
+                self.writer.inputs(run_id, json.loads(record[DATASETS]))
+        node = next((r["node_id"] for r in reversed(records) if r.get("node_id")), None)
+        if node:
+            self.writer.set_tags(run_id, {tracking.TAG_NODE: node})
+
     def on_trial_complete(self, iteration, trials, trial, **info):
         if not self._mine(trial):
             return
@@ -199,7 +211,10 @@ class MlflowTrialLogger(Callback):
         error = tracking.trial_error_text(trial)
         cause = systemic_cause(error)  # the machine failed, not the configuration: the trial was interrupted
         status, state = (TrialStatus.INTERRUPTED, "KILLED") if cause else (TrialStatus.FAILED, "FAILED")
+        described = failed_datasets(trial)  # a trial that failed before its first report: what it had read
         for run_id, _, _ in self._open(trial):
+            if described:
+                self.writer.inputs(run_id, described)
             self.writer.end(run_id, status, state, {tracking.TAG_ERROR: error})
             self._nodes.pop(run_id, None)
         if self.stop is not None and cause:

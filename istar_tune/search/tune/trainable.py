@@ -175,6 +175,28 @@ RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 DATASETS = "datasets"
 """Result key of a trial's tokenised splits, described once a process (JSON)."""
+FAILED_DATASETS = "istar_tune_datasets"
+"""Attribute of the error of a trial that failed before its first report: its splits, described (JSON), which Ray
+carries to the driver with the error (:func:`failed_datasets`), so its FAILED run still says what it trained on."""
+
+
+def failed_datasets(trial) -> list[dict[str, Any]]:
+    """The splits a failed trial had read before it failed, from the error Ray keeps on the driver; [] where its
+    error holds none (it failed before reading its data, or after its first report)."""
+    import pickle
+
+    import ray.cloudpickle
+
+    path = getattr(trial, "pickled_error_file", None)
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            error = ray.cloudpickle.load(f)
+    except (OSError, ValueError, EOFError, AttributeError, ImportError, pickle.UnpicklingError):
+        return []
+    described = getattr(getattr(error, "cause", error), FAILED_DATASETS, None) or getattr(error, FAILED_DATASETS, "")
+    return json.loads(described) if described else []
 
 
 def quiet_ray_loggers() -> None:
@@ -202,8 +224,13 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     share = ray.get_runtime_context().get_assigned_resources().get("GPU")
     cap_gpu_memory(share)  # co-located trials: each within its share of the GPU's memory
     what = trial_shape(hparams.model, hparams.task, hparams.method, hparams.batch_size, run_settings.max_length)
-    with out_of_memory_explained(what, share):
-        _train(hparams, task, run_settings, reporter, shared)
+    try:
+        with out_of_memory_explained(what, share):
+            _train(hparams, task, run_settings, reporter, shared)
+    except Exception as err:
+        if reporter.datasets:  # failed before its first report: the splits it read travel with its error
+            setattr(err, FAILED_DATASETS, reporter.datasets)
+        raise
 
 
 def _train(hparams: Hyperparameters, task: Task, run_settings: RunSettings, reporter: TuneReporter,
