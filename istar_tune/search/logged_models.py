@@ -162,8 +162,8 @@ def trained_task(state: dict[str, Any], run: tracking.TrialRun) -> Task:
     elif is_shipped(state["hparams"].get("task") or run.task):
         task = get_task(state["hparams"].get("task") or run.task)
     else:
-        raise _NotLogged(f"its checkpoint does not record task {run.task!r}'s definition (a checkpoint of an older "
-                         "version): run the search again to log its model")
+        raise _NotLogged(f"its checkpoint does not record the definition of task {run.task!r} (a checkpoint of an "
+                         "older version): run the search again to log its model")
     if task.problem_type != EXTRACTIVE_QA:
         head = [v for k, v in state["model"].items() if k.endswith(".weight") and v.ndim == 2][-1]
         if head.shape[0] != task.num_labels:

@@ -282,3 +282,23 @@ def test_scored_state_takes_the_scored_weights_of_the_epoch_asked_for(tmp_path):
         scored_state(tmp_path, "abc123", 3)
     with pytest.raises(_NotLogged, match="has no checkpoint"):
         scored_state(tmp_path, "other", 1)
+
+
+def test_a_model_that_cannot_be_logged_is_one_whole_line_and_counted():
+    from istar_tune.search.logged_models import LoggedModels, one_line, trained_task
+
+    said = one_line(RuntimeError("Error(s) in loading state_dict:\n\tsize mismatch for classifier.weight " * 20))
+    assert "\n" not in said and said.endswith(" …") and len(said) <= 302 and not said[:-2].endswith("classifier.")
+    logged = LoggedModels(found={"a/b/base": "models:/m-1"}, not_logged=["a/b/istar"])
+    assert logged.line() == "MLflow models: 1 logged, 1 not logged (a/b/istar: the lines above say why)"
+    assert LoggedModels().line() == ""
+    state = {"hparams": {"task": "mine"}, "model": {"classifier.weight": torch.zeros(3, 4)},
+             "task_definition": {"name": "mine", "problem_type": "classification", "metric": "accuracy",
+                                 "label_names": ["neg", "pos"]}}
+    run = tracking.TrialRun(run_id="r", trial_id="t1", model="tiny-bert", task="mine", method="base", status="finished",
+                            config={}, metrics={})
+    with pytest.raises(_NotLogged, match=r"its weights predict 3 outputs, and the task it recorded has 2 \(neg, pos\)"):
+        trained_task(state, run)
+    del state["task_definition"]
+    with pytest.raises(_NotLogged, match="does not record the definition of task 'mine'"):
+        trained_task(state, run)

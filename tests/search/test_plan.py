@@ -151,3 +151,15 @@ def test_the_fair_option_refuses_searches_run_without_held_out_data(tmp_path, lo
     space = load_search_space("paper_seeds_fair").narrow(models=["bert"], tasks=["rte"], methods=["base"])
     with pytest.raises(ConfigError, match=r"trials of paper-base have no held-out scores: .*--holdout 0.3"):
         plan(space, uri)
+
+
+@pytest.mark.parametrize(("holdout", "chosen_by"), [(0.3, "holdout"), (None, "dev")])
+def test_a_seeds_stage_run_with_its_search_says_what_will_choose(holdout, chosen_by):
+    # Chained in one experiment, its configurations are chosen when its search ends: by that search's held-out data
+    # where it holds some out, else by its dev set; never "auto" (what the stage's own choose_by says).
+    search = load_search_space("paper_base").narrow(models=["bert"], tasks=["rte"])
+    search = replace(search, settings={**search.settings, "holdout": holdout})
+    seeds = replace(load_search_space("paper_seeds").narrow(models=["bert"], tasks=["rte"], methods=["base"]),
+                    best_of=[search.name])
+    planned = plan(seeds, chained={search.name: search})
+    assert planned and {group.chosen_by for group in planned} == {chosen_by}

@@ -183,3 +183,14 @@ def test_trial_needs_are_one_per_model_task_method_at_the_largest_batch_size(tmp
     assert [what for what, _ in needs] == ["tiny-bert × rte × base at batch 32 × 64 tokens",
                                            "tiny-bert × rte × istar at batch 32 × 64 tokens"]
     assert needs[1][1] > needs[0][1] > 0  # I-STAR's point cloud on top
+
+
+def test_held_out_data_with_extractive_qa_is_refused_before_any_trial():
+    from istar_tune.config import RunSettings
+    from istar_tune.tasks import Task
+
+    qa, words = Task("answers", "A", "extractive_qa", "f1"), Task("words", "W", "classification", "accuracy")
+    [problem] = preflight.holdout_problems([words, qa], RunSettings(holdout=0.25), "space.yaml")
+    assert problem == ("space.yaml: settings.holdout 0.25 applies to sentence-level tasks, and answers is extractive "
+                       "QA (its training windows are not examples): search it in a space without holdout")
+    assert preflight.holdout_problems([qa], RunSettings(), "space.yaml") == []

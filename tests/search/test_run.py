@@ -225,6 +225,10 @@ def test_an_out_of_memory_trial_fails_with_its_share_and_advice_and_the_others_f
     client = tracking.client(summary.tracking_uri)
     assert len(failed) == 1 and "its share: 0.5 of the GPU" in client.get_run(failed[0].run_id).data.tags[
         tracking.TAG_ERROR]
+    # It failed in its first epoch, before any report: what it had read still reaches its run, with the error.
+    inputs = client.get_run(failed[0].run_id).inputs.dataset_inputs
+    assert sorted((d.dataset.name, d.tags[0].value) for d in inputs) == [("rte/train", "training"),
+                                                                         ("rte/validation", "evaluation")]
 
 
 def test_existing_results_are_not_overwritten_without_resume(two_node_cluster, tmp_path, capsys):

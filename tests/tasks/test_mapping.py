@@ -31,3 +31,17 @@ def test_facts_carry_the_sizes_the_replays_cost_model_needs():
     assert (read.name, read.metric, read.train_examples, read.eval_examples) == ("own", "accuracy", 640, 64)
     unsized = task_from_facts(facts(Task("u", "U", "regression", "pearson")), "MLflow")
     assert "examples" not in facts(Task("u", "U", "regression", "pearson")) and unsized.train_examples == 0
+
+
+def test_a_checkpoints_definition_rebuilds_the_head_without_its_files():
+    # What a logged model needs of a task of one's own: its class names in label-id order (a mapping's values), its
+    # text fields (a pair is two inputs), its scale and unanswerable questions; the files may have moved since.
+    coded = task_from_facts({"name": "news", "problem_type": "classification", "metric": "accuracy",
+                             "train": "/gone/train.csv", "validation": "/gone/dev.csv", "text_fields": ["text"],
+                             "label_names": {1: "World", 2: "Sports"}}, "a checkpoint")
+    assert (coded.label_names, coded.label_values, coded.num_labels) == (("World", "Sports"), ("1", "2"), 2)
+    pairs = task_from_facts({"name": "sim", "problem_type": "regression", "metric": "pearson",
+                             "text_fields": ["sentence1", "sentence2"], "score_range": [0, 5]}, "a checkpoint")
+    assert pairs.text_fields == ("sentence1", "sentence2") and pairs.score_range == (0.0, 5.0)
+    qa = task_from_facts({"name": "q", "problem_type": "extractive_qa", "metric": "f1", "unanswerable": True}, "x")
+    assert qa.unanswerable and qa.label_names == ()

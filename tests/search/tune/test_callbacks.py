@@ -329,3 +329,51 @@ def test_the_trials_tune_could_not_read_back_are_counted_as_its_callbacks_saw_th
                             planned_trials=4, interrupted="systemic failure: no space left", systemic=True)
     assert summary.report().startswith("search s: 2 of 4 trials started, 0 finished, 0 stopped early, 0 failed, "
                                        "2 interrupted")
+
+
+def test_a_run_written_again_from_rays_record_keeps_its_dataset_inputs_and_node(mlflow_store, tmp_path):
+    # The store was lost (a node gone before the job copied it back): a resumed search writes the trial's run again
+    # from Ray's result file, whose first report carried the splits the trial read and every report its node.
+    from istar_tune.search.tune.trainable import DATASETS
+
+    uri, client, experiment = mlflow_store
+    trial = _trial("t1", epochs=2, folder=tmp_path / "t1")
+    described = [{"name": "rte/train", "digest": "abc", "source": "/data/train.tsv", "checksum": "sha256:1",
+                  "columns": {"input_ids": "Sequence"}, "rows": 64, "context": "training"}]
+    lines = [json.dumps({"epoch": 1, "accuracy": 0.5, "node_id": "node-a", DATASETS: json.dumps(described)}),
+             json.dumps({"epoch": 2, "accuracy": 0.6, "node_id": "node-a"})]
+    (tmp_path / "t1").mkdir()
+    (tmp_path / "t1" / "result.json").write_text("\n".join(lines) + "\n")
+    trial.status, trial.last_result = "TERMINATED", {"epoch": 2, "accuracy": 0.6}
+    logger = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    logger.on_experiment_end([trial])
+    assert logger.close(timeout=30)
+    [run] = tracking.find_runs(client, experiment)
+    run = client.get_run(run.info.run_id)
+    assert [(d.dataset.name, d.dataset.digest) for d in run.inputs.dataset_inputs] == [("rte/train", "abc")]
+    assert run.data.tags[tracking.TAG_NODE] == "node-a" and run.data.tags[tracking.TAG_STATUS] == "finished"
+
+
+def test_a_trial_that_failed_before_its_first_report_still_says_what_it_read(mlflow_store, tmp_path):
+    import ray.cloudpickle
+    from ray.exceptions import RayTaskError
+
+    from istar_tune.search.tune.trainable import FAILED_DATASETS, failed_datasets
+
+    uri, client, experiment = mlflow_store
+    described = [{"name": "rte/validation", "digest": "def", "source": "/data/dev.tsv", "checksum": "sha256:2",
+                  "columns": {"input_ids": "Sequence"}, "rows": 32, "context": "evaluation"}]
+    cause = RuntimeError("loss is NaN")
+    setattr(cause, FAILED_DATASETS, json.dumps(described))
+    (tmp_path / "error.pkl").write_bytes(ray.cloudpickle.dumps(RayTaskError("train", "Traceback ...", cause)))
+    trial = _trial("t1", error_file=None)
+    trial.pickled_error_file = str(tmp_path / "error.pkl")
+    assert failed_datasets(trial) == described
+    assert failed_datasets(_trial("t2")) == []  # no error kept: nothing to say
+    logger = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
+    logger.on_trial_start(0, [], trial)
+    logger.on_trial_error(0, [], trial)
+    assert logger.close(timeout=30)
+    [run] = tracking.find_runs(client, experiment)
+    run = client.get_run(run.info.run_id)
+    assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["rte/validation"] and run.info.status == "FAILED"
