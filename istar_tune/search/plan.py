@@ -72,15 +72,8 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
     planned, missing, sources = [], [], {}
     for experiment in space.best_of:
         if experiment in chained:
-            if space.choose_by == "holdout":
-                raise ConfigError(f"{space.path}: choose_by: holdout reads the held-out scores of {experiment} from "
-                                  "MLflow: run that search first, then this seeds stage")
-            # What will choose: the chained search's held-out data where it holds some out, else its dev set.
-            chosen_by = "holdout" if chained[experiment].run_settings().holdout is not None else "dev"
-            for model, task, method in sorted(wanted & {(g.model, g.task, g.method)
-                                                        for g in chained[experiment].groups()}):
-                source = {"model": absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
-                sources.setdefault((model, task, method), []).append((trial_group(source), chosen_by))
+            for group, after in _chained_sources(space, experiment, chained[experiment], wanted):
+                sources.setdefault(group, []).append(after)
             continue
         if tracking_uri is None:
             continue
@@ -124,6 +117,20 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
                           f" × {', '.join(space.methods)} in the searches {', '.join(space.best_of)} at "
                           f"{tracking_uri}{absent}: run those searches first")
     return planned
+
+
+def _chained_sources(space: SearchSpace, experiment: str, search: SearchSpace, wanted: set) -> list[tuple]:
+    """Each wanted group of ``search``, run in the same experiment, with the group key its seeds wait for and what
+    will choose its configuration: the search's held-out data where it holds some out, else its dev set."""
+    if space.choose_by == "holdout":
+        raise ConfigError(f"{space.path}: choose_by: holdout reads the held-out scores of {experiment} from "
+                          "MLflow: run that search first, then this seeds stage")
+    chosen_by = "holdout" if search.run_settings().holdout is not None else "dev"
+    found = []
+    for model, task, method in sorted(wanted & {(g.model, g.task, g.method) for g in search.groups()}):
+        source = {"model": absolute_if_path(model), "task": task, "method": method, SEARCH_KEY: experiment}
+        found.append(((model, task, method), (trial_group(source), chosen_by)))
+    return found
 
 
 def _chosen_by(space: SearchSpace, experiment: str, run, metric: str) -> str:

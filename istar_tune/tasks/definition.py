@@ -55,6 +55,7 @@ from istar_tune.tasks.task import (
     HubSource,
     Task,
 )
+from istar_tune.tasks.values import canonical_number, label_text
 from istar_tune.yamlfile import load_yaml
 
 KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
@@ -186,7 +187,11 @@ def _positive_label(value, problem_type: str, metric: str, label_names: tuple[st
         problem("positive_label", f"only a binary F1 (metric: f1 on a classification) has a positive class; this "
                                   f"task's metric is {metric}")
         return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if isinstance(value, bool):
+        problem("positive_label", f"must be a class name, got the yes/no value {value!r}: YAML reads an unquoted no, "
+                                  "yes, on, off, true or false as a boolean; quote it (positive_label: 'yes')")
+        return ""
+    if not isinstance(value, (str, int)):
         problem("positive_label", f"must be a class name, got {value!r}")
         return ""
     if label_names and str(value) not in label_names:
@@ -229,6 +234,11 @@ def _label_names(value, problem_type: str, metric: str, problem) -> tuple[tuple[
         value = list(value.values())
         if len(set(values)) < len(values):
             problem("label_names", f"each label value once, got {list(values)}")
+    if isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value):
+        problem("label_names", f"{list(value)} holds yes/no values where class names are expected: YAML reads an "
+                               "unquoted no, yes, on, off, true or false as a boolean; quote each class name "
+                               "(label_names: ['no', 'yes'])")
+        return (), ()
     label_names = _strings(value, "label_names", problem)
     if label_names and problem_type != CLASSIFICATION:
         problem("label_names", f"only a classification task has class names; this one is {problem_type}")
@@ -243,13 +253,7 @@ def _label_names(value, problem_type: str, metric: str, problem) -> tuple[tuple[
 
 def _canonical(value: str) -> str:
     """A label value of a mapping as the data's numbers are read (``01`` and ``1.0`` are ``1``)."""
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    if not math.isfinite(number):
-        return value
-    return str(int(number)) if number.is_integer() else repr(number)
+    return canonical_number(value) or value
 
 
 def _implied_problem_type(raw: Mapping[str, Any]) -> str | None:
@@ -374,13 +378,6 @@ def _strings(value, key: str, problem, most: int | None = None) -> tuple[str, ..
     return tuple(label_text(v) for v in value)
 
 
-def label_text(value: Any) -> str:
-    """A label value as text, one spelling per value: ``1``, ``1.0`` and ``"1"`` are the same class."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
-
-
 def _examples(value, problem) -> dict[str, int]:
     if not isinstance(value, Mapping) or set(value) - set(SPLITS) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values()):
@@ -389,5 +386,5 @@ def _examples(value, problem) -> dict[str, int]:
     return dict(value)
 
 
-__all__ = ["KEYS", "PAPER_FORMATS", "label_text", "load_task_file", "looks_like_definition_path",
+__all__ = ["KEYS", "PAPER_FORMATS", "load_task_file", "looks_like_definition_path",
            "task_from_mapping"]

@@ -1,7 +1,8 @@
 """One rule for every label of every format (csv, tsv, json, parquet, the hub, the GLUE layout's files):
 
 * **Canonical values.** Where every label of a split's column parses as a finite number, numbers are the labels:
-  ``'01'``, ``'1'``, ``'1.0'``, ``'1e0'`` and ``1`` are one class, ``1``. Otherwise a label is its text, stripped.
+  ``'01'``, ``'1'``, ``'1.0'``, ``'1e0'`` and ``1`` are one class, ``1``; an integer written as one is read exactly
+  (codes past 2**53 stay apart). Otherwise a label is its text, stripped.
 * **Not labels.** ``None``, NaN, ``''``, ``'nan'`` and placeholders (``-``, ``?``, ``n/a``, ``null``, ``none``) are
   refused, naming them and their rows, unless the definition's ``drop_labels`` lists them (the rows are then dropped
   and counted). Lists and mappings are refused: multi-label classification is not supported.
@@ -19,11 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from istar_tune.errors import DataError
-from istar_tune.tasks.definition import label_text
 from istar_tune.tasks.task import REGRESSION, Task
+from istar_tune.tasks.values import canonical_number, label_text
 
 PLACEHOLDERS = ("", "nan", "none", "null", "-", "?", "n/a")
 """Label texts that stand for "no label" (compared case-insensitively): refused unless ``drop_labels`` names them."""
@@ -36,10 +38,18 @@ def is_number(text: str) -> bool:
         return False
 
 
-def number_text(value: float) -> str:
-    """A number as one class name: ``1`` for 1, 1.0, '01' and '1e0'; ``0.5`` for 0.5."""
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
+def number_text(value: Any) -> str:
+    """A number as one class name: ``1`` for 1, 1.0, '01' and '1e0'; ``0.5`` for 0.5; an integer written as one read
+    exactly (:func:`~istar_tune.tasks.definition.canonical_number`)."""
+    text = canonical_number(value)
+    if text is None:
+        raise ValueError(f"{value!r} is not a finite number")
+    return text
+
+
+def number_key(text: str) -> Fraction:
+    """A canonical number's exact value, for sorting classes (a float would tie codes past 2**53)."""
+    return Fraction(text)
 
 
 @dataclass
@@ -81,7 +91,7 @@ def read_column(values: Sequence[Any], drop: Iterable[str] = ()) -> LabelColumn:
     numeric = bool(present) and all(is_number(t) for t in present) and not any(
         isinstance(v, bool) for v in values)
     if numeric:
-        texts = [None if t is None else number_text(float(t)) for t in texts]
+        texts = [None if t is None else number_text(t) for t in texts]
     return LabelColumn(texts, numeric, structured, missing)
 
 
@@ -103,7 +113,7 @@ def column_problems(column: LabelColumn, where: str, rows) -> list[str]:
 def distinct_labels(texts: Iterable[str | None], numeric: bool) -> tuple[str, ...]:
     """The class names of a training split: its distinct canonical labels, sorted (as numbers when numeric)."""
     names = {t for t in texts if t is not None}
-    return tuple(sorted(names, key=float)) if numeric else tuple(sorted(names))
+    return tuple(sorted(names, key=number_key)) if numeric else tuple(sorted(names))
 
 
 def case_variants(names: Iterable[str], declared: Iterable[str] = ()) -> list[tuple[str, ...]]:
@@ -157,7 +167,7 @@ def label_value(task: Task, raw: Any, where: str) -> int | float:
     text = label_text(raw)
     if task.label_values:  # a mapping: its values alone name the classes
         if is_number(text) and all(is_number(v) for v in task.label_values):
-            text = number_text(float(text))
+            text = number_text(text)
         if text in task.label_values:
             return task.label_values.index(text)
         raise DataError(f"{where}: label {text!r} is not one of {', '.join(task.label_values)} (label_names)")

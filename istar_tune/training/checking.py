@@ -15,7 +15,6 @@ import datasets
 
 from istar_tune.errors import DataError
 from istar_tune.tasks import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
-from istar_tune.tasks.definition import label_text
 from istar_tune.tasks.labels import (
     LabelColumn,
     case_variants,
@@ -23,9 +22,11 @@ from istar_tune.tasks.labels import (
     distinct_labels,
     label_value,
     mixed_labels,
+    number_key,
     one_based,
     read_column,
 )
+from istar_tune.tasks.values import label_text
 
 MAX_ROWS_SHOWN = 5
 """Bad rows listed per split and problem (then a count of the rest)."""
@@ -155,7 +156,7 @@ def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str],
             problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} differ only in case: are they "
                             "one class? write them one way, or declare each with label_names: [...]")
         if dev.numeric and not train.numeric and any(t is not None for t in train.texts):
-            shown = ", ".join(sorted({t for t in dev.texts if t is not None}, key=float)[:3])
+            shown = ", ".join(sorted({t for t in dev.texts if t is not None}, key=number_key)[:3])
             problems.append(f"{where['validation']}: its labels are numbers ({shown}) where the training split's are "
                             f"words ({', '.join(task.label_names[:3])}): no index is guessed; write the same labels "
                             "in both, or give label_names: [...] (then a number in 0..N-1 names the class at that "

@@ -21,9 +21,9 @@ import datasets
 from istar_tune.errors import ConfigError, DataError, IstarTuneError
 from istar_tune.tasks import EXTRACTIVE_QA, SPLITS, Task
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
-from istar_tune.tasks.definition import label_text
 from istar_tune.tasks.labels import is_number
 from istar_tune.tasks.task import IN_DATA_FOLDER, PAPER_FORMATS
+from istar_tune.tasks.values import label_text
 from istar_tune.training.checking import normalise, rows_text, value_kind
 from istar_tune.training.paper_files import PARSERS
 

@@ -302,3 +302,26 @@ def test_a_model_that_cannot_be_logged_is_one_whole_line_and_counted():
     del state["task_definition"]
     with pytest.raises(_NotLogged, match="does not record the definition of task 'mine'"):
         trained_task(state, run)
+
+
+def test_the_table_plots_and_analyze_read_every_task_as_the_search_chose(searched, tmp_path):
+    from istar_tune.apps.analyze import analyze
+    from istar_tune.results.plots import write_plots
+    from istar_tune.results.tables import build_table
+
+    summary, _, folder, qa = searched
+    for search in (summary, qa):  # one row per group, each with its own task's metric and the trial that chose
+        table = build_table(search.tracking_uri, search.name)
+        best = tracking.best_trials(search.tracking_uri, search.name)
+        assert len(table) == len(best)
+        for row in table.to_dict("records"):
+            run = best[(row["model"], row["task"], row["method"])]
+            assert row["metric"] == tracking.run_task(run).metric and row["trial_id"] == run.trial_id
+    written = write_plots(summary.tracking_uri, "models", tmp_path / "plots", log_to_mlflow=False)
+    assert {p.name for p in written if p.suffix == ".png"} >= {f"epochs-tiny-bert-{t}.png" for t in
+                                                               ("sst2", "my-words", "my-coded", "my-scores")}
+    coded = tracking.best_trials(summary.tracking_uri, "models")[("tiny-bert", "my-coded", "base")]
+    trial = next((folder / "runs" / "models+models-qa").glob(f"trainable_{coded.trial_id}_*"))
+    checkpoint = sorted(trial.glob("checkpoint_*"))[-1]
+    measured = analyze(checkpoint, output_dir=tmp_path / "analyzed")  # its own task, from what the checkpoint holds
+    assert measured["task"] == "my-coded" and all(0.0 <= v <= 1.0 for v in measured["layer_isoscore_star"])

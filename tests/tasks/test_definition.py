@@ -112,3 +112,25 @@ def test_the_positive_class_travels_with_the_definition_and_the_facts_tables_rea
     assert task.positive_index == 0 and task.metric_text == "f1 of 'ham'" and "metric f1 of 'ham'" in task.describe()
     assert definition_mapping(task)["positive_label"] == "ham"
     assert task_from_facts(facts(task), source="MLflow").metric_text == "f1 of 'ham'"
+
+
+def test_yes_and_no_written_unquoted_as_class_names_are_refused_with_the_quoting_fix(tmp_path):
+    # YAML 1.1 reads unquoted no/yes/on/off as booleans: {0: no, 1: yes} named the classes False and True, and
+    # [no, yes] refused the data's own labels 'no' and 'yes'.
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / name).write_text("text,label\na,no\nb,yes\n")
+    for names in ("{0: no, 1: yes}", "[no, yes]"):
+        (tmp_path / "task.yaml").write_text(f"name: answers\ntrain: train.csv\nvalidation: dev.csv\n"
+                                            f"label_names: {names}\n")
+        refused = r"label_names: \[False, True\] holds yes/no values where class names are expected: "
+        with pytest.raises(ConfigError, match=refused + r".*quote each class name \(label_names: \['no', 'yes'\]\)"):
+            load_task_file(tmp_path / "task.yaml")
+    (tmp_path / "task.yaml").write_text("name: answers\ntrain: train.csv\nvalidation: dev.csv\nmetric: f1\n"
+                                        "positive_label: yes\n")
+    with pytest.raises(ConfigError, match=r"positive_label: must be a class name, got the yes/no value True: .*"
+                                          r"quote it \(positive_label: 'yes'\)"):
+        load_task_file(tmp_path / "task.yaml")
+    (tmp_path / "task.yaml").write_text("name: answers\ntrain: train.csv\nvalidation: dev.csv\n"
+                                        "label_names: ['no', 'yes']\nmetric: f1\npositive_label: 'yes'\n")
+    task = load_task_file(tmp_path / "task.yaml")
+    assert task.label_names == ("no", "yes") and task.positive_label == "yes"

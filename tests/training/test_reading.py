@@ -315,3 +315,15 @@ def test_a_giant_text_cell_is_refused_before_any_trial_holds_it(own_data, monkey
     monkeypatch.setattr(checking, "MAX_CELL_CHARS", 1_000)  # a 200 MB cell, scaled down
     with pytest.raises(ConfigError, match=r"row 4: text field 'text' holds 2,000 characters, over 1,000 a cell"):
         read_task(_task(files))
+
+
+def test_integer_codes_past_two_to_the_53_stay_apart_and_keep_their_names(tmp_path):
+    # Read through a float, 9007199254740993 and ...995 both became 9007199254740992 (then 994): one class named by
+    # a code no row holds. An integer is read as an integer.
+    big = 2**53
+    files = _files(tmp_path, "text,label", [f"a,{big + 1}", f"b,{big + 3}", f"c,{big + 1}"], [f"d,{big + 3}"])
+    task, splits = read_task(_task(files))
+    assert task.label_names == (str(big + 1), str(big + 3))
+    assert splits["train"]["label"] == [0, 1, 0] and splits["validation"]["label"] == [1]
+    mapped = read_task(_task(files, label_names={big + 1: "odd", big + 3: "odder"}))[0]
+    assert mapped.label_names == ("odd", "odder") and mapped.label_values == (str(big + 1), str(big + 3))
