@@ -161,7 +161,8 @@ def test_the_yaml_export_trains_again_from_another_folder(searched):
     trained = _run("train", "--config", "../best-tiny-bert-reviews-istar.yaml", "--no-progress", cwd=elsewhere).stdout
     assert "best epoch 1: accuracy" in trained and " f1 " in trained
     # The retrained configuration scores what its trial scored, to the digits both print.
-    trial_f1 = text.split(", f1 ", 1)[1].split(")", 1)[0]
+    assert ": no data held out, the dev set chose it)" in text  # the header names the data that chose
+    trial_f1 = text.split("chosen by dev f1 ", 1)[1].split(":", 1)[0]
     assert f"f1 {trial_f1}" in trained, (trial_f1, trained)
 
 
