@@ -9,8 +9,9 @@
 * **Classes.** ``label_names`` a list: a label is a class's name, or (names that are words) its 0-based index;
   integer labels 1..N against a list of N names are refused as 1-based (give the mapping ``{1: World, ...}``).
   ``label_names`` a mapping: each listed value names its class, nothing else. Without ``label_names`` the classes are
-  the training split's distinct labels, sorted (numerically when they are numbers): spellings that differ only in case
-  are refused, numbers mixed with words are refused, and a split whose labels are numbers where the training split's
+  the training split's distinct labels, sorted (numerically when they are numbers): two spellings of one name under
+  :func:`label_key` (NFKC, format characters removed, quotes stripped, case folded) are refused naming the code points
+  that differ, numbers mixed with words are refused, and a split whose labels are numbers where the training split's
   are words is refused (no index is guessed). One training class is refused whatever ``label_names`` says.
 * **Scores** (regression) are finite numbers, written as numbers or as numeric strings; yes/no values are refused.
 """
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -116,13 +118,42 @@ def distinct_labels(texts: Iterable[str | None], numeric: bool) -> tuple[str, ..
     return tuple(sorted(names, key=number_key)) if numeric else tuple(sorted(names))
 
 
-def case_variants(names: Iterable[str], declared: Iterable[str] = ()) -> list[tuple[str, ...]]:
-    """Class names that differ only in case (``Positive`` and ``positive``), unless all of them are declared."""
-    by_fold: dict[str, list[str]] = {}
+QUOTES = "\"'"
+"""Quotes a label may arrive wrapped in (a label JSON-encoded twice: ``"\\"positive\\""``)."""
+
+
+def label_key(name: str) -> str:
+    """The one normal form class names are compared under: Unicode NFKC, format characters (category Cf: zero-width
+    spaces, byte-order marks) removed, surrounding quotes and whitespace stripped, case folded."""
+    text = "".join(c for c in unicodedata.normalize("NFKC", name) if unicodedata.category(c) != "Cf").strip()
+    while len(text) >= 2 and text[0] == text[-1] and text[0] in QUOTES:
+        text = text[1:-1].strip()
+    return text.casefold()
+
+
+def spelling_variants(names: Iterable[str], declared: Iterable[str] = ()) -> list[tuple[str, ...]]:
+    """Class names that are one name under :func:`label_key` but written differently (``Positive`` and ``positive``;
+    ``positive`` and ``positive`` with a zero-width space; ``é`` as one code point or two), unless all of them are
+    declared."""
+    by_key: dict[str, list[str]] = {}
     for name in names:
-        by_fold.setdefault(name.casefold(), []).append(name)
+        by_key.setdefault(label_key(name), []).append(name)
     known = set(declared)
-    return [tuple(sorted(group)) for group in by_fold.values() if len(group) > 1 and not set(group) <= known]
+    return [tuple(sorted(group)) for group in by_key.values() if len(group) > 1 and not set(group) <= known]
+
+
+def how_they_differ(variants: Sequence[str]) -> str:
+    """What sets spellings of one name apart, in words: their case, or the code points each holds beyond printable
+    ASCII (``'positive\u200b' holds U+200B ZERO WIDTH SPACE``)."""
+    if len({v.casefold() for v in variants}) == 1:
+        return "differ only in case"
+    held = []
+    for variant in variants:
+        unusual = [c for c in dict.fromkeys(variant) if not (" " <= c <= "~")]
+        points = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in unusual)
+        held.append(f"{variant!r} holds {points or 'printable ASCII only'}")
+    return "are one name once normalised (NFKC, format characters removed, quotes stripped, case folded) but " \
+           "written differently: " + "; ".join(held)
 
 
 def mixed_labels(names: Iterable[str]) -> str:

@@ -17,14 +17,15 @@ from istar_tune.errors import DataError
 from istar_tune.tasks import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
 from istar_tune.tasks.labels import (
     LabelColumn,
-    case_variants,
     column_problems,
     distinct_labels,
+    how_they_differ,
     label_value,
     mixed_labels,
     number_key,
     one_based,
     read_column,
+    spelling_variants,
 )
 from istar_tune.tasks.values import label_text
 
@@ -152,9 +153,9 @@ def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str],
         task = replace(task, label_names=distinct_labels(train.texts, train.numeric))
         if mixed := mixed_labels(task.label_names):
             problems.append(f"{where['train']}: {mixed}")
-        for variants in case_variants(task.label_names):
-            problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} differ only in case: are they "
-                            "one class? write them one way, or declare each with label_names: [...]")
+        for variants in spelling_variants(task.label_names):
+            problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} {how_they_differ(variants)}: "
+                            "are they one class? write them one way, or declare each with label_names: [...]")
         if dev.numeric and not train.numeric and any(t is not None for t in train.texts):
             shown = ", ".join(sorted({t for t in dev.texts if t is not None}, key=number_key)[:3])
             problems.append(f"{where['validation']}: its labels are numbers ({shown}) where the training split's are "

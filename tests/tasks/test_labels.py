@@ -9,12 +9,13 @@ import pytest
 from istar_tune.errors import DataError
 from istar_tune.tasks import Task
 from istar_tune.tasks.labels import (
-    case_variants,
     column_problems,
     distinct_labels,
+    how_they_differ,
     label_value,
     one_based,
     read_column,
+    spelling_variants,
 )
 
 CLASSES = Task(name="t", display_name="T", problem_type="classification", metric="accuracy",
@@ -81,8 +82,24 @@ def test_placeholders_and_lists_are_not_labels_unless_dropped():
 
 
 def test_case_variants_and_one_based_labels():
-    assert case_variants(["Positive", "positive", "neg"]) == [("Positive", "positive")]
-    assert case_variants(["Positive", "positive"], declared=["Positive", "positive"]) == []
+    assert spelling_variants(["Positive", "positive", "neg"]) == [("Positive", "positive")]
+    assert spelling_variants(["Positive", "positive"], declared=["Positive", "positive"]) == []
     assert one_based(["1", "2", "4", "3"], True, ["World", "Sports", "Business", "Sci/Tech"])
     assert not one_based(["0", "1", "2", "3"], True, ["World", "Sports", "Business", "Sci/Tech"])
     assert not one_based(["1", "2"], True, ["1", "2"])  # names that are numbers are names
+
+
+@pytest.mark.parametrize(("spellings", "differ"), [
+    (["positive", "positive\u200b"], "'positive\\u200b' holds U+200B ZERO WIDTH SPACE"),
+    (["caf\u00e9", "cafe\u0301"], "holds U+0301 COMBINING ACUTE ACCENT; 'caf\u00e9' holds U+00E9 LATIN SMALL LETTER"),
+    (["positive", '"positive"'], "'\"positive\"' holds printable ASCII only"),
+    (["\ufeffneg", "neg"], "'\\ufeffneg' holds U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    (["Positive", "positive"], "differ only in case"),
+])
+def test_spellings_of_one_name_are_refused_naming_the_code_points_that_differ(spellings, differ):
+    # The rule's one normal form, as docs/tasks.md states it: NFKC, format characters (Cf) removed, surrounding quotes
+    # and whitespace stripped, case folded. Two spellings that meet there are not two classes, silently.
+    [found] = spelling_variants([*spellings, "other"])
+    assert set(found) == set(spellings) and differ in how_they_differ(found)
+    assert spelling_variants(spellings, declared=spellings) == []  # declared: each its own class
+    assert spelling_variants(["positive", "negative", "positive "]) == [("positive", "positive ")]

@@ -327,3 +327,14 @@ def test_integer_codes_past_two_to_the_53_stay_apart_and_keep_their_names(tmp_pa
     assert splits["train"]["label"] == [0, 1, 0] and splits["validation"]["label"] == [1]
     mapped = read_task(_task(files, label_names={big + 1: "odd", big + 3: "odder"}))[0]
     assert mapped.label_names == ("odd", "odder") and mapped.label_values == (str(big + 1), str(big + 3))
+
+
+@pytest.mark.parametrize(("spelled", "named"), [("positive\u200b", "U+200B ZERO WIDTH SPACE"),
+                                                ('"""positive"""', "printable ASCII only"),
+                                                ("posi\u0074ive".replace("t", "\uff54"), "U+FF54 FULLWIDTH")])
+def test_two_spellings_of_one_class_in_a_file_are_refused_naming_what_differs(tmp_path, spelled, named):
+    # Compared only in whitespace and case, they trained as two classes; under the rule's normal form they meet.
+    files = _files(tmp_path, "text,label", ["a,positive", f"b,{spelled}", "c,negative"], ["d,positive"])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files))
+    assert any("are one name once normalised" in p and named in p for p in err.value.problems), err.value.problems
