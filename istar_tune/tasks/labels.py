@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -156,6 +157,36 @@ def how_they_differ(variants: Sequence[str]) -> str:
            "written differently: " + "; ".join(held)
 
 
+DECORATED_NUMBERS = (
+    (re.compile(r"[+-]?[0-9]+,[0-9]+"), "a decimal comma (or a thousands separator)"),
+    (re.compile(r"[+-]?[0-9]+(?:[.,][0-9]+)?\s*%"), "a percent sign"),
+    (re.compile(r"[+-]?[0-9]+(?:[.,][0-9]+)?\s*[^\W\d_][\w ./-]*"), "a unit"),
+)
+"""Labels that are a number once a decimal comma, a percent sign or a unit is read (``3,5``, ``70%``, ``3.5 stars``),
+each with its words."""
+
+
+def written_number(text: str) -> str:
+    """How ``text`` writes a number that is not bare (:data:`DECORATED_NUMBERS`), or "" where it does not."""
+    return next((how for pattern, how in DECORATED_NUMBERS if pattern.fullmatch(text.strip())), "")
+
+
+def decorated_labels(texts: Iterable[str | None]) -> str:
+    """What is wrong with a training split whose every label is a number written with a decimal comma, a percent
+    sign or a unit, or "": read as text they would be classes, one per spelling (a 1-to-5 score in halves would train
+    a 9-class classifier)."""
+    present = sorted({t for t in texts if t is not None})
+    how = {written_number(t) or ("bare" if is_number(t) else "") for t in present}
+    if not present or "" in how or how == {"bare"}:
+        return ""
+    how.discard("bare")
+    shown = [t for t in present if written_number(t)][:3]
+    return (f"its labels are numbers written with {' and '.join(sorted(how))} ({', '.join(map(repr, shown))}), "
+            f"which would train as {len(present)} classes: if they are scores, write them as bare numbers (3.5, not "
+            "'3,5', '3.5 stars' or '70%') and say problem_type: regression; if they are classes, declare them with "
+            "label_names: [...]")
+
+
 def mixed_labels(names: Iterable[str]) -> str:
     """What is wrong with a training split's class names, or "": numbers and words mixed (``0``, ``1``, ``neg``,
     ``pos`` would be four classes)."""
@@ -187,8 +218,10 @@ def label_value(task: Task, raw: Any, where: str) -> int | float:
         try:
             value = float(raw)
         except (TypeError, ValueError):
+            how = written_number(str(raw))
+            written = f"; it is written with {how}: write bare numbers (3.5, not '3,5')" if how else ""
             raise DataError(
-                f"{where}: score {raw!r} is not a number (a regression task's labels are numbers)") from None
+                f"{where}: score {raw!r} is not a number (a regression task's labels are numbers){written}") from None
         if not math.isfinite(value):
             raise DataError(f"{where}: score {raw!r} is not a finite number")
         if task.score_range is not None and not task.score_range[0] <= value <= task.score_range[1]:

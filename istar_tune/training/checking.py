@@ -18,6 +18,7 @@ from istar_tune.tasks import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGR
 from istar_tune.tasks.labels import (
     LabelColumn,
     column_problems,
+    decorated_labels,
     distinct_labels,
     how_they_differ,
     label_value,
@@ -153,6 +154,8 @@ def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str],
         task = replace(task, label_names=distinct_labels(train.texts, train.numeric))
         if mixed := mixed_labels(task.label_names):
             problems.append(f"{where['train']}: {mixed}")
+        if not train.numeric and (decorated := decorated_labels(train.texts)):
+            problems.append(f"{where['train']}: {decorated}")
         for variants in spelling_variants(task.label_names):
             problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} {how_they_differ(variants)}: "
                             "are they one class? write them one way, or declare each with label_names: [...]")

@@ -13,7 +13,7 @@ import yaml
 
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.models import load_tokenizer
-from istar_tune.tasks import get_task, task_from_mapping
+from istar_tune.tasks import Task, get_task, task_from_mapping
 from istar_tune.training import reading
 from istar_tune.training.data import encode
 from istar_tune.training.reading import load_raw, read_task, resolve
@@ -338,3 +338,25 @@ def test_two_spellings_of_one_class_in_a_file_are_refused_naming_what_differs(tm
     with pytest.raises(ConfigError) as err:
         read_task(_task(files))
     assert any("are one name once normalised" in p and named in p for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize(("labels", "written"), [
+    (['"3,5"', '"4,0"', '"2,5"'], "a decimal comma"), (["70%", "85%", "40%"], "a percent sign"),
+    (["3.5 stars", "4 stars", "2.5 stars"], "a unit"), (['"3,5"', "4", '"2,5"'], "a decimal comma")])
+def test_numbers_that_are_not_bare_numbers_are_never_classes(tmp_path, labels, written):
+    # Read as "parses as a float or it is a class", these scores trained a classifier with a class per spelling.
+    files = _files(tmp_path, "text,label", [f"{t},{label}" for t, label in zip("abc", labels)], [f"d,{labels[0]}"])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files))
+    assert any(f"its labels are numbers written with {written}" in p and "problem_type: regression" in p
+               for p in err.value.problems), err.value.problems
+    names = [label.strip('"') for label in labels]  # declared, they are the classes they name
+    assert read_task(_task(files, label_names=names))[0].label_names == tuple(names)
+
+
+def test_a_score_written_with_a_decimal_comma_says_so():
+    from istar_tune.tasks.labels import label_value
+
+    scores = Task("s", "S", "regression", "pearson")
+    with pytest.raises(DataError, match=r"score '3,5' is not a number .*written with a decimal comma .*: write bare"):
+        label_value(scores, "3,5", "train.csv row 2")
