@@ -153,8 +153,8 @@ def how_they_differ(variants: Sequence[str]) -> str:
         unusual = [c for c in dict.fromkeys(variant) if not (" " <= c <= "~")]
         points = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in unusual)
         held.append(f"{variant!r} holds {points or 'printable ASCII only'}")
-    return "are one name once normalised (NFKC, format characters removed, quotes stripped, case folded) but " \
-           "written differently: " + "; ".join(held)
+    return ("are one name once normalised (NFKC, format characters removed, quotes stripped, case folded) but "
+            "written differently: " + "; ".join(held))
 
 
 DECORATED_NUMBERS = (

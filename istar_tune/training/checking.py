@@ -7,6 +7,7 @@ reported at once, naming the file and rows; the resolved task and the normalised
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -43,6 +44,7 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
         return task, loaded
     text_fields = task.text_fields
     _check_text_fields(task, loaded, where, problems)
+    _header_rows(task, loaded, where, problems)
     if problems:
         return task, loaded
     if task.problem_type == EXTRACTIVE_QA:
@@ -130,6 +132,38 @@ def _check_text_fields(task: Task, loaded: dict[str, datasets.Dataset], where: d
                                 f"{sizes[longest]:,} characters, over {MAX_CELL_CHARS:,} a cell (a model reads "
                                 "max_length tokens of it; every trial would hold it whole): cut it, or split it into "
                                 "rows")
+
+
+def _header_rows(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, str], problems: list[str]) -> None:
+    """A row whose input and label fields hold their own names is a header read as data (two exports concatenated,
+    the header again mid-file; ``column_names`` given for a file that has a header): refused, naming its rows, in every
+    format, before its label could become a class named after the label field."""
+    named = [*task.text_fields, task.label_field]
+    for split in SPLITS:
+        data = loaded[split]
+        if not set(named) <= set(data.column_names):
+            continue
+        values = [data[name] for name in named]
+        found = [i for i, row in enumerate(zip(*values)) if _is_header(row, named)]
+        if found:
+            problems.append(f"{where[split]}: rows {rows_text(found)}: the row holds the fields' own names "
+                            f"({', '.join(named)}): a header read as data (two exports concatenated, or column_names "
+                            "given for a file that has a header): remove that row, or leave column_names out")
+
+
+HEADER_CELL = re.compile(r"[A-Za-z_][\w.-]{0,63}")
+"""A cell a header could hold: one name (a sentence of text is never one)."""
+
+
+def _is_header(row: tuple, named: list[str]) -> bool:
+    """The fields' own names, or (a header other than ``column_names``) the label field's name as the label with a
+    name in every input field."""
+    cells = [v.strip() if isinstance(v, str) else None for v in row]
+    if any(c is None for c in cells):
+        return False
+    if all(c.casefold() == n.casefold() for c, n in zip(cells, named)):
+        return True
+    return cells[-1].casefold() == named[-1].casefold() and all(HEADER_CELL.fullmatch(c) for c in cells[:-1])
 
 
 def value_kind(value) -> str:

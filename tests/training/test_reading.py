@@ -360,3 +360,19 @@ def test_a_score_written_with_a_decimal_comma_says_so():
     scores = Task("s", "S", "regression", "pearson")
     with pytest.raises(DataError, match=r"score '3,5' is not a number .*written with a decimal comma .*: write bare"):
         label_value(scores, "3,5", "train.csv row 2")
+
+
+def test_a_header_read_as_data_is_refused_in_every_way_it_arrives(tmp_path):
+    # Two exports concatenated: the header again mid-file trained a class named 'label'.
+    files = _files(tmp_path, "text,label", ["a fine film,pos", "text,label", "a dull one,neg"], ["d,pos"])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(files))
+    assert any("rows 2: the row holds the fields' own names (text, label): a header read as data" in p
+               for p in err.value.problems), err.value.problems
+    # column_names given for a file whose first row is a header of other names: its label is the label's name.
+    headed = _files(tmp_path / "h", "sentence,label", ["a fine film,pos", "a dull one,neg"], ["d,pos"])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(headed, column_names=["text", "label"]))
+    assert any("rows 1: the row holds the fields' own names" in p for p in err.value.problems), err.value.problems
+    plain = _files(tmp_path / "p", "text,label", ["dull,neg", "fine,pos"], ["d,pos"])  # one-word texts are text
+    assert read_task(_task(plain))[0].label_names == ("neg", "pos")
