@@ -1,8 +1,9 @@
 """Each group's best checkpoint as an MLflow ``LoggedModel``: at a search's end, the best trial of each
 (model, task, method) is read back from its checkpoint at the epoch its configuration was scored at (with held-out
-data, the epoch the held-out metric chose), saved in MLflow's transformers format (a text-classification or
-question-answering pipeline, ``id2label`` as the task names its classes, a regression's scale folded in) and logged as
-a model linked to the trial's run. The task is rebuilt from what the checkpoint recorded (a task of one's own: its
+data, the epoch the held-out metric chose), saved as an MLflow model (a transformers text-classification pipeline,
+``id2label`` as the task names its classes, a regression's scale folded in, a pair task's input as ``text`` and
+``text_pair``; extractive QA as a model from code, :mod:`istar_tune.search.qa_pyfunc`) and logged as a model linked to
+the trial's run. The task is rebuilt from what the checkpoint recorded (a task of one's own: its
 definition, with its class names; a shipped task: its name). The model's params are the run's, its
 ``istar_tune.epoch`` tag the scored epoch, and its linked metrics that epoch's: the dev value (``model/<metric>``,
 linked to the run's validation dataset) and, with held-out data, the held-out value that chose it
@@ -154,8 +155,8 @@ MODEL_EPOCH_TAG = "istar_tune.epoch"
 
 def trained_task(state: dict[str, Any], run: tracking.TrialRun) -> Task:
     """The task ``state`` was trained on, as it recorded it: a task of one's own from the definition the checkpoint
-    holds (class names, problem type, metric, positive label, QA's unanswerable questions, a regression's scale), a
-    shipped one by its name; the head's size checked against the weights."""
+    holds (class names, text fields, problem type, metric, positive label, QA's unanswerable questions), a shipped one
+    by its name; the head's size checked against the weights."""
     definition = state.get(TASK_DEFINITION_KEY)
     if definition is not None:
         task = task_from_facts(definition, source=f"the checkpoint of trial {run.trial_id}")
