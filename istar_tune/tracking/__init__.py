@@ -73,6 +73,7 @@ from istar_tune.tracking.store import (
     prepare_store,
     quote,
     record_plan,
+    store_lock,
 )
 from istar_tune.tracking.writer import RunWriter
 
@@ -87,7 +88,8 @@ __all__ = [
     "TAG_TRAINED_BY", "TAG_TRIAL_ID", "TrialRun",
     "best_trials", "check_reachable", "check_store", "check_writable", "client", "decode_plan", "encode_plan",
     "ended_status", "ensure_experiment", "error_summary", "find_runs", "get_experiment", "git_commit",
-    "parent_run", "planned_groups", "prepare_store", "quote", "record_plan", "resolved_hyperparameters", "train_config",
+    "parent_run", "planned_groups", "prepare_store", "quote", "store_lock", "record_plan", "resolved_hyperparameters",
+    "train_config",
     "NoExperiment", "run_task", "run_tasks", "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX",
     "logged_models", "logged_params", "run_name",
 ]

@@ -5,9 +5,11 @@ reachability, existence), experiments and parent runs, the plan tag, and paged q
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,13 +83,21 @@ def prepare_store(tracking_uri: str) -> None:
 
     path = Path(tracking_uri[len("sqlite:///"):])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
+    with open(store_lock(path), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             start_from_template(path)
             _open(tracking_uri)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def store_lock(path: Path) -> Path:
+    """The lock file of a sqlite store's creation: in the temporary folder, named by the store's absolute path (as
+    MLflow locks its own schema creation), never beside the store (a relative ``sqlite:///mlflow.db`` would leave one
+    in whatever folder the search ran from)."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"istar-tune-store-{digest}.lock"
 
 
 _WRITE_SLOTS: dict[str, threading.BoundedSemaphore] = {}

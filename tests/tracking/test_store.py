@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from istar_tune import tracking
@@ -146,3 +148,11 @@ def test_a_store_another_process_holds_locked_is_said_to_be_locked_not_broken(tm
         holder.close()
     assert "move it away" not in str(err.value) and "fuser" in str(err.value)
     assert time.monotonic() - began < 120
+
+
+def test_a_relative_store_leaves_nothing_but_itself_in_the_folder_it_is_created_from(tmp_path, monkeypatch):
+    # `sqlite:///mlflow.db` (MLflow's own default) from a clone's root left mlflow.db.lock there, and it was committed.
+    monkeypatch.chdir(tmp_path)
+    tracking.prepare_store("sqlite:///mlflow.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+    assert tracking.store_lock(tmp_path / "mlflow.db") == tracking.store_lock(Path("mlflow.db"))  # one store, one lock
