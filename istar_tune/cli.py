@@ -97,14 +97,18 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> Task:
                       **({"problem_type": args.problem_type} if args.problem_type else {}),
                       **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {}),
                       **({"column_names": _names([args.column_names], "--column-names")} if args.column_names
-                         else {})}
+                         else {}),
+                      **({"separator": args.separator} if args.separator else {}),
+                      **({"format": args.format} if args.format else {})}
         return task_of(definition, Path.cwd(), source="--train-file/--validation-file")
     given = [flag for flag, value in (("--text-fields", args.text_fields), ("--label-field", args.label_field),
-                                      ("--problem-type", args.problem_type), ("--column-names", args.column_names))
+                                      ("--problem-type", args.problem_type), ("--column-names", args.column_names),
+                                      ("--separator", args.separator), ("--format", args.format))
              if value]
     if given:
         raise ConfigError(f"{', '.join(given)} describe(s) the files of --train-file/--validation-file: give those "
-                          "files, or say it in the task's definition (text_fields, label_field, problem_type)")
+                          "files, or say it in the task's definition (text_fields, label_field, problem_type, "
+                          "separator, format)")
     base = Path.cwd() if args.task or not args.config else Path(args.config).resolve().parent
     return task_of(task, base, source=str(args.config or "--task"))
 

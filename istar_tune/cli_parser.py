@@ -10,6 +10,7 @@ import argparse
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.reference import add_config_flags
 from istar_tune.tasks import PROBLEM_TYPES
+from istar_tune.tasks.task import FILE_FORMATS
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
 
 
@@ -46,6 +47,9 @@ def _add_train_command(commands) -> None:
     files.add_argument("--label-field", metavar="NAME", help="the label field (default: label)")
     files.add_argument("--column-names", metavar="A,B,...", help="the columns of csv/tsv files without a header "
                                                                  "row, in order")
+    files.add_argument("--separator", metavar="C", help="a delimited file's one-character separator (e.g. ';'); read "
+                                                      "as csv, any extension")
+    files.add_argument("--format", choices=FILE_FORMATS, help="the files' format (default: from the extension)")
     files.add_argument("--problem-type", choices=PROBLEM_TYPES, help="default: from the labels (numbers with "
                                                                      "decimals: regression, else classification)")
     add_config_flags(train, Hyperparameters, "hyperparameters")

@@ -14,6 +14,7 @@ from typing import Any
 from istar_tune.config import Hyperparameters, RunSettings, load_yaml
 from istar_tune.docstrings import field_docs
 from istar_tune.search.spaces.file import SPACE_KEYS
+from istar_tune.tasks.definition import KEY_DOCS
 
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
@@ -79,4 +80,7 @@ def configuration_reference() -> str:
     out += ["", "## Search spaces (`search_spaces/*.yaml`)", "", "| key | default | meaning |", "| --- | --- | --- |"]
     out += [f"| `{key}` | {default} | {meaning}{strategies(key)} |"
             for key, (_, default, meaning) in SPACE_KEYS.items()]
+    out += ["", "## Task definitions (a task's YAML file, or inline under a search space's `tasks`)", "",
+            "| key | meaning |", "| --- | --- |"]
+    out += [f"| `{key}` | {meaning} |" for key, meaning in KEY_DOCS.items()]
     return "\n".join(out) + "\n"

@@ -202,6 +202,19 @@ CASES = {
                                                                            train="text,label\na,0\nb,1\nc,2\n")],
                                          "use f1_macro"),
     "task: --train-file alone": (lambda t: [*TRAIN, "--train-file", _own(t, OWN)], "go together"),
+    "task: a ';'-separated file read with commas": (
+        lambda t: [*TRAIN, "--task", _own(t, OWN, train="text;label\ngood;1\nbad;0\n", dev="text;label\nfine;1\n")],
+        "its one field 'text;label' holds ';': a ';'-separated file\\? give separator: ';'"),
+    "task: a workbook saved under a csv name": (
+        lambda t: [*TRAIN, "--task", _own(t, OWN, train="PK\x03\x04" + "\x00" * 64)],
+        "an Excel workbook \\(.xlsx\\) or a zip archive, not a csv file"),
+    "task: a row with a comma too many": (
+        lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\ngood,1\nbad, sad,0\n")],
+        "rows 2: 3 fields where the header has 2: a ',' inside a cell that is not quoted"),
+    "task: a limit that leaves one class": (
+        lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\ngood,1\nfine,1\nbad,0\n"),
+                   "--max-train-samples", "2"],
+        "the first 2 rows \\(max_train_samples 2\\): every training label is '1'"),
     "task: unknown key": (lambda t: [*TRAIN, "--task", _own(t, OWN + "colour: red\n")], "colour: unknown key"),
     "search: task definition with an unknown field": (
         lambda t: ["search", _space(t, OWN_SPACE.replace("TASK", _own(t, OWN + "text_fields: [body]\n")))],

@@ -222,6 +222,14 @@ def test_bad_input_to_train_is_one_line_and_exit_2(own_data, tmp_path):
     assert named.startswith("task custom: input text; label label; classification")
     lone = _run("train", "--task", "sst2", "--text-fields", "text", cwd=tmp_path, check=False)
     assert lone.returncode == 2 and "--text-fields describe(s) the files of --train-file" in lone.stderr
+    for split, rows in (("train", ["a fine; warm film;1", "a dull one;0"] * 4), ("validation", ["warm;1", "dull;0"])):
+        (fine / f"{split}.txt").write_text("\n".join(["text;label", *(f'"{r.rsplit(";", 1)[0]}";{r[-1]}'
+                                                                      for r in rows)]) + "\n")
+    separated = _run("train", *flags[4:], "--train-file", "fine/train.txt", "--validation-file", "fine/validation.txt",
+                     "--separator", ";", cwd=tmp_path).stdout
+    assert separated.startswith("task custom: input text; label label; classification") and "8 train" in separated
+    separator = _run("train", "--task", "sst2", "--separator", ";", cwd=tmp_path, check=False)
+    assert separator.returncode == 2 and "--separator describe(s) the files of --train-file" in separator.stderr
     assert not (tmp_path / "outputs").exists()
 
 

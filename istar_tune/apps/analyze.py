@@ -147,7 +147,7 @@ def analyze(checkpoint: str | Path, task: str | None = None, data_dir: str | Non
     max_eval_samples = max_eval_samples or source.settings.get("max_eval_samples")
     model, tokenizer = _load(source, the_task)
     hook = _sentence_hook(model, source)
-    raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples)
+    raw = load_raw(the_task, data_dir, max_train_samples=1, max_eval_samples=max_eval_samples, trains=False)
     data = encode(the_task, raw, tokenizer, max_length)
     loader = torch.utils.data.DataLoader(data.validation, batch_size=batch_size,
                                          collate_fn=DataCollatorWithPadding(tokenizer))

@@ -21,6 +21,7 @@ A definition (user-facing keys)::
                                   # reads 0-based indices; a mapping {1: World, 2: Sports} names each label value
     drop_labels: ['-']            # label values whose rows are dropped (a no-consensus placeholder), counted
     column_names: [label, text]   # csv/tsv without a header row: its columns, in order
+    separator: ';'                # a delimited file's one-character separator (format csv, quoted cells; .txt too)
     score_range: [0, 5]           # regression: the scale of its scores (a score outside it is refused)
     metric: f1_macro              # accuracy, f1, f1_macro, mcc | pearson, spearman | QA: f1, exact_match
     positive_label: bug           # metric f1 of a classification: the class whose F1 it is (required)
@@ -36,14 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.errors import ConfigError
-from istar_tune.tasks.data_folder import looks_like_squad
+from istar_tune.tasks.layout import encoding_of, files_and_format, glue_layout, hub_source, separator_of
 from istar_tune.tasks.task import (
     CLASSIFICATION,
     DEFAULT_ENCODING,
     DEFAULT_METRIC,
-    EXTENSIONS,
     EXTRACTIVE_QA,
-    FORMATS,
     IN_DATA_FOLDER,
     IN_DEFINITION_FOLDER,
     METRICS,
@@ -51,18 +50,40 @@ from istar_tune.tasks.task import (
     PROBLEM_TYPES,
     REGRESSION,
     SPLITS,
-    GlueLayout,
-    HubSource,
     Task,
 )
 from istar_tune.tasks.values import canonical_number, label_text
 from istar_tune.yamlfile import load_yaml
 
-KEYS = ("name", "display_name", "problem_type", "train", "validation", "format", "hub", "text_fields",
-        "label_field", "label_names", "score_range", "metric", "examples", "checksums", "files_in", "glue",
-        "encoding", "positive_label", "drop_labels", "column_names", "unanswerable")
-HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
-GLUE_KEYS = ("header", "num_columns", "columns")
+KEY_DOCS = {
+    "name": "Required: the task's name (not a shipped task's); the MLflow `task` tag, a table's column.",
+    "display_name": "How tables and plots name it (default: `name`).",
+    "problem_type": "classification, regression or extractive_qa (default: what `metric`, `label_names` or "
+                    "`score_range` imply, else the labels: numbers with decimals are regression).",
+    "train": "The training file, relative to the definition's folder (csv, tsv, json/jsonl, parquet).",
+    "validation": "The validation file, in the same format.",
+    "format": "csv, tsv, json, parquet, glue, ptb or squad (default: from the extension).",
+    "separator": "A delimited file's one character between fields (`';'`): read as csv, whatever the extension.",
+    "encoding": "csv, tsv, json: the files' text encoding (default utf-8).",
+    "column_names": "A headerless csv/tsv file's columns, in order.",
+    "hub": "A Hugging Face hub data set instead of files: `{path, name, train_split, validation_split, columns}`.",
+    "text_fields": "The input field, or a pair (default only when the data holds one field besides the label, or just "
+                   "sentence1 and sentence2).",
+    "label_field": "The label field (default `label`; extractive QA: `answers`).",
+    "label_names": "The classes: a list in id order (a label is a name or its 0-based index), or a mapping of label "
+                   "value to class (default: the training split's labels, sorted).",
+    "drop_labels": "Label values whose rows are dropped and counted (a no-consensus placeholder such as `'-'`).",
+    "positive_label": "With `metric: f1`: the class whose F1 is reported (required there).",
+    "metric": "accuracy, f1, f1_macro, mcc; regression: pearson, spearman; QA: f1, exact_match.",
+    "score_range": "Regression: the scores' scale (`[0, 5]`); a score outside it is refused.",
+    "unanswerable": "Extractive QA with questions without an answer (SQuAD v2); set when the data holds one.",
+    "files_in": "`definition` (files relative to the definition) or `data_dir` (to the data folder: shipped tasks).",
+    "glue": "`format: glue`: the TSV's layout, `{header, num_columns, columns}`.",
+    "examples": "Recorded when the definition is resolved: the splits' sizes `{train, validation}`.",
+    "checksums": "Recorded when the definition is resolved: each file's `sha256:`, checked wherever it is read again.",
+}
+"""Every key a task definition may hold and what it means (``istar-tune reference`` prints them)."""
+KEYS = tuple(KEY_DOCS)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFINITION_SUFFIXES = (".yaml", ".yml")
 
@@ -100,13 +121,13 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     files_in = raw.get("files_in", IN_DEFINITION_FOLDER)
     if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):
         problem("files_in", f"must be {IN_DEFINITION_FOLDER} or {IN_DATA_FOLDER}, got {files_in!r}")
-    files, file_format = _files(raw, base_dir, files_in, problem)
+    files, file_format = files_and_format(raw, base_dir, files_in, problem)
     problem_type, infer = _problem_type(raw, file_format, problem)
     metric = raw.get("metric", DEFAULT_METRIC[problem_type])
     if metric not in METRICS[problem_type]:
         problem("metric", f"{metric!r} does not fit a {problem_type} task: choose one of "
                           f"{', '.join(METRICS[problem_type])}")
-    hub = _hub(raw.get("hub"), problem)
+    hub = hub_source(raw.get("hub"), problem)
     if not files and hub is None:
         problem("train", "give the data: train and validation files, or hub: {path: ...}")
     elif files and hub is not None and files_in != IN_DATA_FOLDER:
@@ -124,8 +145,8 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
     if not isinstance(checksums, Mapping) or set(checksums) - set(SPLITS):
         problem("checksums", f"must map train/validation to checksums, got {checksums!r}")
         checksums = {}
-    glue = _glue(raw.get("glue"), file_format, problem)
-    encoding = _encoding(raw.get("encoding", DEFAULT_ENCODING), file_format, problem)
+    glue = glue_layout(raw.get("glue"), file_format, problem)
+    encoding = encoding_of(raw.get("encoding", DEFAULT_ENCODING), file_format, problem)
     if problems:
         raise ConfigError(problems)
     return Task(name=name, display_name=str(raw.get("display_name") or name), problem_type=problem_type,
@@ -166,12 +187,14 @@ def _reading(raw: Mapping[str, Any], problem_type: str, file_format: str, proble
                                 f"{problem_type} task")
         unanswerable = False
     column_names = _strings(raw.get("column_names", []), "column_names", problem)
+    separator = separator_of(raw.get("separator", ""), file_format, problem)
     if column_names and file_format not in ("csv", "tsv"):
         problem("column_names", f"names the columns of a csv or tsv file without a header; this task's format is "
                                 f"{file_format or 'a hub data set'!s}")
     if len(set(column_names)) < len(column_names):
         problem("column_names", f"each column once, got {list(column_names)}")
-    return {"drop_labels": drop_labels, "column_names": column_names, "unanswerable": unanswerable}
+    return {"drop_labels": drop_labels, "column_names": column_names, "unanswerable": unanswerable,
+            "separator": separator}
 
 
 def _positive_label(value, problem_type: str, metric: str, label_names: tuple[str, ...], problem) -> str:
@@ -196,19 +219,6 @@ def _positive_label(value, problem_type: str, metric: str, label_names: tuple[st
         return ""
     if label_names and str(value) not in label_names:
         problem("positive_label", f"{str(value)!r} is not a class of this task ({', '.join(label_names)})")
-    return str(value)
-
-
-def _encoding(value, file_format: str, problem) -> str:
-    import codecs
-
-    try:
-        codecs.lookup(str(value))
-    except LookupError:
-        problem("encoding", f"{value!r} is not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
-        return DEFAULT_ENCODING
-    if str(value) != DEFAULT_ENCODING and file_format not in ("csv", "tsv", "json"):
-        problem("encoding", f"only a csv, tsv or json file has an encoding to give; this one is {file_format!r}")
     return str(value)
 
 
@@ -289,82 +299,6 @@ def _name(raw: Mapping[str, Any], reserved: Collection[str], problem) -> str:
         problem("name", f"{name!r} is the name of a shipped task: give your task another name (or use the shipped "
                         f"task by its name alone)")
     return name
-
-
-def _files(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[dict[str, str], str]:
-    given = {split: raw[split] for split in SPLITS if split in raw}
-    file_format = raw.get("format")
-    if file_format is not None and file_format not in FORMATS:
-        problem("format", f"must be one of {', '.join(FORMATS)}, got {file_format!r}")
-        file_format = None
-    if not given:
-        return {}, file_format or ""
-    files: dict[str, str] = {}
-    for split in SPLITS:
-        value = given.get(split)
-        if not isinstance(value, (str, Path)) or not str(value):
-            problem(split, f"give the {split} file's path, got {value!r}")
-            continue
-        path = Path(value).expanduser()
-        if files_in == IN_DATA_FOLDER:
-            files[split] = str(value)
-            continue
-        if not path.is_absolute():
-            path = Path(base_dir or ".") / path
-        path = path.resolve()
-        if not path.is_file():
-            problem(split, f"file {str(path)!r} does not exist" + (" (it is a folder)" if path.is_dir() else ""))
-        files[split] = str(path)
-    if file_format is None and files:
-        suffixes = {EXTENSIONS.get(Path(p).suffix.lower()) for p in files.values()}
-        if len(suffixes) != 1 or None in suffixes:
-            problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in files.values())}: give "
-                              f"format: one of {', '.join(FORMATS)}")
-        file_format = next(iter(suffixes)) or ""
-        if file_format == "json" and any(looks_like_squad(Path(p)) for p in files.values()):
-            file_format = "squad"  # SQuAD's nested JSON (data → paragraphs → qas), not a table of rows
-    return files, file_format or ""
-
-
-def _hub(value, problem) -> HubSource | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = {"path": value}
-    if not isinstance(value, Mapping) or not isinstance(value.get("path"), str) or not value.get("path"):
-        problem("hub", f"must be a mapping with path (a hub data set id), got {value!r}")
-        return None
-    unknown = [k for k in value if k not in HUB_KEYS]
-    if unknown:
-        problem("hub", f"unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(HUB_KEYS)})")
-    columns = value.get("columns", {}) or {}
-    if not isinstance(columns, Mapping):
-        problem("hub.columns", f"must map hub columns to fields, got {columns!r}")
-        columns = {}
-    return HubSource(path=value["path"], name=value.get("name"), train_split=str(value.get("train_split", "train")),
-                     validation_split=str(value.get("validation_split", "validation")),
-                     columns={str(k): str(v) for k, v in columns.items()})
-
-
-def _glue(value, file_format: str, problem) -> GlueLayout | None:
-    if value is None:
-        if file_format == "glue":
-            problem("glue", "format glue needs glue: {header, num_columns, columns}")
-        return None
-    if file_format != "glue" or not isinstance(value, Mapping) or set(value) - set(GLUE_KEYS):
-        problem("glue", f"belongs to format glue, as a mapping of {', '.join(GLUE_KEYS)}; got {value!r}")
-        return None
-    header, columns, count = value.get("header", True), value.get("columns", {}), value.get("num_columns", 0)
-    if not isinstance(header, bool):
-        problem("glue", f"header: true or false (whether the first line names the columns), got {header!r}")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        problem("glue", f"num_columns: the number of columns every row has, got {count!r}")
-    if not isinstance(columns, Mapping) or not all(
-            isinstance(c, str) or (isinstance(c, int) and not isinstance(c, bool)) for c in columns.values()):
-        problem("glue", f"columns: a mapping of field to column (header name or 0-based index), got {columns!r}")
-        columns = {}
-    return GlueLayout(header=header is not False, num_columns=count if isinstance(count, int) else 0,
-                      columns=dict(columns))
 
 
 def _strings(value, key: str, problem, most: int | None = None) -> tuple[str, ...]:

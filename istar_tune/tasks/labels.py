@@ -68,9 +68,11 @@ class LabelColumn:
     """Placeholder text (as written) → its rows."""
 
 
-def read_column(values: Sequence[Any], drop: Iterable[str] = ()) -> LabelColumn:
-    """The canonical labels of a column; rows whose label is in ``drop`` are ``None`` and not reported."""
+def read_column(values: Sequence[Any], drop: Iterable[str] = (), declared: Iterable[str] = ()) -> LabelColumn:
+    """The canonical labels of a column; rows whose label is in ``drop`` are ``None`` and not reported; a placeholder
+    the definition declares as a class (``label_names: [none, some]``) is that class."""
     dropped = {d.strip().lower() for d in drop}
+    classes = {str(d).strip().lower() for d in declared}
     texts: list[str | None] = []
     structured, missing = [], {}
     for row, value in enumerate(values):
@@ -84,7 +86,7 @@ def read_column(values: Sequence[Any], drop: Iterable[str] = ()) -> LabelColumn:
             text = label_text(value)
         if text.lower() in dropped:
             texts.append(None)
-        elif text.lower() in PLACEHOLDERS:
+        elif text.lower() in PLACEHOLDERS and text.lower() not in classes:
             missing.setdefault(text, []).append(row)  # an empty cell (None) as ''
 
             texts.append(None)
@@ -108,8 +110,12 @@ def column_problems(column: LabelColumn, where: str, rows) -> list[str]:
         named = ", ".join(repr(t) for t in column.missing)
         all_rows = sorted(r for found in column.missing.values() for r in found)
         verb = "is" if len(column.missing) == 1 else "are"
-        problems.append(f"{where}: rows {rows(all_rows)}: {named} {verb} not a label: fix those rows, or drop them "
-                        f"with drop_labels: [{named}] in the task's definition")
+        if any(t is not None for t in column.texts):
+            problems.append(f"{where}: rows {rows(all_rows)}: {named} {verb} not a label: fix those rows, or drop them "
+                            f"with drop_labels: [{named}] in the task's definition")
+        else:  # dropping them would leave nothing: that advice is not given
+            problems.append(f"{where}: no row has a label (every one is {named}): is label_field the label column, "
+                            "and are the file's fields separated as its format says?")
     return problems
 
 

@@ -37,6 +37,8 @@ def definition_mapping(task: Task) -> dict[str, Any]:
         mapping["drop_labels"] = list(task.drop_labels)
     if task.column_names:
         mapping["column_names"] = list(task.column_names)
+    if task.separator:
+        mapping["separator"] = task.separator
     if task.unanswerable:
         mapping["unanswerable"] = True
     if task.positive_label:

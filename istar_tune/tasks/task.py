@@ -92,6 +92,8 @@ class Task:
     are scored by the official v2 rules. Set when the data is read (a question without an answer), or given."""
     column_names: tuple[str, ...] = ()
     """The columns of a headerless csv/tsv file, in order (empty: the first row is the header)."""
+    separator: str = ""
+    """A csv-style file's one-character separator (empty: the format's own, a comma or a tab)."""
     dropped: tuple[int, int] = (0, 0)
     """Once read: the training and validation rows dropped by ``drop_labels``."""
     score_range: tuple[float, float] | None = None

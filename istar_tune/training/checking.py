@@ -8,7 +8,6 @@ reported at once, naming the file and rows; the resolved task and the normalised
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from istar_tune.tasks.labels import (
     decorated_labels,
     distinct_labels,
     how_they_differ,
+    is_number,
     label_value,
     mixed_labels,
     number_key,
@@ -30,15 +30,14 @@ from istar_tune.tasks.labels import (
     spelling_variants,
 )
 from istar_tune.tasks.values import label_text
-
-MAX_ROWS_SHOWN = 5
-"""Bad rows listed per split and problem (then a count of the rest)."""
+from istar_tune.training.answers import qa_split
+from istar_tune.training.rows import MAX_ROWS_SHOWN, rows_text, value_kind
 
 
 def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, Path] | None,
                problems: list[str]) -> tuple[Task, dict[str, datasets.Dataset]]:
     """Check every split against the definition and bring it to the one shape; the resolved task."""
-    where = {split: (str(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}
+    where = where_of(task, files)
     task = _fields(task, loaded, where, problems)
     if problems:
         return task, loaded
@@ -48,18 +47,23 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
     if problems:
         return task, loaded
     if task.problem_type == EXTRACTIVE_QA:
-        splits = {split: _qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
+        splits = {split: qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
         if not problems and any(not a["text"] for split in SPLITS for a in splits[split]["answers"]):
             task = replace(task, unanswerable=True)  # SQuAD v2: the null answer trains and is scored
         return task, splits
     columns: dict[str, LabelColumn] = {}
     if task.problem_type == CLASSIFICATION:  # a regression's scores are read as numbers by label_value alone
-        columns = {split: read_column(loaded[split][task.label_field], task.drop_labels) for split in SPLITS}
+        declared = task.label_values or task.label_names  # a class named like a placeholder, declared, is a class
+        columns = {split: read_column(loaded[split][task.label_field], task.drop_labels, declared) for split in SPLITS}
         for split in SPLITS:  # rows without a label; the other rows are still read (their problems said too)
             problems += column_problems(columns[split], where[split], rows_text)
+        emptied = [split for split in SPLITS if columns[split].texts and not columns[split].missing
+                   and all(t is None for t in columns[split].texts)]
+        problems += [f"{where[split]}: drop_labels {list(task.drop_labels)} drops every row of the {split} split: "
+                     "nothing is left; drop fewer labels" for split in emptied]
         before = len(problems)
-        task = _classes(task, columns, where, problems)
-        if len(problems) > before:  # the classes themselves are in doubt: no row is read against them
+        task = _classes(task, columns, where, problems) if not emptied else task
+        if len(problems) > before or emptied:  # the classes themselves are in doubt: no row is read against them
             return task, loaded
     splits, dropped = {}, []
     for split in SPLITS:
@@ -80,11 +84,41 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
             task = replace(task, observed_scores=(min(labels), max(labels)))
     if task.problem_type == CLASSIFICATION:
         task = replace(task, dropped=(dropped[0], dropped[1]))
-        trained = set(splits["train"]["label"]) if not problems else set()
-        if len(trained) == 1:
-            problems.append(f"{where['train']}: every training label is {task.label_names[next(iter(trained))]!r}: a "
-                            "classifier needs two classes or more (check label_field, or the file)")
+    if not problems:
+        problems += cut_problems(task, splits, where, "")
     return task, splits
+
+
+def where_of(task: Task, files: dict[str, Path] | None) -> dict[str, str]:
+    """How a refusal names each split: its file, or the hub's data set and split."""
+    return {split: (str(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}
+
+
+SPLIT_WORDS = {"train": "training", "validation": "validation"}
+
+
+def cut_problems(task: Task, splits: dict[str, datasets.Dataset], where: dict[str, str], cut: str) -> list[str]:
+    """What the splits a cut leaves (``cut`` says which: the first N rows; "" for the whole files) cannot be trained
+    or scored on: an empty split, one training class, a constant score (nothing to learn; a correlation of a constant
+    is undefined)."""
+    problems = []
+    for split, data in splits.items():
+        if len(data) == 0 and cut:
+            problems.append(f"{where[split]}: {cut}: the {split} split is empty")
+    fix = (": is the file sorted by label? shuffle it, or raise that limit" if cut else
+           " (check label_field, or the file)")
+    train = splits.get("train")
+    if task.problem_type == CLASSIFICATION and train is not None and len(set(train["label"])) == 1:
+        name = task.label_names[train["label"][0]]
+        problems.append(f"{where['train']}: {cut + ': ' if cut else ''}every training label is {name!r}: a classifier "
+                        f"needs two classes or more{fix}")
+    if task.problem_type == REGRESSION:
+        for split, data in splits.items():
+            if len(data) and len(set(data["label"])) == 1:
+                why = "nothing to learn" if split == "train" else f"{task.metric} is undefined on a constant"
+                problems.append(f"{where[split]}: {cut + ': ' if cut else ''}every {SPLIT_WORDS[split]} score is "
+                                f"{data['label'][0]:g}: {why}{fix if cut else ': is label_field the score?'}")
+    return problems
 
 
 def _fields(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, str], problems: list[str]) -> Task:
@@ -102,10 +136,20 @@ def _fields(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, st
         if not columns:
             continue  # empty: said above
         missing = [name for name in wanted if name not in columns]
-        if missing:
+        separated = next((c for c in SEPARATOR_GUESSES if len(columns) == 1 and task.label_field in [
+            part.strip() for part in columns[0].split(c)]), None)
+        if missing and separated:
+            problems.append(f"{where[split]}: no field {', '.join(map(repr, missing))}: its one field "
+                            f"{columns[0]!r} holds {separated!r}: a {separated!r}-separated file? give separator: "
+                            f"{separated!r} in the task's definition (--separator on the command line)")
+        elif missing:
             problems.append(f"{where[split]}: no field {', '.join(map(repr, missing))} (its fields: "
                             f"{', '.join(columns)}): set text_fields and label_field to fields that exist")
     return replace(task, text_fields=text_fields)
+
+
+SEPARATOR_GUESSES = ";|:^~@#"
+"""Separators a one-field header is split at to see whether the file is delimited by one of them."""
 
 
 def _check_text_fields(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, str],
@@ -164,21 +208,6 @@ def _is_header(row: tuple, named: list[str]) -> bool:
     if all(c.casefold() == n.casefold() for c, n in zip(cells, named)):
         return True
     return cells[-1].casefold() == named[-1].casefold() and all(HEADER_CELL.fullmatch(c) for c in cells[:-1])
-
-
-def value_kind(value) -> str:
-    """A value's kind in words, as a refusal names it (numbers, lists, text, ...)."""
-    if isinstance(value, bool):
-        return "yes/no values"
-    if isinstance(value, (int, float)):
-        return "numbers"
-    if isinstance(value, (list, tuple)):
-        return "lists"
-    if isinstance(value, dict):
-        return "mappings (nested objects)"
-    if isinstance(value, str):
-        return "text"
-    return type(value).__name__
 
 
 def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str], problems: list[str]) -> Task:
@@ -312,64 +341,13 @@ def _labels(task: Task, values: list, where: str, split: str, problems: list[str
             unseen = " (the training split never shows them)" if split == "validation" and plural else unseen
             unseen = "" if declared else unseen
             shown = task.label_values or task.label_names
+            decimals = [v for v in bad if is_number(v) and not float(v).is_integer()]
+            hint = ("; scores with decimals? say problem_type: regression (--problem-type regression)" if decimals
+                    and all(is_number(n) for n in task.label_names) else "")
             problems.append(f"{where}: rows {rows_text(rows)}: label{'s' if plural else ''} {values} "
-                            f"{'are' if plural else 'is'} not one of {', '.join(shown)}{unseen}")
+                            f"{'are' if plural else 'is'} not one of {', '.join(shown)}{unseen}{hint}")
     return out
 
 
 MAX_CELL_CHARS = 1_000_000
 """The most characters one text cell may hold (a 512-token window reads about 3,000)."""
-
-
-def rows_text(indices: list[int]) -> str:
-    """1-based row numbers, the first few and a count of the rest."""
-    shown = ", ".join(str(i + 1) for i in indices[:MAX_ROWS_SHOWN])
-    more = f" and {len(indices) - MAX_ROWS_SHOWN} more" if len(indices) > MAX_ROWS_SHOWN else ""
-    return shown + more
-
-
-def _qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str]) -> datasets.Dataset:
-    """A QA split as SQuAD's columns: ``id``, ``question``, ``context``, ``answers = {text, answer_start}``."""
-    question, context = task.text_fields
-    bad = [i for i, a in enumerate(data[task.label_field])
-           if not isinstance(a, dict) or not isinstance(a.get("text"), list)
-           or len(a.get("text", [])) != len(a.get("answer_start", []) or [])]
-    if bad:
-        problems.append(f"{where}: rows {rows_text(bad)}: {task.label_field} must be {{text: [...], answer_start: "
-                        "[...]}} of the same length")
-        return data
-    given = data["id"] if "id" in data.column_names else list(range(len(data)))
-    nulls = [row for row, value in enumerate(given) if value is None or str(value).strip() == ""]
-    if nulls:
-        problems.append(f"{where}: rows {rows_text(nulls)}: no id: each question needs its own id (answers are "
-                        "scored per id)")
-    ids = [str(i) for i in given]
-    _check_answers(data[context], data[task.label_field], where, task.label_field, problems)
-    counts = Counter(ids)
-    twice = sorted(i for i, count in counts.items() if count > 1)
-    if twice:
-        problems.append(f"{where}: ids {', '.join(twice[:MAX_ROWS_SHOWN])} repeat: each question needs its own id "
-                        "(answers are scored per id)")
-    return datasets.Dataset.from_dict({"id": ids, "question": data[question], "context": data[context],
-                                       "answers": data[task.label_field]})
-
-
-def _check_answers(contexts: list, answers: list, where: str, field: str, problems: list[str]) -> None:
-    """Each answer is its context's text at its ``answer_start`` (else every window of it would be read as "no
-    answer", or train towards the wrong span); a question without one is unanswerable (SQuAD v2)."""
-    off, untyped = [], []
-    for row, (context, answer) in enumerate(zip(contexts, answers)):
-        if not answer["text"]:
-            continue  # unanswerable (SQuAD v2): the null answer
-        if not all(isinstance(text, str) and isinstance(start, int) and not isinstance(start, bool)
-                   for text, start in zip(answer["text"], answer["answer_start"])):
-            untyped.append(row)
-        elif any(context[start:start + len(text)] != text
-                 for text, start in zip(answer["text"], answer["answer_start"])):
-            off.append(row)
-    if untyped:
-        problems.append(f"{where}: rows {rows_text(untyped)}: {field}: each answer's text must be text and its "
-                        "answer_start a whole number (a null, a number or a string found)")
-    if off:
-        problems.append(f"{where}: rows {rows_text(off)}: {field}: the context does not hold the answer text at its "
-                        "answer_start (a shifted offset, an answer past the context's end, or text not in it)")

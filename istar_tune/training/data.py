@@ -56,6 +56,10 @@ def hold_out(data: EncodedData, share: float, seed: int) -> EncodedData:
         raise ConfigError(f"holdout {share} of {len(data.train)} training examples leaves one side empty: use more "
                           "training examples or another share")
     split = data.train.train_test_split(test_size=share, seed=int(seed) % 2**32, shuffle=True)
+    labels = split["train"]["labels"]
+    if len(set(labels)) < 2 and data.label_scale is None and len(set(data.train["labels"])) > 1:
+        raise ConfigError(f"holdout {share} with seed {seed} leaves one class in the {len(labels)} training examples "
+                          "it keeps: use more training examples, another share, or another holdout_seed")
     return dataclasses.replace(data, train=split["train"], holdout=split["test"])
 
 
@@ -66,7 +70,9 @@ def encode(task: Task, raw: datasets.DatasetDict, tokenizer, max_length: int = 1
     (default a quarter of the window)."""
     if task.problem_type == EXTRACTIVE_QA:
         window = squad_window or max_length
-        return _encode_squad(raw, tokenizer, window, squad_stride or squad_doc_stride(window))
+        stride = squad_stride or squad_doc_stride(window)
+        _question_room(raw, tokenizer, window, stride)
+        return _encode_squad(raw, tokenizer, window, stride)
 
     scale = LabelScale.of(raw["train"]["label"]) if task.problem_type == REGRESSION else None
 
@@ -101,6 +107,22 @@ def fingerprint(split: datasets.Dataset, tokenizer, function, how: tuple) -> str
                               tokenizer.padding_side, tokenizer.truncation_side, list(how),
                               [c for c in function.__code__.co_consts if isinstance(c, (str, int, float))]]).encode())
     return digest.hexdigest()[:16]
+
+
+def _question_room(raw: datasets.DatasetDict, tokenizer, window: int, stride: int) -> None:
+    """Every question leaves room for its context in a window (the tokenizer would raise its truncation error): the
+    questions that do not are refused, naming their rows and the way out."""
+    room = window - tokenizer.num_special_tokens_to_add(pair=True) - stride
+    for split in SPLITS:
+        questions = [q.lstrip() for q in raw[split]["question"]]
+        sizes = [len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]]
+        long = [i for i, size in enumerate(sizes) if size >= room]
+        if long:
+            shown = ", ".join(str(i + 1) for i in long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
+            raise ConfigError(f"{split} rows {shown}: a question of {max(sizes[i] for i in long)} tokens leaves no "
+                              f"room for its context in a {window}-token window overlapping by {stride}: raise the "
+                              "window (max_length; a recipe's squad_window where it sets one), or shorten those "
+                              "questions")
 
 
 def squad_doc_stride(max_length: int) -> int:

@@ -19,19 +19,21 @@ from pathlib import Path
 import datasets
 
 from istar_tune.errors import ConfigError, DataError, IstarTuneError
-from istar_tune.tasks import EXTRACTIVE_QA, SPLITS, Task
+from istar_tune.tasks import SPLITS, Task
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
 from istar_tune.tasks.labels import is_number
 from istar_tune.tasks.task import IN_DATA_FOLDER, PAPER_FORMATS
-from istar_tune.tasks.values import label_text
-from istar_tune.training.checking import normalise, rows_text, value_kind
+from istar_tune.training.checking import cut_problems, normalise, where_of
+from istar_tune.training.json_files import read_json, table, undecodable
 from istar_tune.training.paper_files import PARSERS
+from istar_tune.training.rows import rows_text
 
 
 def load_raw(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,
-             max_eval_samples: int | None = None) -> datasets.DatasetDict:
-    """The task's train and validation splits as a ``DatasetDict`` (the first N rows of each when limited)."""
-    return read_task(task, data_dir, max_train_samples, max_eval_samples)[1]
+             max_eval_samples: int | None = None, trains: bool = True) -> datasets.DatasetDict:
+    """The task's train and validation splits as a ``DatasetDict`` (the first N rows of each when limited;
+    ``trains=False``: nothing trains on the training split, whose cut is then not checked)."""
+    return read_task(task, data_dir, max_train_samples, max_eval_samples, trains)[1]
 
 
 def resolve(task: Task, data_dir: str | Path | None = None) -> Task:
@@ -41,8 +43,9 @@ def resolve(task: Task, data_dir: str | Path | None = None) -> Task:
 
 
 def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,
-              max_eval_samples: int | None = None) -> tuple[Task, datasets.DatasetDict]:
-    """The resolved task and its splits (limited to the first N rows after every check of the whole split)."""
+              max_eval_samples: int | None = None, trains: bool = True) -> tuple[Task, datasets.DatasetDict]:
+    """The resolved task and its splits: limited to the first N rows after every check of the whole split, and what
+    a limit leaves checked again (an empty split, one training class, a constant score)."""
     files = task_files(task, data_dir)
     if files is None:
         loaded, checksums = _from_hub(task), {s: "hub" for s in SPLITS}
@@ -67,9 +70,19 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
     resolved = replace(resolved, train_examples=task.train_examples or len(splits["train"]),
                        eval_examples=task.eval_examples or len(splits["validation"]),
                        read_examples=(len(splits["train"]), len(splits["validation"])))
+    cut = {}
     for split, limit in (("train", max_train_samples), ("validation", max_eval_samples)):
         if limit is not None and limit < len(splits[split]):
             splits[split] = splits[split].select(range(limit))
+            if trains or split != "train":
+                cut[split] = splits[split]
+    if cut:  # every check the whole split passed, again on what the limits leave
+        names = {"train": f"max_train_samples {max_train_samples}",
+                 "validation": f"max_eval_samples {max_eval_samples}"}
+        problems = [p for split, data in cut.items() for p in cut_problems(
+            resolved, {split: data}, where_of(task, files), f"the first {len(data):,} rows ({names[split]})")]
+        if problems:
+            raise ConfigError(problems)
     return resolved, datasets.DatasetDict(splits)
 
 
@@ -107,10 +120,11 @@ def file_checksum(path: Path) -> str:
 
 def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Dataset]:
     if task.format in PAPER_FORMATS:
-        return {split: _table(PARSERS[task.format](task, files[split]), files[split]) for split in SPLITS}
+        return {split: table(PARSERS[task.format](task, files[split]), files[split]) for split in SPLITS}
     # csv/tsv: a cell is what is written ('nan', 'NA' and '' are not turned into nulls the rule could not name).
     verbatim = {"keep_default_na": False}
-    builder, options = {"csv": ("csv", dict(verbatim)), "tsv": ("csv", {"sep": "\t", "quoting": 3, **verbatim}),
+    builder, options = {"csv": ("csv", {"sep": task.separator or ",", **verbatim}),
+                        "tsv": ("csv", {"sep": "\t", "quoting": 3, **verbatim}),
                         "json": ("json", {}), "parquet": ("parquet", {})}[task.format]
     if task.format != "parquet":
         options["encoding"] = task.encoding
@@ -118,11 +132,17 @@ def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Datase
         options["column_names"] = list(task.column_names)
     splits = {}
     headers = {split: _header(task, files[split]) for split in SPLITS} if task.format in ("csv", "tsv") else {}
+    for split in SPLITS if task.format != "parquet" else ():
+        _not_text(task, files[split])
     _check_headers(task, files, headers)
+    for split, header in headers.items():
+        _field_counts(task, files[split], len(task.column_names or header))
     for split in SPLITS:
-        mixed = _mixed_json(task, files[split]) if task.format == "json" else None
-        if mixed is not None:  # datasets' builder would coerce the mixture (a '-' among numbers read as 0)
-            splits[split] = mixed
+        if task.format == "json":  # parsed once, by one parser: datasets' builder would coerce a mixture
+            splits[split] = read_json(task, files[split])
+            continue
+        if task.format == "parquet" and _parquet_rows(files[split]) == 0:  # the builder's error would hide it
+            splits[split] = datasets.Dataset.from_dict({})
             continue
         try:
             with _quiet("datasets"):  # its own ERROR line would repeat, in library words, what is said below
@@ -143,64 +163,8 @@ def _from_files(task: Task, files: dict[str, Path]) -> dict[str, datasets.Datase
     return splits
 
 
-def _mixed_json(task: Task, path: Path) -> datasets.Dataset | None:
-    """A JSON (or JSON Lines) file whose fields mix kinds of values, read as written; ``None`` where every field
-    holds one kind (the builder reads it). ``datasets``' json builder falls back to pandas on a mixture and coerces it
-    silently (labels ``"-"`` and ``0`` come out as 0, 0): here the label field's mixture of scalars is kept as text
-    (the label rule then reads it), a label that is a list or a mapping is refused, and another field that mixes
-    kinds is refused, naming its rows."""
-    import json
-
-    try:
-        text = path.read_text(encoding=task.encoding).lstrip("\ufeff")
-        rows = json.loads(text) if text.lstrip().startswith("[") else [
-            json.loads(line) for line in text.splitlines() if line.strip()]
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None  # the builder says what is wrong, with its line
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-        return None
-    names = list(dict.fromkeys(k for r in rows for k in r))
-    columns = {name: [r.get(name) for r in rows] for name in names}
-    kinds = {name: {value_kind(v) for v in values if v is not None} for name, values in columns.items()}
-    if all(len(found) <= 1 for found in kinds.values()):
-        return None
-    problems = []
-    for name, values in columns.items():
-        if len(kinds[name]) <= 1:
-            continue
-        if name == task.label_field and task.problem_type != EXTRACTIVE_QA:
-            structured = [i for i, v in enumerate(values) if isinstance(v, (list, dict))]
-            if structured:
-                problems.append(f"{path}: rows {rows_text(structured)}: the label is a list or a mapping: multi-label "
-                                "classification is not supported (one label per row)")
-            columns[name] = [v if v is None or isinstance(v, (list, dict)) else label_text(v) for v in values]
-            continue
-        by_kind: dict[str, list[int]] = {}
-        for i, v in enumerate(values):
-            if v is not None:
-                by_kind.setdefault(value_kind(v), []).append(i)
-        shown = "; ".join(f"{kind} in rows {rows_text(found)}" for kind, found in sorted(by_kind.items()))
-        problems.append(f"{path}: field {name!r} holds values of different kinds ({shown}): write each field one way "
-                        "(a text field holds text)")
-    if problems:
-        raise ConfigError(problems)
-    return _table(columns, path)
-
-
-def _table(columns: dict[str, list], path: Path) -> datasets.Dataset:
-    """A parsed file's columns as a table; values of mixed kinds in one column are refused in one line."""
-    try:
-        return datasets.Dataset.from_dict(columns)
-    except Exception as err:  # noqa: BLE001 — pyarrow's words (ArrowInvalid, ArrowTypeError), on one line
-        text = " ".join(str(err).split())[:200]
-        raise DataError(f"{path}: a field holds values of different kinds (text, numbers, null, lists): {text}; "
-                        "write each field one way") from None
-
-
 def _header(task: Task, path: Path) -> list[str]:
     """The first row of a csv/tsv file as its cells (the header unless ``column_names`` is given)."""
-    import csv
-
     try:
         with open(path, encoding=task.encoding, newline="") as handle:
             first = handle.readline().lstrip("\ufeff")
@@ -208,11 +172,75 @@ def _header(task: Task, path: Path) -> list[str]:
         return []  # said in the builder's own error, with the line and byte
     if task.format == "tsv":
         return [cell.strip() for cell in first.rstrip("\r\n").split("\t")] if first else []
-    return [cell.strip() for cell in next(csv.reader([first]), [])]
+    return [cell.strip() for cell in next(_csv_rows([first], task), [])]
 
 
 HEADER_WORDS = 5
 """A header cell of this many words or more reads as a sentence: the first row is data, not a header."""
+
+
+MAGIC = ((b"PK\x03\x04", "an Excel workbook (.xlsx) or a zip archive", "save it as CSV (in Excel: Save As, CSV UTF-8), "
+          "or unzip it"),
+         (b"\xd0\xcf\x11\xe0", "an Excel 97-2003 workbook (.xls)", "save it as CSV (in Excel: Save As, CSV UTF-8)"),
+         (b"PAR1", "a parquet file", "name it .parquet, or give format: parquet"),
+         (b"\x1f\x8b", "a gzip-compressed file", "decompress it (gunzip)"))
+"""A file's first bytes that say it is not text, what it is, and the way out."""
+
+
+def _not_text(task: Task, path: Path) -> None:
+    """A binary file under a text format's name (an Excel workbook saved as ``.csv``) refused, saying what it is."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    for magic, what, fix in MAGIC:
+        if head.startswith(magic):
+            raise DataError(f"{path}: {what}, not a {task.format} file: {fix}")
+
+
+def _csv_rows(lines, task: Task):
+    """A csv file's rows with the task's separator; a cell as long as any the checker lets through is read (Python's
+    csv module stops at 128 KiB by default, where pandas reads on)."""
+    import csv
+
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+    return csv.reader(lines, delimiter=task.separator or ",")
+
+
+def _parquet_rows(path: Path) -> int | None:
+    """A parquet file's row count from its footer (``None``: not readable as parquet; the builder says why)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # noqa: BLE001 — said by the builder, in its words
+        return None
+
+
+def _field_counts(task: Task, path: Path, expected: int) -> None:
+    """Every row of a csv/tsv file has as many fields as its names (pandas would make the first of one more field a
+    row index and shift every column, or fill one fewer with nulls): the rows that do not are refused in one line."""
+    import csv
+
+    if not expected:
+        return
+    bad, counts = [], set()
+    with open(path, encoding=task.encoding, newline="") as handle:
+        records = (line.rstrip("\r\n").split("\t") if line.strip("\r\n") else [] for line in handle) if (
+            task.format == "tsv") else _csv_rows(handle, task)
+        try:
+            rows = [r for r in records if r]
+        except (UnicodeDecodeError, csv.Error):
+            return  # said by the builder, with its line
+    for index, row in enumerate(rows[0 if task.column_names else 1:]):
+        if len(row) != expected:
+            bad.append(index)
+            counts.add(len(row))
+    if bad:
+        sep = task.separator or ","
+        fix = ("a tab inside a cell? a tsv file is read unquoted, so a cell cannot hold a tab: remove it" if
+               task.format == "tsv" else f"a {sep!r} inside a cell that is not quoted? quote that cell (\"a{sep} b\")")
+        raise DataError(f"{path}: rows {rows_text(bad)}: {' or '.join(map(str, sorted(counts)))} fields where the "
+                        f"{'column_names give' if task.column_names else 'header has'} {expected}: {fix}, or a "
+                        "field missing")
 
 
 def _check_headers(task: Task, files: dict[str, Path], headers: dict[str, list[str]]) -> None:
@@ -239,17 +267,6 @@ def _check_headers(task: Task, files: dict[str, Path], headers: dict[str, list[s
         raise ConfigError(list(dict.fromkeys(problems)))
 
 
-def _undecodable(path: Path, encoding: str) -> str:
-    """Where a file first fails to decode: ``line 51: byte 0xf0 ...`` ("" if it decodes)."""
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                line.decode(encoding)
-            except UnicodeDecodeError as err:
-                return f"line {number}: byte 0x{line[err.start:err.start + 1].hex()} cannot be decoded as {encoding}"
-    return ""
-
-
 def _cause(err: BaseException, task: Task, path: Path) -> str:
     """The innermost error under a builder's wrapper (``DatasetGenerationError`` says only that generating failed),
     on one line, with the way out where one is known."""
@@ -263,7 +280,7 @@ def _cause(err: BaseException, task: Task, path: Path) -> str:
     err = named[0] if named else causes[-1]
     text = " ".join(str(err).split())[:300]
     if isinstance(err, UnicodeDecodeError):
-        return (f"{_undecodable(path, task.encoding) or text} (the file is not {task.encoding}: give its encoding in "
+        return (f"{undecodable(path, task.encoding) or text} (the file is not {task.encoding}: give its encoding in "
                 "the task's definition, e.g. encoding: latin-1)")
     if "Expected" in text and "fields in line" in text:
         return (f"{type(err).__name__}: {text} (a row with more separators than the header: quote it, or is the "

@@ -7,7 +7,7 @@ from pathlib import Path
 import datasets
 
 from istar_tune.tasks import task_from_mapping
-from istar_tune.training.checking import normalise, rows_text, value_kind
+from istar_tune.training.checking import normalise
 
 FILES = {"train": Path("train.csv"), "validation": Path("dev.csv")}
 
@@ -45,7 +45,41 @@ def test_a_qa_split_with_a_question_without_an_answer_is_squad_v2(tmp_path):
     assert not task.unanswerable
 
 
-def test_rows_and_kinds_as_a_refusal_names_them():
-    assert rows_text([0, 1, 2, 3, 4, 5, 6]) == "1, 2, 3, 4, 5 and 2 more"
-    assert [value_kind(v) for v in (1, 2.5, True, [1], {"a": 1}, "x")] == [
-        "numbers", "numbers", "yes/no values", "lists", "mappings (nested objects)", "text"]
+def test_every_check_runs_again_after_drop_labels_and_a_declared_placeholder_is_a_class(tmp_path):
+    train = datasets.Dataset.from_dict({"text": ["a", "b", "c"], "label": ["x", "y", "x"]})
+    dev = datasets.Dataset.from_dict({"text": ["d", "e"], "label": ["z", "z"]})
+    problems: list[str] = []
+    normalise(_task(tmp_path, drop_labels=["z"]), {"train": train, "validation": dev}, FILES, problems)
+    assert problems == ["dev.csv: drop_labels ['z'] drops every row of the validation split: nothing is left; drop "
+                        "fewer labels"]  # it ended in KeyError: 'logits' after an epoch
+    problems.clear()
+    normalise(_task(tmp_path, drop_labels=["y"]), {"train": train, "validation": train}, FILES, problems)
+    assert problems == ["train.csv: every training label is 'x': a classifier needs two classes or more (check "
+                        "label_field, or the file)"]
+    problems.clear()
+    placeholders = datasets.Dataset.from_dict({"text": ["a", "b"], "label": ["-", "-"]})
+    normalise(_task(tmp_path), {"train": placeholders, "validation": dev}, FILES, problems)
+    assert problems[0] == ("train.csv: no row has a label (every one is '-'): is label_field the label column, and "
+                           "are the file's fields separated as its format says?")  # not "drop them": nothing left
+    problems.clear()
+    named = datasets.Dataset.from_dict({"text": ["a", "b", "c"], "label": ["none", "some", "none"]})
+    task, splits = normalise(_task(tmp_path, label_names=["none", "some"]), {"train": named, "validation": named},
+                             FILES, problems)
+    assert not problems and splits["train"]["label"] == [0, 1, 0]  # declared: a class, not a missing label
+
+
+def test_a_constant_score_and_halves_among_whole_classes_are_refused_with_their_way_out(tmp_path):
+    same = datasets.Dataset.from_dict({"text": ["a", "b"], "label": [2.5, 2.5]})
+    varied = datasets.Dataset.from_dict({"text": ["a", "b"], "label": [1.5, 2.5]})
+    problems: list[str] = []
+    normalise(_task(tmp_path, problem_type="regression"), {"train": same, "validation": varied}, FILES, problems)
+    assert problems == ["train.csv: every training score is 2.5: nothing to learn: is label_field the score?"]
+    problems.clear()
+    normalise(_task(tmp_path, problem_type="regression"), {"train": varied, "validation": same}, FILES, problems)
+    assert problems == ["dev.csv: every validation score is 2.5: pearson is undefined on a constant: is label_field "
+                        "the score?"]
+    problems.clear()
+    whole = datasets.Dataset.from_dict({"text": ["a", "b", "c"], "label": [1, 2, 3]})
+    normalise(_task(tmp_path), {"train": whole, "validation": varied}, FILES, problems)
+    assert problems == ["dev.csv: rows 1, 2: labels '1.5', '2.5' are not one of 1, 2, 3 (the training split never "
+                        "shows them); scores with decimals? say problem_type: regression (--problem-type regression)"]

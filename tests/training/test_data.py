@@ -95,3 +95,44 @@ def test_the_tokenised_splits_fingerprint_follows_what_decides_them(glue_tiny):
     assert encode(task, raw, other, max_length=24).train._fingerprint != data.train._fingerprint
     fewer = load_raw(task, glue_tiny, max_train_samples=8, max_eval_samples=8)
     assert encode(task, fewer, tokenizer, max_length=24).train._fingerprint != data.train._fingerprint
+
+
+def test_a_question_that_leaves_no_room_for_its_context_is_refused_naming_its_rows(glue_tiny):
+    from istar_tune.errors import ConfigError
+
+    task = get_task("squad")
+    tokenizer = load_tokenizer("tiny-bert")
+    raw = load_raw(task, glue_tiny)
+    long = " ".join(["which"] * 40) + "?"
+    raw["validation"] = raw["validation"].map(lambda row, i: {"question": long if i == 2 else row["question"]},
+                                              with_indices=True)
+    with pytest.raises(ConfigError) as err:  # the tokenizer's own truncation error before
+        encode(task, raw, tokenizer, max_length=48)
+    assert str(err.value) == ("validation rows 3: a question of 41 tokens leaves no room for its context in a 48-token "
+                              "window overlapping by 12: raise the window (max_length; a recipe's squad_window where "
+                              "it sets one), or shorten those questions")
+    assert len(encode(task, raw, tokenizer, max_length=96).validation) > 0
+
+
+def test_a_holdout_that_leaves_one_training_class_is_refused(glue_tiny):
+    import datasets
+
+    from istar_tune.errors import ConfigError
+    from istar_tune.training.data import hold_out
+
+    task = get_task("sst2")
+    raw = load_raw(task, glue_tiny)
+    tokenizer = load_tokenizer("tiny-bert")
+    first = raw["train"].filter(lambda row: row["label"] == 0).select(range(5))
+    other = raw["train"].filter(lambda row: row["label"] == 1).select(range(1))
+    raw["train"] = datasets.concatenate_datasets([first, other])
+    data = encode(task, raw, tokenizer, 32)
+    seeds = [seed for seed in range(20) if 1 in hold_out_labels(data, seed)]
+    assert seeds  # some seeds hold the one positive example out
+    with pytest.raises(ConfigError, match=f"holdout 0.3 with seed {seeds[0]} leaves one class in the 4 training"):
+        hold_out(data, 0.3, seeds[0])
+
+
+def hold_out_labels(data, seed: int) -> set[int]:
+    """The labels a seeded 0.3 holdout takes (the same split :func:`hold_out` draws)."""
+    return set(data.train.train_test_split(test_size=0.3, seed=seed, shuffle=True)["test"]["labels"])

@@ -105,7 +105,7 @@ def test_the_problem_type_comes_from_the_labels_and_is_stated(tmp_path):
     assert resolved.describe() == ("task own: input text; label label; regression (labels are numbers with decimals; "
                                    "if they are classes, say problem_type: classification), scores 0 to 4.4 (trained "
                                    "as z-scores); 20 train / 2 validation examples")
-    many = _files(tmp_path / "m", "text,label", [f"t {i},{i}" for i in range(30)], ["a,3"])
+    many = _files(tmp_path / "m", "text,label", [f"t {i},{i}" for i in range(30)], ["a,3", "b,4"])
     resolved = read_task(_task(many))[0]
     assert resolved.problem_type == "classification" and resolved.num_labels == 30
     assert "30 distinct: if they are scores, say problem_type: regression" in resolved.describe()
@@ -256,7 +256,8 @@ def test_a_file_that_cannot_be_read_names_the_line_the_byte_and_the_way_out(tmp_
     with pytest.raises(DataError, match="its header 'text\\\\tlabel' holds tabs, not commas: .* give format: tsv"):
         read_task(_task(tabs))
     wide = _files(tmp_path / "wide", "text,label", ["good,1", "a,b,c,d,0"], ["fine,1"])
-    with pytest.raises(DataError, match="Expected 2 fields in line 3, saw 5 .*quote it"):
+    with pytest.raises(DataError, match="wide/train.csv: rows 2: 5 fields where the header has 2: a ',' inside a cell "
+                                        "that is not quoted\\? quote that cell"):
         read_task(_task(wide))
     with pytest.raises(ConfigError, match="encoding: 'klingon' is not an encoding Python knows"):
         _task(latin, encoding="klingon")
@@ -376,3 +377,62 @@ def test_a_header_read_as_data_is_refused_in_every_way_it_arrives(tmp_path):
     assert any("rows 1: the row holds the fields' own names" in p for p in err.value.problems), err.value.problems
     plain = _files(tmp_path / "p", "text,label", ["dull,neg", "fine,pos"], ["d,pos"])  # one-word texts are text
     assert read_task(_task(plain))[0].label_names == ("neg", "pos")
+
+
+@pytest.mark.parametrize(("suffix", "header", "rows", "said"), [
+    ("tsv", "text\tlabel", ['"a\tb"\t1', "c\t0"], "rows 1: 3 fields where the header has 2: a tab inside a cell? a "
+                                                  "tsv file is read unquoted"),   # an index column shifted them
+    ("csv", "text,label", ["a,1", "b, c,0", "d,1", "e"], "rows 2, 4: 1 or 3 fields where the header has 2: a ',' "
+                                                         "inside a cell that is not quoted? quote that cell"),
+    ("csv", "text,label", ["a, b,1", "c, d,0"], "rows 1, 2: 3 fields where the header has 2"),  # pandas: an index
+])
+def test_a_row_whose_field_count_differs_from_its_names_is_refused(tmp_path, suffix, header, rows, said):
+    with pytest.raises(DataError) as err:
+        read_task(_task(_files(tmp_path, header, rows, rows, suffix)))
+    assert said in str(err.value) and str(err.value).startswith(str(tmp_path / f"train.{suffix}"))
+    headerless = _files(tmp_path / "bare", "a,1", ["b,0", "c,d,1"], ["e,1"])
+    with pytest.raises(DataError, match="rows 3: 3 fields where the column_names give 2"):
+        read_task(_task(headerless, column_names=["text", "label"]))
+
+
+@pytest.mark.parametrize(("head", "said"), [
+    (b"PK\x03\x04\x14\x00\x06\x00", "an Excel workbook (.xlsx) or a zip archive, not a csv file: save it as CSV"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Excel 97-2003 workbook (.xls), not a csv file"),
+    (b"PAR1\x15\x04\x15\x10", "a parquet file, not a csv file: name it .parquet, or give format: parquet"),
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "a gzip-compressed file, not a csv file: decompress it"),
+])
+def test_a_binary_file_under_a_text_name_says_what_it_is(tmp_path, head, said):
+    files = _files(tmp_path, "text,label", ["a,1", "b,0"], ["c,1"])
+    files["train"].write_bytes(head + bytes(200))
+    with pytest.raises(DataError) as err:  # "BadZipFile: File is not a zip file" for a workbook before
+        read_task(_task(files))
+    assert str(err.value) == f"{files['train']}: {said}" or str(err.value).startswith(f"{files['train']}: {said}")
+
+
+def test_an_empty_parquet_split_is_said_to_be_empty(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = {"train": tmp_path / "train.parquet", "validation": tmp_path / "dev.parquet"}
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), files["train"])
+    pq.write_table(pa.table({"text": pa.array([], pa.string()), "label": pa.array([], pa.int64())}),
+                   files["validation"])
+    with pytest.raises(ConfigError) as err:  # "ArrowInvalid: BatchSize must be greater than 0" before
+        read_task(_task(files))
+    assert err.value.problems == [f"{files['validation']}: the validation split is empty: give at least one example"]
+
+
+def test_what_a_limit_leaves_is_checked_again(tmp_path):
+    rows = [f"first {i},neg" for i in range(5)] + [f"then {i},pos" for i in range(5)]
+    files = _files(tmp_path, "text,label", rows, ["c,pos", "d,neg"])
+    with pytest.raises(ConfigError) as err:  # a "2-class" model trained on one class before
+        read_task(_task(files), max_train_samples=3)
+    assert err.value.problems == [f"{files['train']}: the first 3 rows (max_train_samples 3): every training label is "
+                                  "'neg': a classifier needs two classes or more: is the file sorted by label? "
+                                  "shuffle it, or raise that limit"]
+    assert len(read_task(_task(files), max_train_samples=6)[1]["train"]) == 6
+    assert len(load_raw(_task(files), max_train_samples=3, trains=False)["train"]) == 3  # nothing trains on it
+    scores = _files(tmp_path / "s", "text,label", ["a,1.5", "b,2.5"], ["c,3.5", "d,3.5", "e,1.0"])
+    with pytest.raises(ConfigError, match="the first 2 rows \\(max_eval_samples 2\\): every validation score is 3.5: "
+                                          "pearson is undefined on a constant"):
+        read_task(_task(scores, problem_type="regression"), max_eval_samples=2)

@@ -31,7 +31,7 @@ from istar_tune.config import (
 )
 from istar_tune.docstrings import field_docs
 from istar_tune.errors import ConfigError, repeated
-from istar_tune.methods import METHODS
+from istar_tune.methods import METHODS, unused_hyperparameters
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search.backends import get_backend
 from istar_tune.search.schedulers import Rule
@@ -256,17 +256,23 @@ class SearchSpace:
     def groups(self) -> list[Group]:
         out = []
         for model, task, method in itertools.product(self.models, self.tasks, self.methods):
-            domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
+            domains = self.method_domains(method)
             definition = self.task(task)
             out.append(Group(model=model, task=definition.name, method=method, domains=domains, definition=definition))
         return out
+
+    def method_domains(self, method: str) -> dict[str, Domain]:
+        """The domains a method's trials draw from: the space's and the method's own, less what the method never
+        reads (a λ grid given to every method plans Base once, not once per λ: its trials would be identical)."""
+        unused = unused_hyperparameters(method)
+        return {key: domain for key, domain in {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
+                .items() if key not in unused}
 
     def variants(self, model: str, method: str) -> list[dict[str, Any]]:
         """Seeds stage: what each trial of the group (``model``, ``method``) sets on top of the best configuration it
         starts from: the space's constants, the varied value (each of ``vary``'s values for the model) and the
         seed."""
-        domains = {**self.hyperparameters, **self.method_hyperparameters.get(method, {})}
-        constants = {key: domain.values[0] for key, domain in domains.items()}
+        constants = {key: domain.values[0] for key, domain in self.method_domains(method).items()}
         if self.vary is None:
             return [{**constants, "seed": seed} for seed in self.seeds]
         key, per_model = self.vary

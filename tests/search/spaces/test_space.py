@@ -65,3 +65,21 @@ settings: {{recipe: {change.get("recipe", "paper")}}}
     problem = space.sharing_problem(group)
     assert problem is None if reason is None else problem.startswith(reason)
     assert space.tune_trials_in(group) == (2 if reason is None else space.trials_in(group))
+
+
+def test_a_lambda_grid_given_to_every_method_plans_base_once_per_configuration(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("""\
+models: [bert]
+tasks: [rte]
+methods: [base, cosreg, istar]
+hyperparameters:
+  learning_rate: {grid: [1.0e-5, 3.0e-5]}
+  lam: {grid: [-1.0, -0.5, 0.5]}
+  zeta: {grid: [0.1, 0.5]}
+""")
+    space = load_search_space(path)
+    counts = {g.method: space.trials_in(g) for g in space.groups()}
+    assert counts == {"base": 2, "cosreg": 6, "istar": 12}  # Base reads neither λ nor ζ: its 18 would be 2, 9 times
+    base = next(p for p in plan(space) if p.group.method == "base")
+    assert base.trials == 2 and {"lam", "zeta"}.isdisjoint(base.param_space)

@@ -1,0 +1,40 @@
+"""An extractive-QA split's answers: spans of their contexts, an unanswerable question written as empty lists, and
+every answer that would train the wrong span refused naming its rows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import datasets
+import pytest
+
+from istar_tune.tasks import get_task
+from istar_tune.training.answers import ANSWER_PROBLEMS, check_answers, qa_split
+
+CONTEXT = "The capital of France is Paris, a city on the Seine."
+PARIS = CONTEXT.index("Paris")
+
+
+@pytest.mark.parametrize(("answer", "kind"), [
+    ({"text": [" Paris"], "answer_start": [PARIS - 1]}, "padded"),   # trained one token wider, 46 of 55 targets wrong
+    ({"text": ["Paris, "], "answer_start": [PARIS]}, "padded"),
+    ({"text": [""], "answer_start": [0]}, "empty"),                   # an IndexError before
+    ({"text": ["Paris"], "answer_start": [-1]}, "empty"),             # trained towards [CLS] without a word
+    ({"text": ["Paris"], "answer_start": [PARIS + 1]}, "off"),
+    ({"text": ["Paris"], "answer_start": ["25"]}, "untyped"),
+])
+def test_an_answer_that_would_train_the_wrong_span_is_refused(answer, kind):
+    good = {"text": ["Paris"], "answer_start": [PARIS]}
+    problems: list[str] = []
+    check_answers([CONTEXT] * 3, [good, answer, {"text": [], "answer_start": []}], "dev.jsonl", "answers", problems)
+    assert problems == [f"dev.jsonl: rows 2: answers: {ANSWER_PROBLEMS[kind]}"]
+
+
+def test_a_split_takes_squads_columns_and_its_own_ids():
+    data = datasets.Dataset.from_dict({"q": ["Where?", "Which?"], "c": [CONTEXT, CONTEXT], "a": [
+        {"text": ["Paris"], "answer_start": [PARIS]}, {"text": [], "answer_start": []}]})
+    task = replace(get_task("squad"), text_fields=("q", "c"), label_field="a")
+    problems: list[str] = []
+    split = qa_split(task, data, "dev.jsonl", problems)
+    assert not problems and split.column_names == ["id", "question", "context", "answers"]
+    assert split["id"] == ["0", "1"] and split["answers"][1] == {"text": [], "answer_start": []}

@@ -1,0 +1,180 @@
+"""Generated files the way users' files come: delimited by hand with any of five separators (cells quoted as RFC 4180
+says, a field too many or too few in some row), JSON Lines written raw with Unicode's line separators inside strings,
+files sorted by label and cut by a limit, QA answers padded with spaces. Each expected outcome is written from the
+rule's text in docs/tasks.md (no helper of the package is used to compute it): a reading equal to it, or a refusal in
+one line that names the cause. ``make fuzz`` runs 400 examples a test, CI 15."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from istar_tune.errors import IstarTuneError
+from istar_tune.tasks import task_of
+from istar_tune.training.reading import read_task
+
+FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
+GENERATED = settings(max_examples=400 if FUZZ else 15, deadline=None, derandomize=not FUZZ,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+"""15 examples a test, the same every run (CI); 400 drawn anew with ``HYPOTHESIS_PROFILE=fuzz`` (``make fuzz``)."""
+
+SEPARATORS = [",", ";", "|", "@", "\t"]
+LABELS = ["neg", "pos", "mid"]
+ODD_CHARACTERS = ",;|@\"' \u00a0\u200b\u2028\u2029\u0085é"
+"""Characters users' cells hold: every separator, quotes, a no-break and a zero-width space, Unicode line
+separators, an accented letter."""
+CELL = st.text(alphabet=st.sampled_from(list("abc xyz") + list(ODD_CHARACTERS)), min_size=0, max_size=12)
+
+
+def _read(folder, definition: dict):
+    try:
+        return read_task(task_of({"name": "generated", "text_fields": ["text"], **definition}, folder))
+    except IstarTuneError as err:
+        return err
+
+
+def _one_line(err: IstarTuneError) -> list[str]:
+    problems = getattr(err, "problems", None) or [str(err)]
+    assert problems and all("\n" not in p and p.strip() and "Traceback" not in p for p in problems), problems
+    return problems
+
+
+def _cell(text: str, separator: str) -> str:
+    """A csv-style cell as RFC 4180 writes it: quoted (quotes doubled) where it holds the separator or a quote; a
+    tab-separated file is written unquoted."""
+    if separator == "\t" or not (separator in text or '"' in text):
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+@st.composite
+def delimited(draw):
+    """A file's separator, rows of (text, label), and the rows given a field too many or too few."""
+    separator = draw(st.sampled_from(SEPARATORS))
+    cells = CELL.filter(lambda t: "\t" not in t) if separator == "\t" else CELL
+    size = draw(st.integers(4, 9))
+    rows = [("t" + draw(cells), draw(st.sampled_from(LABELS[:2] if i < 2 else LABELS))) for i in range(size)]
+    rows[0], rows[1] = (rows[0][0], "neg"), (rows[1][0], "pos")  # two classes at least
+    broken = sorted(draw(st.sets(st.integers(0, size - 1), max_size=2)))
+    return separator, rows, {row: draw(st.sampled_from(["more", "fewer"])) for row in broken}
+
+
+@pytest.mark.parametrize("split", ["train", "validation"])
+@GENERATED
+@given(case=delimited())
+def test_a_delimited_file_is_read_cell_for_cell_or_a_row_with_other_fields_is_refused(split, case, tmp_path_factory):
+    separator, rows, broken = case
+    folder = tmp_path_factory.mktemp("delimited")
+    lines = ["text" + separator + "label"]
+    for i, (text, label) in enumerate(rows):
+        cells = [_cell(text, separator), label]
+        if broken.get(i) == "more":
+            cells.append("extra")
+        elif broken.get(i) == "fewer":
+            cells = [cells[0]]
+        lines.append(separator.join(cells))
+    good = "text" + separator + "label\n" + "".join(_cell(t, separator) + separator + lab + "\n" for t, lab in rows)
+    written = "\n".join(lines) + "\n"
+    (folder / "train.txt").write_text(written if split == "train" else good, encoding="utf-8")
+    (folder / "dev.txt").write_text(written if split == "validation" else good, encoding="utf-8")
+    definition = {"train": "train.txt", "validation": "dev.txt",
+                  **({"format": "tsv"} if separator == "\t" else {"separator": separator})}
+    outcome = _read(folder, definition)
+    if broken:  # the rule: every row has as many fields as the header, else refused naming the rows
+        assert isinstance(outcome, IstarTuneError), (written, outcome)
+        [line] = _one_line(outcome)
+        shown = ", ".join(str(row + 1) for row in broken)
+        assert f"rows {shown}: " in line and "fields where the header has 2" in line, line
+        return
+    assert not isinstance(outcome, Exception), (written, outcome)
+    task, splits = outcome
+    names = sorted({label for _, label in rows})
+    assert task.label_names == tuple(names)
+    assert splits["train"]["text"] == [t for t, _ in rows]  # each cell as written, odd characters and all
+    assert splits["train"]["label"] == [names.index(label) for _, label in rows]
+
+
+@GENERATED
+@given(texts=st.lists(CELL, min_size=4, max_size=8), placeholder=st.sampled_from([None, "-", "?", "n/a", ""]),
+       at=st.integers(0, 7))
+def test_json_lines_split_at_newlines_only_and_a_placeholder_among_numbers_stays_refused(texts, placeholder, at,
+                                                                                         tmp_path_factory):
+    labels: list = [i % 2 for i in range(len(texts))]
+    if placeholder is not None:
+        labels[at % len(labels)] = placeholder
+    rows = [{"text": "t" + text, "label": label} for text, label in zip(texts, labels)]
+    folder = tmp_path_factory.mktemp("jsonl")
+    for name in ("train", "dev"):  # written raw: U+2028, U+2029 and U+0085 inside strings, as ensure_ascii=False does
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                              encoding="utf-8")
+    outcome = _read(folder, {"train": "train.jsonl", "validation": "dev.jsonl"})
+    if placeholder is not None:  # the rule: a placeholder is not a label (never class 0)
+        assert isinstance(outcome, IstarTuneError), outcome
+        assert any("is not a label" in line for line in _one_line(outcome))
+        return
+    assert not isinstance(outcome, Exception), outcome
+    assert outcome[1]["train"]["text"] == [r["text"] for r in rows]
+    assert outcome[1]["train"]["label"] == labels
+
+
+@GENERATED
+@given(labels=st.lists(st.sampled_from(["neg", "pos"]), min_size=4, max_size=12), order=st.booleans(),
+       limit=st.integers(1, 12))
+def test_what_a_limit_keeps_has_two_classes_or_is_refused_naming_the_limit(labels, order, limit, tmp_path_factory):
+    labels = sorted(labels) if order else labels
+    folder = tmp_path_factory.mktemp("cut")
+    (folder / "train.csv").write_text("text,label\n" + "".join(f"row {i},{lab}\n" for i, lab in enumerate(labels)))
+    (folder / "dev.csv").write_text("text,label\nx,neg\ny,pos\n")
+    try:
+        outcome = read_task(task_of({"name": "cut", "train": "train.csv", "validation": "dev.csv"}, folder),
+                            max_train_samples=limit)
+    except IstarTuneError as err:
+        outcome = err
+    whole, kept = set(labels), set(labels[:limit])
+    if len(whole) < 2:  # the rule: one training class is refused, cut or not (and so is a dev class it never shows)
+        assert isinstance(outcome, IstarTuneError), outcome
+        _one_line(outcome)
+    elif len(kept) < 2:
+        assert isinstance(outcome, IstarTuneError), outcome
+        [line] = _one_line(outcome)
+        assert f"the first {limit} rows (max_train_samples {limit}): every training label is" in line
+    else:
+        assert not isinstance(outcome, Exception), outcome
+        assert len(outcome[1]["train"]) == min(limit, len(labels))
+
+
+@GENERATED
+@given(words=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta"]), min_size=5, max_size=9),
+       pads=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=3, max_size=3))
+def test_a_padded_answer_is_refused_and_a_bare_one_read(words, pads, tmp_path_factory):
+    context = " ".join(words)
+    rows = []
+    for i, (before, after) in enumerate(pads):
+        start = len(" ".join(words[:i + 1])) + 1  # word i + 1, after a space
+        text = words[i + 1]
+        text, start = (" " + text, start - 1) if before else (text, start)
+        text = text + " " if after else text
+        rows.append({"id": f"q{i}", "question": "which?", "context": context,
+                     "answers": {"text": [text], "answer_start": [start]}})
+    folder = tmp_path_factory.mktemp("qa")
+    for name in ("train", "dev"):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    outcome = _read(folder, {"train": "train.jsonl", "validation": "dev.jsonl", "problem_type": "extractive_qa",
+                             "text_fields": ["question", "context"]})
+    padded = [i for i, r in enumerate(rows) if r["answers"]["text"][0] != r["answers"]["text"][0].strip()]
+    past_end = [i for i, r in enumerate(rows) if context[r["answers"]["answer_start"][0]:][
+        :len(r["answers"]["text"][0])] != r["answers"]["text"][0]]
+    if past_end:  # a trailing space after the context's last word is not the context's text
+        assert isinstance(outcome, IstarTuneError) and "does not hold the answer text" in str(outcome)
+    elif padded:  # the rule: refused, not stripped
+        assert isinstance(outcome, IstarTuneError), outcome
+        lines = _one_line(outcome)
+        assert any(f"rows {', '.join(str(i + 1) for i in padded)}: answers: an answer text begins or ends with "
+                   "whitespace" in line for line in lines), lines
+    else:
+        assert not isinstance(outcome, Exception), outcome
+        assert outcome[1]["train"]["answers"] == [r["answers"] for r in rows]
