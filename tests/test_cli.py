@@ -18,7 +18,8 @@ def test_train_command_writes_metrics(glue_tiny, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "epoch 1: accuracy" in printed and "best epoch 1" in printed
     assert printed.splitlines()[0] == (  # what it trains on, said first
-        "task rte: input sentence1 + sentence2; label label; classification, 2 classes: entailment, not_entailment; "
+        "task rte: input sentence1 + sentence2; label label; classification, 2 classes: entailment (30), "
+        "not_entailment (34); "
         "64 train / 32 validation examples read (published: 2,490 / 277)")
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["final"]["epoch"] == 1 and "eval_isoscore_star" in metrics["final"]

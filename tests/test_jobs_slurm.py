@@ -3,8 +3,9 @@ by the test on this machine, each node a network namespace of its own (its own a
 .12, as two machines on a network) and a PID namespace of its own (`ray symmetric-run` refuses a node where it sees
 any other Ray instance), with one GPU each declared through GRES. A search submitted with sbatch ends COMPLETED with
 a FINISHED run per configuration, trials on both nodes, and the table of the same search run locally; a search
-stopped by SIGTERM (as the time limit's `--signal` sends it) requeues itself and resumes with no trial run twice and
-no duplicate run; the docs' commands are accepted by this Slurm (`sbatch --test-only`) and plan a search.
+stopped by SIGUSR1 (as the time limit's `--signal` sends it, or a requeue by hand) requeues itself and resumes with no
+trial run twice and no duplicate run; a plain `scancel` ends the job CANCELLED with the store kept and no requeue;
+the docs' commands are accepted by this Slurm (`sbatch --test-only`) and plan a search.
 """
 
 from __future__ import annotations
@@ -155,10 +156,17 @@ def slurm(glue_tiny):
                                                        slurmd_port=_free_port()))
     (root / "gres.conf").write_text("".join(gres))
     (root / "node.sh").write_text(NODE.format(root=root, python=sys.executable))
+    # Ray's auth as users meet it: not turned off, and a token file in $HOME (one local search writes it) that is
+    # not the job's.
+    home = root / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(os.urandom(32).hex())
     env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf"), "PATH": f"/usr/sbin:{os.environ.get('PATH', '')}",
-           "RAY_AUTH_MODE": "disabled", "GLUE_DIR": str(glue_tiny), "ISTAR_TUNE_VENV": str(BIN.parent),
-           "ISTAR_TUNE_LOCAL": str(root / "local"), "PYTHONUNBUFFERED": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
+           "HOME": str(home), "HF_HOME": os.environ.get("HF_HOME", str(Path.home() / ".cache" / "huggingface")),
+           "GLUE_DIR": str(glue_tiny), "ISTAR_TUNE_VENV": str(BIN.parent), "ISTAR_TUNE_LOCAL": str(root / "local"),
+           "PYTHONUNBUFFERED": "1"}
+    for name in ("MLFLOW_TRACKING_URI", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
     names, nodes = [], []
     try:
         names = _network(tag, bridge)
@@ -209,6 +217,22 @@ def _submit(env: dict, root: Path, space: Path, results: Path, *sbatch_options: 
         capture_output=True, text=True, env={**env, "ISTAR_TUNE_RESULTS": str(results)}, cwd=ROOT, timeout=60)
     assert submitted.returncode == 0, submitted.stderr
     return submitted.stdout.strip().split(";")[0]
+
+
+PROBE = """\
+from ray._raylet import GcsClient
+try:
+    print(f"READ {len(GcsClient(address='{head}').get_all_node_info(timeout=20))} nodes")
+except Exception as err:
+    print("REFUSED", type(err).__name__)
+"""
+
+
+def _gcs(head: str, env: dict, **auth: str) -> str:
+    """What a process on the job's network gets from the head's GCS with ``auth`` (Ray's auth variables)."""
+    probe = subprocess.run([sys.executable, "-c", PROBE.replace("{head}", head)], capture_output=True, text=True,
+                           env={**env, **auth}, timeout=120)
+    return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else probe.stderr[-300:]
 
 
 def _job(env: dict, job: str) -> dict[str, str]:
@@ -292,9 +316,20 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
                                   settings=f", data_dir: {glue}, max_train_samples: 6000"))
     results = tmp_path / "shared"
     job = _submit(env, root, space, results)
+    deadline = time.monotonic() + 300
+    while "trial " not in _log(root, job):  # the search runs: the job's Ray is up on both nodes
+        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
+        time.sleep(0.5)
+    head = re.search(r"Ray head (\S+) on", _log(root, job)).group(1)
+    token = results / f".ray-auth-token-{job}"
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert _gcs(head, env, RAY_AUTH_MODE="disabled").startswith("REFUSED AuthenticationError")  # anyone on the net
+    assert _gcs(head, env, RAY_AUTH_MODE="token").startswith("REFUSED AuthenticationError")  # $HOME's token
+    assert _gcs(head, env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token)) == "READ 2 nodes"  # the job's
     state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
     assert state["JobState"] == "COMPLETED", _readable(log)
+    assert not token.exists()  # removed with the job
     # symmetric-run started the head on the first node and joined the second to it; the search ran on the head
     assert "On head node. Starting Ray cluster head" in log and "On worker node. Connecting to Ray cluster" in log
     assert "search slurmgrid: 6 trials, 6 finished" in log
@@ -325,7 +360,7 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert measured(runs) == measured(tracking.trial_runs(f"sqlite:///{local / 'mlflow.db'}", "slurmgrid"))
 
 
-def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, tmp_path):
+def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, tmp_path):
     env, root = slurm
     space = tmp_path / "slurmrequeue.yaml"
     grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
@@ -336,12 +371,15 @@ def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     while "[2/8]" not in _log(root, job):  # two trials finished: stop it as the time limit's signal would
         assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
         time.sleep(0.5)
-    subprocess.run(["scancel", "--batch", "--signal=TERM", job], env=env, check=True)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)  # a requeue by hand
     state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", _readable(log)
     first, _, second = log.partition(f"job {job} requeued (1): resuming the search")
     assert "stopping the search to requeue it" in first and "interrupted by SIGTERM" in first
+    took = int(re.search(r"requeued (\d+) s after the signal", first).group(1))
+    print(f"signal to requeue: {took} s")
+    assert took < 60  # the driver's stop, not the worker nodes' wait for a lost head
     finished_first = set(re.findall(r"^\[\d+/8\] trial (\w+) done", first, re.MULTILINE))
     finished_second = set(re.findall(r"^\[\d+/8\] trial (\w+) done", second, re.MULTILINE))
     assert len(finished_first) >= 2 and len(finished_first) < 8
@@ -356,6 +394,33 @@ def test_sigterm_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     for run in runs:
         assert run.status == "finished"
         assert sorted(m.step for m in client.get_metric_history(run.run_id, "accuracy")) == [1, 2, 3]
+
+
+def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_path):
+    env, root = slurm
+    space = tmp_path / "slurmcancel.yaml"
+    grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
+    space.write_text(SPACE.format(name="slurmcancel", grid=grid, concurrency=1, settings=""))
+    results = tmp_path / "shared"
+    job = _submit(env, root, space, results)
+    deadline = time.monotonic() + 300
+    while "[2/8]" not in _log(root, job):
+        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
+        time.sleep(0.5)
+    subprocess.run(["scancel", job], env=env, check=True)  # as a researcher frees the GPUs
+    state = _wait_until_ended(env, root, job, tmp_path)
+    time.sleep(40)  # past the credential's expiry and a scheduler pass: a requeued job would be back by now
+    state = _job(env, job)
+    log = _log(root, job)
+    assert state["JobState"] == "CANCELLED" and state["Restarts"] == "0", _readable(log)
+    assert "SIGTERM (scancel, or preemption): stopping the search, keeping the store; not requeued" in log
+    assert f"job {job} requeued (1)" not in log and "requeue it" not in log
+    finished = set(re.findall(r"^\[\d+/8\] trial (\w+) done", log, re.MULTILINE))
+    # The store kept, with a run for every trial that finished (a plain scancel signals Ray's processes with the
+    # driver, so the last one's FINISHED may not be written: the search, submitted again, reconciles it).
+    runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmcancel")
+    assert len(finished) >= 2 and {r.trial_id for r in runs} >= finished, [(r.trial_id, r.status) for r in runs]
+    assert any(r.status == "finished" for r in runs)
 
 
 def _documented_submissions() -> list[list[str]]:

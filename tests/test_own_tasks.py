@@ -57,8 +57,8 @@ settings: {max_length: 32, shrinkage_tokens: 1000, eval_batch_size: 32}
 def test_the_search_ranks_the_tasks_trials_by_its_metric(searched):
     root, output = searched
     assert "search own-search: 2 trials, 2 finished, 0 stopped early, 0 failed" in output
-    assert ("\n  task reviews: input text; label label; classification, 2 classes: negative, positive; metric f1 of "
-            "'positive'; 64 train / 32 validation examples\n") in output  # said once, after the preflight line
+    assert ("\n  task reviews: input text; label label; classification, 2 classes: negative (36), positive (28); "
+            "metric f1 of 'positive'; 64 train / 32 validation examples\n") in output  # once, after the preflight line
     assert "tiny-bert/reviews/istar: best dev f1 " in output
     assert " on disk)" in output.splitlines()[-1]  # what its results take
 
@@ -191,8 +191,8 @@ def test_the_shortcut_reads_decimal_scores_as_regression_and_the_saved_model_nam
     trained = _run("train", "--train-file", str(classes["train"]), "--validation-file", str(classes["validation"]),
                    "--model", "tiny-bert", "--epochs", "1", "--max-length", "32", "--no-progress",
                    "--output-dir", "words", cwd=tmp_path).stdout
-    assert ("task custom: input text; label label; classification (labels are words), 2 classes: negative, positive; "
-            "64 train / 32 validation examples") in trained
+    assert ("task custom: input text; label label; classification (labels are words), 2 classes: negative (36), "
+            "positive (28); 64 train / 32 validation examples") in trained  # the counts: awk over glue-tiny's file
     from transformers import pipeline
 
     classify = pipeline("text-classification", model=str(tmp_path / "words" / "best-checkpoint"), device="cpu")

@@ -96,6 +96,8 @@ class Task:
     """A csv-style file's one-character separator (empty: the format's own, a comma or a tab)."""
     dropped: tuple[int, int] = (0, 0)
     """Once read: the training and validation rows dropped by ``drop_labels``."""
+    class_counts: tuple[int, ...] = field(default=(), compare=False)
+    """Once read (classification): the training examples of each class, in id order (the task's line shows them)."""
     score_range: tuple[float, float] | None = None
     """Regression: the scale of the scores (STS-B: 0 to 5); a score outside it is refused as bad data."""
     format: str = ""
@@ -161,12 +163,14 @@ class Task:
         return labels and not self.infer_problem_type and self.train_examples > 0 and self.eval_examples > 0
 
     def describe(self) -> str:
-        """One line of what a run trains on: the input fields, the label field, the problem type, the classes (or
-        the scores' range), the example counts."""
+        """One line of what a run trains on: the input fields, the label field, the problem type, the classes (each
+        with its training examples, once read; or the scores' range), the example counts."""
         fields = " + ".join(self.text_fields) or "(not read yet)"
         kind = self.problem_type + (f" ({self.inferred})" if self.inferred else "")
         if self.problem_type == CLASSIFICATION:
-            shown = ", ".join(self.label_names[:MAX_CLASSES_SHOWN])
+            counts = self.class_counts if len(self.class_counts) == len(self.label_names) else ()
+            shown = ", ".join(f"{name} ({counts[i]:,})" if counts else name
+                              for i, name in enumerate(self.label_names[:MAX_CLASSES_SHOWN]))
             more = f", … {len(self.label_names) - MAX_CLASSES_SHOWN} more" if len(
                 self.label_names) > MAX_CLASSES_SHOWN else ""
             kind += f", {len(self.label_names)} classes: {shown}{more}" if self.label_names else ""

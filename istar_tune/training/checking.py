@@ -8,6 +8,7 @@ reported at once, naming the file and rows; the resolved task and the normalised
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,7 +84,9 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
         if split == "train" and task.problem_type == REGRESSION and labels:
             task = replace(task, observed_scores=(min(labels), max(labels)))
     if task.problem_type == CLASSIFICATION:
-        task = replace(task, dropped=(dropped[0], dropped[1]))
+        counts = Counter(splits["train"]["label"]) if not problems else Counter()
+        task = replace(task, dropped=(dropped[0], dropped[1]),
+                       class_counts=tuple(counts[i] for i in range(len(task.label_names))) if counts else ())
     if not problems:
         problems += cut_problems(task, splits, where, "")
     return task, splits

@@ -238,7 +238,8 @@ def _field_counts(task: Task, path: Path, expected: int) -> None:
         sep = task.separator or ","
         fix = ("a tab inside a cell? a tsv file is read unquoted, so a cell cannot hold a tab: remove it" if
                task.format == "tsv" else f"a {sep!r} inside a cell that is not quoted? quote that cell (\"a{sep} b\")")
-        raise DataError(f"{path}: rows {rows_text(bad)}: {' or '.join(map(str, sorted(counts)))} fields where the "
+        found = " or ".join(map(str, sorted(counts))) + (" field" if counts == {1} else " fields")
+        raise DataError(f"{path}: rows {rows_text(bad)}: {found} where the "
                         f"{'column_names give' if task.column_names else 'header has'} {expected}: {fix}, or a "
                         "field missing")
 

@@ -88,7 +88,7 @@ def test_a_delimited_file_is_read_cell_for_cell_or_a_row_with_other_fields_is_re
         assert isinstance(outcome, IstarTuneError), (written, outcome)
         [line] = _one_line(outcome)
         shown = ", ".join(str(row + 1) for row in broken)
-        assert f"rows {shown}: " in line and "fields where the header has 2" in line, line
+        assert f"rows {shown}: " in line and "where the header has 2" in line, line
         return
     assert not isinstance(outcome, Exception), (written, outcome)
     task, splits = outcome
