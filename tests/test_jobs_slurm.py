@@ -235,6 +235,23 @@ def _gcs(head: str, env: dict, **auth: str) -> str:
     return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else probe.stderr[-300:]
 
 
+def _eight_trials(env: dict, root: Path, tmp_path: Path, name: str) -> tuple[str, Path]:
+    """A job of eight one-at-a-time trials submitted (its id, and its results folder)."""
+    space = tmp_path / f"{name}.yaml"
+    grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
+    space.write_text(SPACE.format(name=name, grid=grid, concurrency=1, settings=""))
+    results = tmp_path / "shared"
+    return _submit(env, root, space, results), results
+
+
+def _wait_for(env: dict, root: Path, job: str, text: str, seconds: float = 300) -> None:
+    """Until the job's log shows ``text``, the job still pending or running."""
+    deadline = time.monotonic() + seconds
+    while text not in _log(root, job):
+        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
+        time.sleep(0.5)
+
+
 def _job(env: dict, job: str) -> dict[str, str]:
     shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env)
     return dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
@@ -316,10 +333,7 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
                                   settings=f", data_dir: {glue}, max_train_samples: 6000"))
     results = tmp_path / "shared"
     job = _submit(env, root, space, results)
-    deadline = time.monotonic() + 300
-    while "trial " not in _log(root, job):  # the search runs: the job's Ray is up on both nodes
-        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
-        time.sleep(0.5)
+    _wait_for(env, root, job, "trial ")  # the search runs: the job's Ray is up on both nodes
     head = re.search(r"Ray head (\S+) on", _log(root, job)).group(1)
     token = results / f".ray-auth-token-{job}"
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
@@ -362,15 +376,8 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
 
 def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, tmp_path):
     env, root = slurm
-    space = tmp_path / "slurmrequeue.yaml"
-    grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
-    space.write_text(SPACE.format(name="slurmrequeue", grid=grid, concurrency=1, settings=""))
-    results = tmp_path / "shared"
-    job = _submit(env, root, space, results)
-    deadline = time.monotonic() + 300
-    while "[2/8]" not in _log(root, job):  # two trials finished: stop it as the time limit's signal would
-        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
-        time.sleep(0.5)
+    job, results = _eight_trials(env, root, tmp_path, "slurmrequeue")
+    _wait_for(env, root, job, "[2/8]")  # two trials finished: stop it as the time limit's signal would
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)  # a requeue by hand
     state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
@@ -398,17 +405,10 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
 
 def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_path):
     env, root = slurm
-    space = tmp_path / "slurmcancel.yaml"
-    grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
-    space.write_text(SPACE.format(name="slurmcancel", grid=grid, concurrency=1, settings=""))
-    results = tmp_path / "shared"
-    job = _submit(env, root, space, results)
-    deadline = time.monotonic() + 300
-    while "[2/8]" not in _log(root, job):
-        assert time.monotonic() < deadline and _job(env, job).get("JobState") in {"PENDING", "RUNNING"}, _log(root, job)
-        time.sleep(0.5)
+    job, results = _eight_trials(env, root, tmp_path, "slurmcancel")
+    _wait_for(env, root, job, "[2/8]")
     subprocess.run(["scancel", job], env=env, check=True)  # as a researcher frees the GPUs
-    state = _wait_until_ended(env, root, job, tmp_path)
+    _wait_until_ended(env, root, job, tmp_path)
     time.sleep(40)  # past the credential's expiry and a scheduler pass: a requeued job would be back by now
     state = _job(env, job)
     log = _log(root, job)
