@@ -42,8 +42,8 @@ test-fast: $(STAMP)
 
 # The generated-input tests of the reading path with many more examples than the suite runs (about a minute).
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY_RUN) $(BIN)/python -m pytest -q -p no:cacheprovider tests/training/test_reading_generated.py \
-		tests/training/test_reading_layouts_generated.py
+	HYPOTHESIS_PROFILE=fuzz $(PY_RUN) $(BIN)/python -m pytest -q -p no:cacheprovider tests/data/test_reading_generated.py \
+		tests/data/test_reading_layouts_generated.py
 
 # The versions clusters run: each installs the project into its own environment with constraints/NAME.txt (the lowest
 # versions pyproject.toml declares; the GPU device image's) and runs the smoke subset: the Python API, a tiny-bert

@@ -88,11 +88,14 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> Task:
     flag: relative to here; from --config: to the config's folder), a definition inline in --config, or the files of
     --train-file/--validation-file (named by --task, else ``custom``)."""
     task = values.get("task", Hyperparameters.task)
+    split = {"validation_split": args.validation_split} if args.validation_split is not None else {}
+    split.update({"split_seed": args.split_seed} if args.split_seed is not None else {})
     if args.train_file or args.validation_file:
-        if not (args.train_file and args.validation_file):
-            raise ConfigError("--train-file and --validation-file go together: give both files")
+        if not args.train_file or not (args.validation_file or split):
+            raise ConfigError("--train-file and --validation-file go together: give both files (or --train-file and "
+                              "--validation-split SHARE)")
         definition = {"name": task if args.task else "custom", "train": args.train_file,
-                      "validation": args.validation_file,
+                      **({"validation": args.validation_file} if args.validation_file else {}), **split,
                       **({"label_field": args.label_field} if args.label_field else {}),
                       **({"problem_type": args.problem_type} if args.problem_type else {}),
                       **({"text_fields": _names([args.text_fields], "--text-fields")} if args.text_fields else {}),
@@ -103,8 +106,9 @@ def _train_task(args: argparse.Namespace, values: dict[str, Any]) -> Task:
         return task_of(definition, Path.cwd(), source="--train-file/--validation-file")
     given = [flag for flag, value in (("--text-fields", args.text_fields), ("--label-field", args.label_field),
                                       ("--problem-type", args.problem_type), ("--column-names", args.column_names),
-                                      ("--separator", args.separator), ("--format", args.format))
-             if value]
+                                      ("--separator", args.separator), ("--format", args.format),
+                                      ("--validation-split", args.validation_split), ("--split-seed", args.split_seed))
+             if value is not None and value is not False and value != ""]
     if given:
         raise ConfigError(f"{', '.join(given)} describe(s) the files of --train-file/--validation-file: give those "
                           "files, or say it in the task's definition (text_fields, label_field, problem_type, "

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 
 from istar_tune.config import Hyperparameters, RunSettings
+from istar_tune.data import registry
 from istar_tune.reference import add_config_flags
 from istar_tune.tasks import PROBLEM_TYPES
-from istar_tune.tasks.task import FILE_FORMATS
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
 
 
@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_file_formats() -> list[str]:
+    """The formats a split given as one file on the command line may be in (not parallel files, nor a GLUE TSV,
+    whose layout only a definition gives)."""
+    return [name for name in registry.names() if not registry.get(name).parts and "glue" not in registry.get(name).keys]
+
+
 def _add_train_command(commands) -> None:
     train = commands.add_parser("train", help="fine-tune one configuration (no Ray)",
                                 description="Fine-tune one configuration and write metrics.json, config.yaml "
@@ -41,6 +47,10 @@ def _add_train_command(commands) -> None:
     files = train.add_argument_group("your own task's files (instead of --task; see docs/tasks.md)")
     files.add_argument("--train-file", metavar="FILE", help="training split: csv, tsv, json/jsonl or parquet")
     files.add_argument("--validation-file", metavar="FILE", help="validation split, in the same format")
+    files.add_argument("--validation-split", metavar="SHARE", type=float, help="no validation file: the share of "
+                       "the training file's rows (0.1) or their count (500) drawn as the validation split, "
+                       "class-stratified")
+    files.add_argument("--split-seed", metavar="N", type=int, help="the seed of --validation-split (default 0)")
     files.add_argument("--text-fields", metavar="A[,B]", help="the input field, or a pair (needed unless the files "
                                                             "hold one field besides the label, or only sentence1 "
                                                             "and sentence2)")
@@ -49,7 +59,8 @@ def _add_train_command(commands) -> None:
                                                                  "row, in order")
     files.add_argument("--separator", metavar="C", help="a delimited file's one-character separator (e.g. ';'); read "
                                                       "as csv, any extension")
-    files.add_argument("--format", choices=FILE_FORMATS, help="the files' format (default: from the extension)")
+    files.add_argument("--format", choices=one_file_formats(), help="the files' format (default: from the "
+                                                                   "extension)")
     files.add_argument("--problem-type", choices=PROBLEM_TYPES, help="default: from the labels (numbers with "
                                                                      "decimals: regression, else classification)")
     add_config_flags(train, Hyperparameters, "hyperparameters")

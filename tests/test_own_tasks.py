@@ -266,3 +266,40 @@ def test_regression_and_extractive_qa_of_ones_own_train(own_data, tmp_path, sour
 
     best = json.loads((tmp_path / "out" / "metrics.json").read_text())["best"]
     assert metric in best and f" {metric} " in trained
+
+
+def test_one_file_with_validation_split_and_parallel_files_train_from_the_command_line(own_data, tmp_path):
+    files = own_data("sst2", "csv", string_labels=True)
+    trained = _run("train", "--train-file", str(files["train"]), "--validation-split", "0.25", "--model",
+                   "tiny-bert", "--epochs", "1", "--max-length", "32", "--no-progress", "--no-save-checkpoint",
+                   "--output-dir", "split", cwd=tmp_path).stdout
+    assert "2 classes: negative (27), positive (21); 48 train / 16 validation examples" in trained  # 36/28 by 3/4
+    saved = yaml.safe_load((tmp_path / "split" / "config.yaml").read_text())["task_definition"]
+    assert (saved["validation_split"], saved["split_seed"], "validation" in saved) == (0.25, 0, False)
+    refused = _run("train", "--train-file", str(files["train"]), "--model", "tiny-bert", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and "--train-file and --validation-split SHARE" in refused.stderr
+    rows = [line.rsplit(",", 1) for line in files["train"].read_text().splitlines()[1:]]
+    (tmp_path / "text.txt").write_text("\n".join(text.strip('"') for text, _ in rows) + "\n")
+    (tmp_path / "labels.txt").write_text("\n".join(label for _, label in rows) + "\n")
+    (tmp_path / "lines.yaml").write_text("name: lines\ntrain: {text: text.txt, label: labels.txt}\n"
+                                         "validation: {text: text.txt, label: labels.txt}\n")
+    trained = _run("train", "--task", "lines.yaml", "--model", "tiny-bert", "--epochs", "1", "--max-length", "32",
+                   "--no-progress", "--no-save-checkpoint", "--output-dir", "lines", cwd=tmp_path).stdout
+    assert ("task lines: input text; label label; classification (labels are words), 2 classes: negative (36), "
+            "positive (28)") in trained
+
+
+def test_a_question_of_ones_own_qa_task_that_leaves_no_room_is_one_line_and_exit_2(own_data, tmp_path):
+    import json
+
+    files = own_data("squad", "jsonl", folder=tmp_path / "data")
+    rows = [json.loads(line) for line in files["validation"].read_text().splitlines()]
+    rows[2]["question"] = " ".join(["which"] * 40) + "?"
+    files["validation"].write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "task.yaml").write_text("name: mine\ntrain: data/train.jsonl\nvalidation: data/dev.jsonl\n"
+                                        "problem_type: extractive_qa\n")
+    refused = _run("train", "--task", "task.yaml", "--model", "tiny-bert", "--epochs", "1", "--max-length", "32",
+                   "--no-progress", "--output-dir", "out", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "validation rows 3: a question of" in refused.stderr and "leaves no room for its context" in refused.stderr
+    assert not (tmp_path / "out" / "metrics.json").exists()

@@ -24,6 +24,7 @@ import torch
 import yaml
 
 from istar_tune import tracking
+from istar_tune.data.reading import load_raw
 from istar_tune.errors import ConfigError
 from istar_tune.isotropy import (
     cosine_similarity_from_sum,
@@ -40,7 +41,6 @@ from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, task_from_mapping, t
 from istar_tune.training.data import encode
 from istar_tune.training.forward import forward_pass
 from istar_tune.training.isolayer import IsoLayerHook
-from istar_tune.training.reading import load_raw
 from istar_tune.training.run import quiet_libraries
 from istar_tune.training.state import (
     BEST_CHECKPOINT,

@@ -56,8 +56,8 @@ def resolve_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: f
     hub answers when it is needed): what ``train`` checks before it reads the data itself."""
     import datasets
 
+    from istar_tune.data.reading import resolve, task_files
     from istar_tune.tasks.data_folder import hub_reachable
-    from istar_tune.training.reading import resolve, task_files
 
     datasets.utils.logging.disable_progress_bar()  # the driver's terminal shows the search's own lines
     problems: list[str] = []

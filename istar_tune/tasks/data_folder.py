@@ -42,17 +42,3 @@ def hub_reachable(timeout: float = 5.0) -> bool:
     except OSError:
         return False
     return True
-
-
-SNIFF_BYTES = 1 << 16
-"""How much of a .json file is read to tell SQuAD's nested layout from a table of rows."""
-
-
-def looks_like_squad(path: Path) -> bool:
-    """Whether a .json file is SQuAD's nested layout: one object whose ``data`` holds articles with ``paragraphs``."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(SNIFF_BYTES).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except OSError:
-        return False
-    return head.startswith(b"{") and b'"data"' in head and b'"paragraphs"' in head

@@ -2,7 +2,7 @@
 
 Every problem that can be seen without reading the data is reported at once, one line each with where the
 definition came from: an unknown key, a missing file, a format or metric that does not fit. What needs the data
-(fields, labels, sizes, checksums) is checked where the data is read (:mod:`istar_tune.training.reading`).
+(fields, labels, sizes, checksums) is checked where the data is read (:mod:`istar_tune.data.reading`).
 
 A definition (user-facing keys)::
 
@@ -11,7 +11,8 @@ A definition (user-facing keys)::
     problem_type: classification  # classification, regression or extractive_qa (default: what the metric, label_names
                                   # or score_range imply, else the labels: numbers with decimals are regression)
     train: data/train.csv         # files relative to this file's folder (csv, tsv, json/jsonl, parquet) ...
-    validation: data/dev.csv
+    validation: data/dev.csv      # ... or validation_split: 0.1 (seeded by split_seed, class-stratified)
+                                  # parallel files: train: {text: train.txt, label: train.labels} (format lines)
     format: csv                   # ... format from the extension unless given
     hub: {path: glue, name: mrpc, train_split: train, validation_split: validation}   # ... or a hub data set
     text_fields: [subject, body]  # one field or a pair (default only when the data holds one field besides the
@@ -37,7 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.errors import ConfigError
-from istar_tune.tasks.layout import encoding_of, files_and_format, glue_layout, hub_source, separator_of
+from istar_tune.tasks.layout import (
+    encoding_of,
+    files_and_format,
+    glue_layout,
+    hub_source,
+    problem_type_held,
+    separator_of,
+    split_share,
+    takes,
+    with_key,
+)
 from istar_tune.tasks.task import (
     CLASSIFICATION,
     DEFAULT_ENCODING,
@@ -46,7 +57,6 @@ from istar_tune.tasks.task import (
     IN_DATA_FOLDER,
     IN_DEFINITION_FOLDER,
     METRICS,
-    PAPER_FORMATS,
     PROBLEM_TYPES,
     REGRESSION,
     SPLITS,
@@ -61,8 +71,12 @@ KEY_DOCS = {
     "problem_type": "classification, regression or extractive_qa (default: what `metric`, `label_names` or "
                     "`score_range` imply, else the labels: numbers with decimals are regression).",
     "train": "The training file, relative to the definition's folder (csv, tsv, json/jsonl, parquet).",
-    "validation": "The validation file, in the same format.",
-    "format": "csv, tsv, json, parquet, glue, ptb or squad (default: from the extension).",
+    "validation": "The validation file, in the same format (parallel files: `{field: file}` for each split).",
+    "validation_split": "No validation file: a share of the train file's rows (`0.1`) or a count (`500`) drawn as "
+                        "the validation split, seeded, class-stratified for a classification.",
+    "split_seed": "The seed of `validation_split`'s draw (default 0).",
+    "format": "csv, tsv, json, parquet, lines (parallel files), glue, ptb or squad (default: from the extension; "
+              "splits given as `{field: file}`: lines).",
     "separator": "A delimited file's one character between fields (`';'`): read as csv, whatever the extension.",
     "encoding": "csv, tsv, json: the files' text encoding (default utf-8).",
     "column_names": "A headerless csv/tsv file's columns, in order.",
@@ -163,10 +177,12 @@ def _problem_type(raw: Mapping[str, Any], file_format: str, problem) -> tuple[st
     """(the problem type, whether the data decides it): as given, as the definition implies it, extractive QA for a
     SQuAD file, else classification until the labels say otherwise."""
     problem_type = raw.get("problem_type") or _implied_problem_type(raw)
-    if file_format == "squad" and problem_type is None:
-        problem_type = EXTRACTIVE_QA  # a SQuAD file holds questions and answers
-    elif file_format == "squad" and problem_type != EXTRACTIVE_QA:
-        problem("format", f"a SQuAD file holds extractive QA (questions and answer spans), not a {problem_type} task")
+    holds = problem_type_held(file_format)
+    if holds and problem_type is None:
+        problem_type = holds  # a SQuAD file holds questions and answers
+    elif holds and problem_type != holds:
+        problem("format", f"a {file_format} file holds {holds} (questions and answer spans), not a {problem_type} "
+                          "task")
     infer = problem_type is None  # the data decides (numbers with decimals: regression), then the metric
     problem_type = problem_type or CLASSIFICATION
     if problem_type not in PROBLEM_TYPES:
@@ -188,13 +204,14 @@ def _reading(raw: Mapping[str, Any], problem_type: str, file_format: str, proble
         unanswerable = False
     column_names = _strings(raw.get("column_names", []), "column_names", problem)
     separator = separator_of(raw.get("separator", ""), file_format, problem)
-    if column_names and file_format not in ("csv", "tsv"):
-        problem("column_names", f"names the columns of a csv or tsv file without a header; this task's format is "
-                                f"{file_format or 'a hub data set'!s}")
+    if column_names and not takes(file_format, "column_names"):
+        problem("column_names", f"names the columns of a {' or '.join(with_key('column_names'))} file without a "
+                                f"header; this task's format is {file_format or 'a hub data set'!s}")
     if len(set(column_names)) < len(column_names):
         problem("column_names", f"each column once, got {list(column_names)}")
+    share, seed = split_share(raw, problem)
     return {"drop_labels": drop_labels, "column_names": column_names, "unanswerable": unanswerable,
-            "separator": separator}
+            "separator": separator, "validation_split": share, "split_seed": seed}
 
 
 def _positive_label(value, problem_type: str, metric: str, label_names: tuple[str, ...], problem) -> str:
@@ -320,5 +337,5 @@ def _examples(value, problem) -> dict[str, int]:
     return dict(value)
 
 
-__all__ = ["KEYS", "PAPER_FORMATS", "load_task_file", "looks_like_definition_path",
+__all__ = ["KEYS", "load_task_file", "looks_like_definition_path",
            "task_from_mapping"]

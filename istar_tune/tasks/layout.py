@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from istar_tune.tasks.data_folder import looks_like_squad
-from istar_tune.tasks.task import DEFAULT_ENCODING, EXTENSIONS, FORMATS, IN_DATA_FOLDER, SPLITS, GlueLayout, HubSource
+from istar_tune.tasks.task import DEFAULT_ENCODING, IN_DATA_FOLDER, SPLITS, GlueLayout, HubSource
 
 HUB_KEYS = ("path", "name", "train_split", "validation_split", "columns")
 GLUE_KEYS = ("header", "num_columns", "columns")
@@ -18,54 +17,133 @@ SEPARATORS_REFUSED = "\"\r\n"
 """Characters a separator cannot be (they quote cells or end rows)."""
 
 
+def formats():
+    """The registry of formats (:mod:`istar_tune.data.registry`), imported when a definition is read: the format
+    modules read their tasks through this package, which must be whole first."""
+    from istar_tune.data import registry
+
+    return registry
+
+
+def takes(file_format: str, key: str) -> bool:
+    """Whether a format takes a definition key of its own (``encoding``, ``separator``, ``column_names``, ``glue``)."""
+    registry = formats()
+    return file_format in registry.names() and key in registry.get(file_format).keys
+
+
+def with_key(key: str) -> list[str]:
+    """The formats that take ``key``."""
+    registry = formats()
+    return [name for name in registry.names() if key in registry.get(name).keys]
+
+
+def problem_type_held(file_format: str) -> str:
+    """The one problem type a format's files hold (SQuAD's: extractive QA); empty: any."""
+    registry = formats()
+    return registry.get(file_format).problem_type if file_format in registry.names() else ""
+
+
 def separator_of(value, file_format: str, problem) -> str:
     """A csv-style file's one-character separator (``""``: the format's own)."""
     if value in ("", None):
         return ""
-    if not isinstance(value, str) or len(value) != 1 or value in SEPARATORS_REFUSED or file_format != "csv":
-        problem("separator", f"one character that is not a quote or a line break, for a delimited file (format csv; "
-                             f"a tsv file is tab-separated), got {value!r} for format {file_format or 'none'}")
+    if not isinstance(value, str) or len(value) != 1 or value in SEPARATORS_REFUSED or not takes(
+            file_format, "separator"):
+        problem("separator", f"one character that is not a quote or a line break, for a delimited file (format "
+                             f"{', '.join(with_key('separator'))}; a tsv file is tab-separated), got {value!r} for "
+                             f"format {file_format or 'none'}")
         return ""
     return value
 
 
-def files_and_format(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[dict[str, str], str]:
-    """The split files (absolute; as given when they are in the data folder) and their format: as given, ``csv`` for
-    a file with a ``separator``, else from the extensions (JSON holding SQuAD's nesting is ``squad``)."""
+def files_and_format(raw: Mapping[str, Any], base_dir, files_in: str, problem) -> tuple[dict[str, Any], str]:
+    """The split files (absolute; as given when they are in the data folder; a mapping of field to file for parallel
+    files) and their format: as given, ``csv`` for a file with a ``separator``, ``lines`` for splits given as
+    mappings, else from the extensions (a file a format claims, SQuAD's nested JSON, is that format)."""
+    registry = formats()
     given = {split: raw[split] for split in SPLITS if split in raw}
     file_format = raw.get("format")
-    if file_format is not None and file_format not in FORMATS:
-        problem("format", f"must be one of {', '.join(FORMATS)}, got {file_format!r}")
+    if file_format is not None and file_format not in registry.names():
+        problem("format", f"must be one of {', '.join(registry.names())}, got {file_format!r}")
         file_format = None
     if not given:
         return {}, file_format or ""
-    files: dict[str, str] = {}
-    for split in SPLITS:
+    splits = ("train",) if raw.get("validation_split") is not None else SPLITS
+    if "validation" in given and len(splits) == 1:
+        problem("validation_split", "draws the validation rows from the train file: give it or a validation file, "
+                                    "not both")
+    files: dict[str, Any] = {}
+    for split in splits:
         value = given.get(split)
-        if not isinstance(value, (str, Path)) or not str(value):
-            problem(split, f"give the {split} file's path, got {value!r}")
-            continue
-        path = Path(value).expanduser()
-        if files_in == IN_DATA_FOLDER:
-            files[split] = str(value)
-            continue
-        if not path.is_absolute():
-            path = Path(base_dir or ".") / path
-        path = path.resolve()
-        if not path.is_file():
-            problem(split, f"file {str(path)!r} does not exist" + (" (it is a folder)" if path.is_dir() else ""))
-        files[split] = str(path)
+        if isinstance(value, Mapping) and value:
+            parts = {str(field): _path(path, f"{split}.{field}", base_dir, files_in, problem)
+                     for field, path in value.items()}
+            files[split] = parts if None not in parts.values() else None
+        else:
+            files[split] = _path(value, split, base_dir, files_in, problem)
+    files = {split: path for split, path in files.items() if path is not None}
+    mappings = {split for split, value in files.items() if isinstance(value, dict)}
+    if file_format is None and files and mappings:
+        file_format = registry.PARALLEL  # parallel files, a field each
     if file_format is None and files and raw.get("separator"):
-        file_format = "csv"  # a delimited file (.txt, .psv, ...): read as csv with its separator
+        file_format = registry.DELIMITED  # a delimited file (.txt, .psv, ...): read as csv with its separator
     if file_format is None and files:
-        suffixes = {EXTENSIONS.get(Path(p).suffix.lower()) for p in files.values()}
-        if len(suffixes) != 1 or None in suffixes:
+        found = {registry.from_extension(Path(p)) for p in files.values()}
+        if len(found) != 1 or None in found:
             problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in files.values())}: give "
-                              f"format: one of {', '.join(FORMATS)} (a delimited text file: separator: ';')")
-        file_format = next(iter(suffixes)) or ""
-        if file_format == "json" and any(looks_like_squad(Path(p)) for p in files.values()):
-            file_format = "squad"  # SQuAD's nested JSON (data → paragraphs → qas), not a table of rows
+                              f"format: one of {', '.join(registry.names())} (a delimited text file: separator: ';')")
+        file_format = next(iter(found)) or ""
+    _check_parts(files, mappings, file_format, problem)
     return files, file_format or ""
+
+
+def _path(value, key: str, base_dir, files_in: str, problem) -> str | None:
+    """One file's path (absolute; as given in the data folder), or ``None`` with its problem said."""
+    if not isinstance(value, (str, Path)) or not str(value):
+        problem(key, f"give the {key} file's path, got {value!r}")
+        return None
+    if files_in == IN_DATA_FOLDER:
+        return str(value)
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = Path(base_dir or ".") / path
+    path = path.resolve()
+    if not path.is_file():
+        problem(key, f"file {str(path)!r} does not exist" + (" (it is a folder)" if path.is_dir() else ""))
+    return str(path)
+
+
+def _check_parts(files: dict[str, Any], mappings: set[str], file_format: str, problem) -> None:
+    """Splits given as mappings of field to file belong to a format of parallel files, both with the same fields."""
+    registry = formats()
+    parts = bool(file_format) and file_format in registry.names() and registry.get(file_format).parts
+    if parts and len(mappings) < len(files):
+        problem("format", f"{file_format}: give each split as a mapping of field to file ({{text: train.txt, "
+                          "label: train.labels}})")
+    elif mappings and not parts:
+        problem("format", f"a split given as a mapping of field to file is read as parallel files (format: lines), "
+                          f"not {file_format}")
+    elif len(mappings) == 2 and list(files["train"]) != list(files["validation"]):
+        problem("validation", f"the same fields as train, in the same order ({', '.join(files['train'])}), got "
+                              f"{', '.join(files['validation'])}")
+
+
+def split_share(raw: Mapping[str, Any], problem) -> tuple[float, int]:
+    """``validation_split`` (a share in (0, 1), or a count of rows) and ``split_seed`` (default 0)."""
+    share, seed = raw.get("validation_split"), raw.get("split_seed", 0)
+    if share is None:
+        if "split_seed" in raw:
+            problem("split_seed", "seeds validation_split, which this definition does not give")
+        return 0.0, 0
+    whole = isinstance(share, (int, float)) and share >= 1 and float(share).is_integer()
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not (whole or 0 < share < 1):
+        problem("validation_split", f"a share of the train file's rows in (0, 1) (0.1) or a count of rows (500), got "
+                                    f"{share!r}")
+        share = 0.0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        problem("split_seed", f"a whole number ≥ 0, got {seed!r}")
+        seed = 0
+    return float(share), seed
 
 
 def hub_source(value, problem) -> HubSource | None:
@@ -92,10 +170,10 @@ def hub_source(value, problem) -> HubSource | None:
 def glue_layout(value, file_format: str, problem) -> GlueLayout | None:
     """The layout of a GLUE-style TSV (``format: glue``): header or not, columns per row, field → column."""
     if value is None:
-        if file_format == "glue":
-            problem("glue", "format glue needs glue: {header, num_columns, columns}")
+        if takes(file_format, "glue"):
+            problem("glue", f"format {file_format} needs glue: {{header, num_columns, columns}}")
         return None
-    if file_format != "glue" or not isinstance(value, Mapping) or set(value) - set(GLUE_KEYS):
+    if not takes(file_format, "glue") or not isinstance(value, Mapping) or set(value) - set(GLUE_KEYS):
         problem("glue", f"belongs to format glue, as a mapping of {', '.join(GLUE_KEYS)}; got {value!r}")
         return None
     header, columns, count = value.get("header", True), value.get("columns", {}), value.get("num_columns", 0)
@@ -120,6 +198,7 @@ def encoding_of(value, file_format: str, problem) -> str:
     except LookupError:
         problem("encoding", f"{value!r} is not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
         return DEFAULT_ENCODING
-    if str(value) != DEFAULT_ENCODING and file_format not in ("csv", "tsv", "json"):
-        problem("encoding", f"only a csv, tsv or json file has an encoding to give; this one is {file_format!r}")
+    if str(value) != DEFAULT_ENCODING and not takes(file_format, "encoding"):
+        problem("encoding", f"only a text file's format ({', '.join(with_key('encoding'))}) has an encoding to give; "
+                            f"this one is {file_format!r}")
     return str(value)

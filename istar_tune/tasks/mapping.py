@@ -15,8 +15,10 @@ def definition_mapping(task: Task) -> dict[str, Any]:
     mapping: dict[str, Any] = {"name": task.name, "display_name": task.display_name,
                                "problem_type": task.problem_type, "metric": task.metric}
     if task.files:
-        mapping.update({"train": task.files["train"], "validation": task.files["validation"],
-                        "format": task.format})
+        mapping.update({**task.files, "format": task.format})
+        if task.validation_split:
+            share = task.validation_split
+            mapping.update({"validation_split": int(share) if share >= 1 else share, "split_seed": task.split_seed})
         if task.files_in != IN_DEFINITION_FOLDER:
             mapping["files_in"] = task.files_in
     if task.hub is not None:

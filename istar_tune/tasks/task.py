@@ -21,16 +21,9 @@ METRICS: dict[str, tuple[str, ...]] = {
 of extractive QA: SQuAD's token F1)."""
 DEFAULT_METRIC = {CLASSIFICATION: "accuracy", REGRESSION: "pearson", EXTRACTIVE_QA: "f1"}
 
-FILE_FORMATS = ("csv", "tsv", "json", "parquet")
-"""Formats read with ``datasets``' own builders (json: a JSON list or JSON Lines)."""
-PAPER_FORMATS = ("glue", "ptb", "squad")
-"""The paper's files as the GLUE layout ships them: GLUE TSVs (quoting off, a malformed row reported by its line),
-Stanford sentiment trees, SQuAD v1.1 JSON."""
-FORMATS = FILE_FORMATS + PAPER_FORMATS
 DEFAULT_ENCODING = "utf-8"
 MAX_CLASSES_SHOWN = 8
 """Class names a task's line shows (then a count of the rest)."""
-EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 SPLITS = ("train", "validation")
 IN_DEFINITION_FOLDER = "definition"
 IN_DATA_FOLDER = "data_dir"
@@ -101,9 +94,14 @@ class Task:
     score_range: tuple[float, float] | None = None
     """Regression: the scale of the scores (STS-B: 0 to 5); a score outside it is refused as bad data."""
     format: str = ""
-    """One of :data:`FORMATS` (empty: a hub-only task)."""
-    files: dict[str, str] = field(default_factory=dict)
-    """Split → file: absolute, or relative to the data folder when ``files_in`` is ``data_dir``."""
+    """A registered format's name (:mod:`istar_tune.data.registry`; empty: a hub-only task)."""
+    files: dict[str, str | dict[str, str]] = field(default_factory=dict)
+    """Split → file: absolute, or relative to the data folder when ``files_in`` is ``data_dir``; parallel files: a
+    mapping of field to file. With ``validation_split``: the train file alone."""
+    validation_split: float = 0.0
+    """One file as both splits: the share of its rows (below 1) or their count (1 or more) drawn as the validation
+    split, seeded by ``split_seed``, class-stratified for a classification (0: a validation file is given)."""
+    split_seed: int = 0
     files_in: str = IN_DEFINITION_FOLDER
     glue: GlueLayout | None = None
     hub: HubSource | None = None

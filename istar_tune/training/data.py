@@ -1,4 +1,4 @@
-"""Tokenising a task's splits with ``datasets.map`` (reading them is :mod:`istar_tune.training.reading`): sentence
+"""Tokenising a task's splits with ``datasets.map`` (reading them is :mod:`istar_tune.data.reading`): sentence
 tasks padded by the collator, SQuAD contexts split into overlapping windows, answers picked back out of the logits;
 and the held-out share of the training data.
 """

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from istar_tune.config import Hyperparameters, RunSettings, task_problems, validate
+from istar_tune.data.reading import read_task
 from istar_tune.errors import ConfigError, TrainingError
 from istar_tune.models import (
     check_max_length,
@@ -27,7 +28,6 @@ from istar_tune.recipes import RECIPES
 from istar_tune.tasks import Task, get_task
 from istar_tune.training.data import EncodedData, encode, hold_out
 from istar_tune.training.graphs import check_graphs
-from istar_tune.training.reading import read_task
 from istar_tune.training.scale import SCALE_ATTRIBUTE, saved_scale, unfold
 
 # ------------------------------------------------------------------------------------------------ set-up

@@ -59,7 +59,8 @@ def test_every_problem_at_once_each_naming_the_file_and_key(tmp_path):
     ({"format": "glue", "glue": {"num_columns": "abc"}}, "glue: num_columns: the number of columns every row has"),
     ({"format": "glue", "glue": {"columns": ["text"]}}, "glue: columns: a mapping of field to column"),
     ({"format": "glue", "glue": {"header": "no"}}, "glue: header: true or false"),
-    ({"encoding": "latin-1", "format": "parquet"}, "encoding: only a csv, tsv or json file has an encoding"),
+    ({"encoding": "latin-1", "format": "parquet"}, "encoding: only a text file's format (csv, tsv, json, lines) has an "
+                                                   "encoding"),
 ])
 def test_a_value_that_does_not_fit(tmp_path, extra, message):
     _files(tmp_path)

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
+from istar_tune.data.reading import load_raw
 from istar_tune.metrics import squad_scores
 from istar_tune.models import load_tokenizer
 from istar_tune.tasks import get_task
 from istar_tune.training.data import encode, squad_predictions, squad_references
-from istar_tune.training.reading import load_raw
 
 
 def test_classification_encoding_keeps_labels_and_truncates(glue_tiny):

@@ -8,8 +8,8 @@ from collections import Counter
 
 import datasets
 
-from istar_tune.tasks import Task
-from istar_tune.training.rows import MAX_ROWS_SHOWN, rows_text
+from istar_tune.data.rows import MAX_ROWS_SHOWN, rows_text
+from istar_tune.tasks.task import Task
 
 
 def qa_split(task: Task, data: datasets.Dataset, where: str, problems: list[str]) -> datasets.Dataset:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import datasets
 
+from istar_tune.data.checking import normalise
 from istar_tune.tasks import task_from_mapping
-from istar_tune.training.checking import normalise
 
 FILES = {"train": Path("train.csv"), "validation": Path("dev.csv")}
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from istar_tune.data.json_rows import json_rows
+from istar_tune.data.reading import read_task
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks import task_from_mapping
-from istar_tune.training.json_files import json_rows
-from istar_tune.training.reading import read_task
 
 
 def _task(tmp_path, train: str, dev: str, suffix: str = "jsonl", **extra):

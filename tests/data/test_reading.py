@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
+from istar_tune.data.reading import load_raw, read_task, resolve
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.models import load_tokenizer
 from istar_tune.tasks import Task, get_task, task_from_mapping
-from istar_tune.training import reading
 from istar_tune.training.data import encode
-from istar_tune.training.reading import load_raw, read_task, resolve
 
 
 def _task(files, **extra):
@@ -163,32 +162,6 @@ def test_extractive_qa_from_flattened_json_lines_and_from_squads_own_layout(own_
     assert read_task(squad_layout)[1]["train"]["question"] == shipped["train"]["question"]
 
 
-def test_a_hub_data_set_with_its_own_split_and_column_names(monkeypatch):
-    hub = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"txt": ["a", "b", "c"], "y": [0, 1, 1]}),
-                                "test": datasets.Dataset.from_dict({"txt": ["d"], "y": [1]})})
-    asked = []
-    monkeypatch.setattr(reading.datasets, "load_dataset", lambda *args: asked.append(args) or hub)
-    task = task_from_mapping({"name": "h", "hub": {"path": "me/data", "name": "cfg", "validation_split": "test",
-                                                   "columns": {"txt": "text"}}, "label_field": "y"})
-    resolved, raw = read_task(task)
-    assert asked == [("me/data", "cfg")] and raw["validation"]["text"] == ["d"]
-    assert resolved.label_names == ("0", "1") and resolved.train_examples == 3 and resolved.checksums == {}
-    monkeypatch.setattr(reading.datasets, "load_dataset", lambda *args: hub)
-    with pytest.raises(DataError, match="has no split 'validation' .*set hub.validation_split"):
-        read_task(task_from_mapping({"name": "h2", "hub": "me/data", "label_field": "y"}))
-
-
-def test_no_data_folder_and_no_hub_names_both_options(monkeypatch):
-    monkeypatch.delenv("GLUE_DIR", raising=False)
-
-    def unreachable(*args, **kwargs):
-        raise ConnectionError("hub unreachable")
-
-    monkeypatch.setattr(reading.datasets, "load_dataset", unreachable)
-    with pytest.raises(DataError, match="pass --data-dir DIR or set GLUE_DIR"):
-        load_raw(get_task("sst2"))
-
-
 def test_every_problem_of_the_data_at_once(own_data, tmp_path):
     files = own_data("sst2", "csv", string_labels=True)
     with pytest.raises(ConfigError) as err:
@@ -308,7 +281,7 @@ def test_a_positive_label_the_training_split_never_shows_is_refused(own_data):
 
 
 def test_a_giant_text_cell_is_refused_before_any_trial_holds_it(own_data, monkeypatch):
-    from istar_tune.training import checking
+    from istar_tune.data import checking
 
     files = own_data("sst2", "csv")
     lines = files["train"].read_text().splitlines()
@@ -377,49 +350,6 @@ def test_a_header_read_as_data_is_refused_in_every_way_it_arrives(tmp_path):
     assert any("rows 1: the row holds the fields' own names" in p for p in err.value.problems), err.value.problems
     plain = _files(tmp_path / "p", "text,label", ["dull,neg", "fine,pos"], ["d,pos"])  # one-word texts are text
     assert read_task(_task(plain))[0].label_names == ("neg", "pos")
-
-
-@pytest.mark.parametrize(("suffix", "header", "rows", "said"), [
-    ("tsv", "text\tlabel", ['"a\tb"\t1', "c\t0"], "rows 1: 3 fields where the header has 2: a tab inside a cell? a "
-                                                  "tsv file is read unquoted"),   # an index column shifted them
-    ("csv", "text,label", ["a,1", "b, c,0", "d,1", "e"], "rows 2, 4: 1 or 3 fields where the header has 2: a ',' "
-                                                         "inside a cell that is not quoted? quote that cell"),
-    ("csv", "text,label", ["a, b,1", "c, d,0"], "rows 1, 2: 3 fields where the header has 2"),  # pandas: an index
-])
-def test_a_row_whose_field_count_differs_from_its_names_is_refused(tmp_path, suffix, header, rows, said):
-    with pytest.raises(DataError) as err:
-        read_task(_task(_files(tmp_path, header, rows, rows, suffix)))
-    assert said in str(err.value) and str(err.value).startswith(str(tmp_path / f"train.{suffix}"))
-    headerless = _files(tmp_path / "bare", "a,1", ["b,0", "c,d,1"], ["e,1"])
-    with pytest.raises(DataError, match="rows 3: 3 fields where the column_names give 2"):
-        read_task(_task(headerless, column_names=["text", "label"]))
-
-
-@pytest.mark.parametrize(("head", "said"), [
-    (b"PK\x03\x04\x14\x00\x06\x00", "an Excel workbook (.xlsx) or a zip archive, not a csv file: save it as CSV"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Excel 97-2003 workbook (.xls), not a csv file"),
-    (b"PAR1\x15\x04\x15\x10", "a parquet file, not a csv file: name it .parquet, or give format: parquet"),
-    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "a gzip-compressed file, not a csv file: decompress it"),
-])
-def test_a_binary_file_under_a_text_name_says_what_it_is(tmp_path, head, said):
-    files = _files(tmp_path, "text,label", ["a,1", "b,0"], ["c,1"])
-    files["train"].write_bytes(head + bytes(200))
-    with pytest.raises(DataError) as err:  # "BadZipFile: File is not a zip file" for a workbook before
-        read_task(_task(files))
-    assert str(err.value) == f"{files['train']}: {said}" or str(err.value).startswith(f"{files['train']}: {said}")
-
-
-def test_an_empty_parquet_split_is_said_to_be_empty(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    files = {"train": tmp_path / "train.parquet", "validation": tmp_path / "dev.parquet"}
-    pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), files["train"])
-    pq.write_table(pa.table({"text": pa.array([], pa.string()), "label": pa.array([], pa.int64())}),
-                   files["validation"])
-    with pytest.raises(ConfigError) as err:  # "ArrowInvalid: BatchSize must be greater than 0" before
-        read_task(_task(files))
-    assert err.value.problems == [f"{files['validation']}: the validation split is empty: give at least one example"]
 
 
 def test_what_a_limit_leaves_is_checked_again(tmp_path):

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from istar_tune.data.reading import read_task
 from istar_tune.errors import IstarTuneError
 from istar_tune.tasks import task_of
-from istar_tune.training.reading import read_task
 
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
 GENERATED = settings(max_examples=400 if FUZZ else 15, deadline=None, derandomize=not FUZZ,
@@ -178,3 +178,49 @@ def test_a_padded_answer_is_refused_and_a_bare_one_read(words, pads, tmp_path_fa
     else:
         assert not isinstance(outcome, Exception), outcome
         assert outcome[1]["train"]["answers"] == [r["answers"] for r in rows]
+
+
+BIG = 2**53
+"""Codes past it are where a float would merge two integers."""
+
+
+@st.composite
+def spelled_numbers(draw):
+    """Class codes as users' files spell them (a leading zero or plus, ``.0``, an exponent, integers past 2^53), some
+    rows decorated as locales and reports write numbers (a decimal comma, a thousands separator, a percent sign, a
+    unit)."""
+    base = draw(st.sampled_from([0, BIG]))
+    codes = draw(st.lists(st.integers(0, 4), min_size=4, max_size=10))
+    bare = [lambda k: str(k), lambda k: f"0{k}", lambda k: f"+{k}"]
+    if base == 0:
+        bare += [lambda k: f"{k}.0", lambda k: f"{k}e0", lambda k: f"{k}.00"]
+    decorated = [lambda k: f"{k},5", lambda k: f"{k},000", lambda k: f"{k}%", lambda k: f"{k} stars",
+                 lambda k: f"{k}.5 pts"]
+    spelled = []
+    for code in codes:
+        pool = decorated if draw(st.integers(0, 9)) == 0 else bare
+        spelled.append((base + code, draw(st.sampled_from(pool))(base + code)))
+    return spelled
+
+
+@GENERATED
+@given(rows=spelled_numbers())
+def test_numbers_are_one_class_however_written_and_a_decorated_one_is_refused(rows, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("numbers")
+    text = "text\tlabel\n" + "".join(f"row {i}\t{written}\n" for i, (_, written) in enumerate(rows))
+    for name in ("train.tsv", "dev.tsv"):
+        (folder / name).write_text(text, encoding="utf-8")
+    read = _read(folder, {"train": "train.tsv", "validation": "dev.tsv", "problem_type": "classification"})
+    # The rule's text: bare spellings of one integer are one class named by the integer, exactly (no float); a
+    # number with a decimal comma, a thousands separator, a percent sign or a unit is refused; one class is refused.
+    decorated = [w for _, w in rows if any(mark in w for mark in (",", "%", " "))]
+    classes = sorted({code for code, _ in rows})
+    if decorated or len(classes) < 2:
+        assert isinstance(read, IstarTuneError), (rows, read)
+        said = " ".join(_one_line(read))
+        assert any(repr(d) in said for d in decorated) or "needs two classes" in said, (rows, said)
+        return
+    assert not isinstance(read, IstarTuneError), (rows, read)
+    task, splits = read
+    assert task.label_names == tuple(str(c) for c in classes)
+    assert splits["train"]["label"] == [classes.index(code) for code, _ in rows]

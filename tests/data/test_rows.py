@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from istar_tune.training.rows import rows_text, value_kind
+from istar_tune.data.rows import rows_text, value_kind
 
 
 def test_rows_and_kinds_as_a_refusal_names_them():

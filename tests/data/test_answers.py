@@ -8,8 +8,8 @@ from dataclasses import replace
 import datasets
 import pytest
 
+from istar_tune.data.answers import ANSWER_PROBLEMS, check_answers, qa_split
 from istar_tune.tasks import get_task
-from istar_tune.training.answers import ANSWER_PROBLEMS, check_answers, qa_split
 
 CONTEXT = "The capital of France is Paris, a city on the Seine."
 PARIS = CONTEXT.index("Paris")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from istar_tune.data.reading import load_raw
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks import TASKS, get_task
 from istar_tune.tasks.data_folder import resolve_data_dir
-from istar_tune.training.reading import load_raw
 
 EXPECTED_LABELS = {"sst2": {0, 1}, "qnli": {0, 1}, "rte": {0, 1}, "mrpc": {0, 1}, "qqp": {0, 1}, "cola": {0, 1},
                    "sst5": {0, 1, 2, 3, 4}}

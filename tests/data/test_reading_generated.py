@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from istar_tune.data.reading import read_task
 from istar_tune.errors import IstarTuneError
 from istar_tune.tasks import task_of
-from istar_tune.training.reading import read_task
 
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
 GENERATED = settings(max_examples=400 if FUZZ else 15, deadline=None, derandomize=not FUZZ,

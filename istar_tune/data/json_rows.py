@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import datasets
-
+from istar_tune.data.format import Format, table
+from istar_tune.data.rows import rows_text, value_kind
+from istar_tune.data.text_files import refuse_binary, undecodable
 from istar_tune.errors import ConfigError, DataError
-from istar_tune.tasks import EXTRACTIVE_QA, Task
+from istar_tune.tasks.task import EXTRACTIVE_QA, SPLITS, Task
 from istar_tune.tasks.values import label_text
-from istar_tune.training.rows import rows_text, value_kind
 
 ROWS_HINT = "write one object a row: a list of objects, or JSON Lines (one object a line)"
 
 
-def read_json(task: Task, path: Path) -> datasets.Dataset:
+def read_json(task: Task, path: Path):
     """A JSON or JSON Lines file's rows as a table (see the module's docstring for what is refused)."""
     rows = json_rows(path, task.encoding)
     names = list(dict.fromkeys(k for r in rows for k in r))
@@ -124,22 +124,10 @@ def _parse_error(err: ValueError, text: str) -> str:
     return str(err)
 
 
-def table(columns: dict[str, list], path: Path) -> datasets.Dataset:
-    """A parsed file's columns as a table; values of mixed kinds in one column are refused in one line."""
-    try:
-        return datasets.Dataset.from_dict(columns)
-    except Exception as err:  # noqa: BLE001 — pyarrow's words (ArrowInvalid, ArrowTypeError), on one line
-        text = " ".join(str(err).split())[:200]
-        raise DataError(f"{path}: a field holds values of different kinds (text, numbers, null, lists): {text}; "
-                        "write each field one way") from None
+def _check(task: Task, files: dict[str, Path]) -> None:
+    for split in SPLITS:
+        refuse_binary(files[split], "json")
 
 
-def undecodable(path: Path, encoding: str) -> str:
-    """Where a file first fails to decode: ``line 51: byte 0xf0 ...`` ("" if it decodes)."""
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                line.decode(encoding)
-            except UnicodeDecodeError as err:
-                return f"line {number}: byte 0x{line[err.start:err.start + 1].hex()} cannot be decoded as {encoding}"
-    return ""
+JSON = Format(name="json", read=read_json, check=_check, extensions=(".json", ".jsonl"),
+              keys=frozenset({"encoding"}), describes="a list of objects or JSON Lines (one object a line)")

@@ -1,4 +1,4 @@
-"""The one checker every format's table takes (:mod:`istar_tune.training.reading` reads csv, tsv, json, parquet,
+"""The one checker every format's table takes (:mod:`istar_tune.data.reading` reads csv, tsv, json, parquet,
 the hub and the GLUE layout's files into one shape): the fields exist and the text fields hold text, the labels
 follow the one rule (:mod:`istar_tune.tasks.labels`: canonical numbers, placeholders and ``drop_labels``, one label
 a row, classes stated), a regression's scores are numbers, and an extractive-QA split's answers are their contexts'
@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import datasets
 
+from istar_tune.data.answers import qa_split
+from istar_tune.data.rows import MAX_ROWS_SHOWN, rows_text, value_kind
 from istar_tune.errors import DataError
-from istar_tune.tasks import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
 from istar_tune.tasks.labels import (
     LabelColumn,
     column_problems,
@@ -30,12 +30,11 @@ from istar_tune.tasks.labels import (
     read_column,
     spelling_variants,
 )
+from istar_tune.tasks.task import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
 from istar_tune.tasks.values import label_text
-from istar_tune.training.answers import qa_split
-from istar_tune.training.rows import MAX_ROWS_SHOWN, rows_text, value_kind
 
 
-def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, Path] | None,
+def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | None,
                problems: list[str]) -> tuple[Task, dict[str, datasets.Dataset]]:
     """Check every split against the definition and bring it to the one shape; the resolved task."""
     where = where_of(task, files)
@@ -92,9 +91,12 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict[str, 
     return task, splits
 
 
-def where_of(task: Task, files: dict[str, Path] | None) -> dict[str, str]:
+def where_of(task: Task, files: dict | None) -> dict[str, str]:
     """How a refusal names each split: its file, or the hub's data set and split."""
-    return {split: (str(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}
+    def named(source) -> str:
+        return ", ".join(map(str, source.values())) if isinstance(source, dict) else str(source)
+
+    return {split: (named(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}
 
 
 SPLIT_WORDS = {"train": "training", "validation": "validation"}

@@ -1,0 +1,49 @@
+"""Delimited files: every row's field count against its names, the header read as the file writes it (a BOM, quoted
+cells, another separator)."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.data.delimited import header
+from istar_tune.data.reading import read_task
+from istar_tune.errors import DataError
+from istar_tune.tasks import task_from_mapping
+
+
+def _task(files, **extra):
+    return task_from_mapping({"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
+                              **extra}, source="own.yaml")
+
+
+def _files(tmp_path, header, train, dev, suffix="csv"):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    files = {"train": tmp_path / f"train.{suffix}", "validation": tmp_path / f"dev.{suffix}"}
+    for split, rows in (("train", train), ("validation", dev)):
+        files[split].write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return files
+
+
+@pytest.mark.parametrize(("suffix", "header", "rows", "said"), [
+    ("tsv", "text\tlabel", ['"a\tb"\t1', "c\t0"], "rows 1: 3 fields where the header has 2: a tab inside a cell? a "
+                                                  "tsv file is read unquoted"),   # an index column shifted them
+    ("csv", "text,label", ["a,1", "b, c,0", "d,1", "e"], "rows 2, 4: 1 or 3 fields where the header has 2: a ',' "
+                                                         "inside a cell that is not quoted? quote that cell"),
+    ("csv", "text,label", ["a, b,1", "c, d,0"], "rows 1, 2: 3 fields where the header has 2"),  # pandas: an index
+])
+def test_a_row_whose_field_count_differs_from_its_names_is_refused(tmp_path, suffix, header, rows, said):
+    with pytest.raises(DataError) as err:
+        read_task(_task(_files(tmp_path, header, rows, rows, suffix)))
+    assert said in str(err.value) and str(err.value).startswith(str(tmp_path / f"train.{suffix}"))
+    headerless = _files(tmp_path / "bare", "a,1", ["b,0", "c,d,1"], ["e,1"])
+    with pytest.raises(DataError, match="rows 3: 3 fields where the column_names give 2"):
+        read_task(_task(headerless, column_names=["text", "label"]))
+
+
+def test_the_header_is_read_as_the_file_writes_it(tmp_path):
+    files = _files(tmp_path, '\ufeff"the text";label', ["a;1", "b;0"], ["c;1"])
+    task = _task(files, separator=";")
+    assert header(task, files["train"]) == ["the text", "label"]
+    tsv = _files(tmp_path / "t", '"quoted"\tlabel', ["a\t1"], ["c\t1"], "tsv")
+    assert header(_task(tsv), tsv["train"]) == ['"quoted"', "label"]  # a tsv file is read unquoted
+    assert read_task(task)[0].label_names == ("0", "1")

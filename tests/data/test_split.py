@@ -1,0 +1,57 @@
+"""One file as both splits: drawn by a seed, each class keeping its share; what the draw leaves checked again; the
+draw the same wherever the definition is rebuilt."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from istar_tune.data.reading import read_task
+from istar_tune.errors import ConfigError
+from istar_tune.tasks import definition_mapping, task_from_mapping
+
+
+def _file(tmp_path, counts: dict[str, int]):
+    rows = [f"{label} example {i},{label}" for label, n in counts.items() for i in range(n)]
+    (tmp_path / "all.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    return {"name": "one", "train": "all.csv"}
+
+
+def test_a_share_is_drawn_by_its_seed_and_each_class_keeps_its_share(tmp_path):
+    raw = _file(tmp_path, {"common": 80, "rare": 20})
+    task, splits = read_task(task_from_mapping({**raw, "validation_split": 0.2}, tmp_path))
+    names = task.label_names
+    shares = {s: Counter(names[i] for i in splits[s]["label"]) for s in ("train", "validation")}
+    assert shares == {"train": {"common": 64, "rare": 16}, "validation": {"common": 16, "rare": 4}}
+    assert task.read_examples == (80, 20) and task.checksums["train"] == task.checksums["validation"]
+    texts = set(splits["train"]["text"])
+    assert texts.isdisjoint(splits["validation"]["text"]) and len(texts | set(splits["validation"]["text"])) == 100
+    again = read_task(task_from_mapping(definition_mapping(task), None))[1]  # rebuilt elsewhere: the same draw
+    assert again["validation"]["text"] == splits["validation"]["text"]
+    other = read_task(task_from_mapping({**raw, "validation_split": 0.2, "split_seed": 1}, tmp_path))[1]
+    assert other["validation"]["text"] != splits["validation"]["text"]
+    counted = read_task(task_from_mapping({**raw, "validation_split": 10}, tmp_path))[1]
+    assert len(counted["validation"]) == 10 and len(counted["train"]) == 90
+
+
+def test_a_regression_file_is_drawn_at_random(tmp_path):
+    rows = [f"pair {i},{i % 7 / 2}" for i in range(40)]
+    (tmp_path / "s.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    task, splits = read_task(task_from_mapping({"name": "s", "train": "s.csv", "validation_split": 0.25,
+                                                "problem_type": "regression"}, tmp_path))
+    assert (len(splits["train"]), len(splits["validation"])) == (30, 10) and task.problem_type == "regression"
+
+
+@pytest.mark.parametrize(("extra", "counts", "said"), [
+    ({"validation_split": 0.2}, {"a": 10, "b": 1}, "class(es) 'b' have one example: a stratified split keeps two"),
+    ({"validation_split": 11}, {"a": 5, "b": 5}, "11 validation rows of the 10 the file holds leave no training row"),
+    ({"validation_split": 1.5}, {"a": 5, "b": 5}, "validation_split: a share of the train file's rows in (0, 1)"),
+    ({"validation_split": 0.2, "validation": "all.csv"}, {"a": 5, "b": 5}, "validation_split: draws the validation "
+                                                                           "rows from the train file"),
+    ({"split_seed": 3, "validation": "all.csv"}, {"a": 5, "b": 5}, "split_seed: seeds validation_split"),
+])
+def test_a_draw_that_cannot_be_made_is_refused(tmp_path, extra, counts, said):
+    raw = _file(tmp_path, counts)
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        read_task(task_from_mapping({**raw, **extra}, tmp_path))

@@ -1,0 +1,48 @@
+"""What every text format shares: a binary file under a text name said for what it is, a byte that does not decode
+named by its line."""
+
+from __future__ import annotations
+
+import pytest
+
+from istar_tune.data.reading import read_task
+from istar_tune.data.text_files import read_text, undecodable
+from istar_tune.errors import DataError
+from istar_tune.tasks import task_from_mapping
+
+
+def _task(files, **extra):
+    return task_from_mapping({"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
+                              **extra}, source="own.yaml")
+
+
+def _files(tmp_path, header, train, dev, suffix="csv"):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    files = {"train": tmp_path / f"train.{suffix}", "validation": tmp_path / f"dev.{suffix}"}
+    for split, rows in (("train", train), ("validation", dev)):
+        files[split].write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return files
+
+
+@pytest.mark.parametrize(("head", "said"), [
+    (b"PK\x03\x04\x14\x00\x06\x00", "an Excel workbook (.xlsx) or a zip archive, not a csv file: save it as CSV"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Excel 97-2003 workbook (.xls), not a csv file"),
+    (b"PAR1\x15\x04\x15\x10", "a parquet file, not a csv file: name it .parquet, or give format: parquet"),
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "a gzip-compressed file, not a csv file: decompress it"),
+])
+def test_a_binary_file_under_a_text_name_says_what_it_is(tmp_path, head, said):
+    files = _files(tmp_path, "text,label", ["a,1", "b,0"], ["c,1"])
+    files["train"].write_bytes(head + bytes(200))
+    with pytest.raises(DataError) as err:  # "BadZipFile: File is not a zip file" for a workbook before
+        read_task(_task(files))
+    assert str(err.value) == f"{files['train']}: {said}" or str(err.value).startswith(f"{files['train']}: {said}")
+
+
+def test_a_byte_that_does_not_decode_is_named_by_its_line(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes("first line\nsecond caf\u00e9\n".encode("latin-1"))
+    assert undecodable(path, "utf-8") == "line 2: byte 0xe9 cannot be decoded as utf-8"
+    assert undecodable(path, "latin-1") == ""
+    with pytest.raises(DataError, match=r"t.txt:2: not UTF-8 text \(byte 0xe9 at offset 21\); save the file as UTF-8"):
+        read_text(path)
+    assert read_text(path, "latin-1").endswith("caf\u00e9\n")
