@@ -13,9 +13,24 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+def _checkout(target: Path) -> Path:
+    """The tracked files and those git does not ignore, copied: a wheel built here never takes a stale ``build/lib``
+    of the working folder (which would hide a package folder left out of pyproject.toml)."""
+    import shutil
+
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    return target
+
+
 def test_an_installed_wheel_lists_and_plans_the_shipped_spaces_from_any_folder(tmp_path):
+    source = _checkout(tmp_path / "source")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                            str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("istar_tune-*.whl"))
     site = tmp_path / "site"
