@@ -1,4 +1,5 @@
-"""Reading YAML files as people write them: YAML 1.2 floats (``1e-5`` is a number), a key given twice refused, the
+"""Reading YAML files as people write them: YAML 1.2 floats (``1e-5`` is a number) and integers (``010`` is ten, not
+YAML 1.1's octal eight; ``1:30`` and ``1_000`` are text, not 90 and 1000), a key given twice refused, the
 size and the alias expansion of a file bounded. Every YAML file the package reads (configs, search spaces, task
 definitions) goes through :func:`load_yaml`, and every value a typed field reads through :func:`coerce_value`.
 """
@@ -58,6 +59,22 @@ class _Yaml12Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+INT = "tag:yaml.org,2002:int"
+_Yaml12Loader.yaml_implicit_resolvers = {  # YAML 1.1's integers out: 010 is not octal 8, 1:30 not 90, 1_000 is text
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != INT]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Yaml12Loader.add_implicit_resolver(INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+                                    list("-+0123456789"))
+
+
+def _construct_int(loader: _Yaml12Loader, node) -> int:
+    """A YAML 1.2 integer: decimal (a leading zero changes nothing: ``010`` is 10), ``0o`` octal, ``0x`` hex."""
+    text = loader.construct_scalar(node)
+    base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+    return int(text[2:] if base != 10 else text, base)
+
+
+_Yaml12Loader.add_constructor(INT, _construct_int)
 _Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?

@@ -32,3 +32,11 @@ def test_yaml_merge_keys_still_merge_and_may_be_overridden(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("base: &b {epochs: 2, learning_rate: 1.0e-4}\nrun:\n  <<: *b\n  learning_rate: 3.0e-4\n")
     assert load_yaml(path)["run"] == {"epochs": 2, "learning_rate": 3e-4}
+
+
+def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path):
+    path = tmp_path / "numbers.yaml"
+    path.write_text("lead: 010\nclock: 1:30\nunderscored: 1_000\noctal: 0o17\nhex: 0x1A\nsigned: -5\nplus: +7\n"
+                    "float: 1e3\nflag: yes\n")
+    assert load_yaml(path) == {"lead": 10, "clock": "1:30", "underscored": "1_000", "octal": 15, "hex": 26,
+                               "signed": -5, "plus": 7, "float": 1000.0, "flag": True}  # YAML 1.1: 8, 90, 1000

@@ -152,8 +152,8 @@ def spelling_variants(names: Iterable[str], declared: Iterable[str] = ()) -> lis
 def how_they_differ(variants: Sequence[str]) -> str:
     """What sets spellings of one name apart, in words: their case, or the code points each holds beyond printable
     ASCII (``'positive\u200b' holds U+200B ZERO WIDTH SPACE``)."""
-    if len({v.casefold() for v in variants}) == 1:
-        return "differ only in case"
+    if len({v.lower() for v in variants}) == 1:
+        return "differ only in case"  # not casefold: it also maps a ligature (U+FB01) to its letters
     held = []
     for variant in variants:
         unusual = [c for c in dict.fromkeys(variant) if not (" " <= c <= "~")]

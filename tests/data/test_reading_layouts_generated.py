@@ -1,13 +1,16 @@
 """Generated files the way users' files come: delimited by hand with any of five separators (cells quoted as RFC 4180
 says, a field too many or too few in some row), JSON Lines written raw with Unicode's line separators inside strings,
-files sorted by label and cut by a limit, QA answers padded with spaces. Each expected outcome is written from the
-rule's text in docs/tasks.md (no helper of the package is used to compute it): a reading equal to it, or a refusal in
-one line that names the cause. ``make fuzz`` runs 400 examples a test, CI 15."""
+files sorted by label and cut by a limit, QA answers padded with spaces, class codes spelled as exports and locales
+write numbers, one class name spelled across Unicode's categories and normal forms, definitions' YAML 1.1 scalars
+(octal-looking codes, booleans as class names), exports concatenated with their header again. Each expected outcome
+is written from the rule's text in docs/tasks.md (no helper of the package is used to compute it): a reading equal to
+it, or a refusal in one line that names the cause. ``make fuzz`` runs 400 examples a test, CI 15."""
 
 from __future__ import annotations
 
 import json
 import os
+import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -224,3 +227,129 @@ def test_numbers_are_one_class_however_written_and_a_decorated_one_is_refused(ro
     task, splits = read
     assert task.label_names == tuple(str(c) for c in classes)
     assert splits["train"]["label"] == [classes.index(code) for code, _ in rows]
+
+
+SPELLINGS_OF_A_NAME = {
+    "as written": lambda w: w,
+    "a space around (Zs)": lambda w: f"\u00a0{w} ",
+    "a zero-width space (Cf)": lambda w: w[:2] + "\u200b" + w[2:],
+    "a byte-order mark (Cf)": lambda w: "\ufeff" + w,
+    "decomposed (NFD)": lambda w: unicodedata.normalize("NFD", w),
+    "quoted twice (JSON in JSON)": lambda w: json.dumps(w),
+    "title case": lambda w: w.title(),
+    "full width (NFKC)": lambda w: "".join(chr(ord(c) + 0xFEE0) if "a" <= c <= "z" else c for c in w),
+}
+"""How exports and editors spell one class name: each from Unicode's categories and normal forms, or a
+serialiser's habits."""
+NAMES = ["café", "naïve", "plain"]
+
+
+@GENERATED
+@given(rows=st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(sorted(SPELLINGS_OF_A_NAME))), min_size=4,
+                     max_size=10))
+def test_spellings_of_one_name_are_refused_or_one_class_by_the_stated_normal_form(rows, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spellings")
+    labels = [SPELLINGS_OF_A_NAME[how](name) for name, how in rows]
+    path = folder / "train.jsonl"
+    path.write_text("".join(json.dumps({"text": f"row {i}", "label": label}, ensure_ascii=False) + "\n"
+                            for i, label in enumerate(labels)), encoding="utf-8")
+    read = _read(folder, {"train": "train.jsonl", "validation": "train.jsonl"})
+
+    # The rule's text (docs/tasks.md): surrounding whitespace is not part of a label; names are compared under NFKC,
+    # format characters (Cf) removed, surrounding quotes and whitespace stripped, case folded; two spellings that meet
+    # there are refused; otherwise the classes are the labels, sorted, and two or more are needed.
+    def key(text: str) -> str:
+        text = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf").strip()
+        while len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+            text = text[1:-1].strip()
+        return text.casefold()
+
+    written = [label.strip() for label in labels]
+    spellings: dict[str, set[str]] = {}
+    for text in written:
+        spellings.setdefault(key(text), set()).add(text)
+    met = [sorted(found) for found in spellings.values() if len(found) > 1]
+    names = sorted(set(written))
+    if met or len(names) < 2:
+        assert isinstance(read, IstarTuneError), (labels, read)
+        said = " ".join(_one_line(read))
+        assert (repr(met[0][0]) in said) if met else ("needs two classes" in said), (labels, said)
+        return
+    assert not isinstance(read, IstarTuneError), (labels, read)
+    task, splits = read
+    assert task.label_names == tuple(names) and splits["train"]["label"] == [names.index(t) for t in written]
+
+
+@GENERATED
+@given(codes=st.lists(st.sampled_from([1, 8, 10, 90, 1000]), min_size=2, max_size=4, unique=True),
+       leading=st.lists(st.booleans(), min_size=4, max_size=4), data=st.data())
+def test_label_codes_in_a_definition_are_read_as_yaml_1_2_writes_them(codes, leading, data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("codes")
+    keys = [("0" if lead else "") + str(code) for code, lead in zip(codes, leading)]  # 010: ten, never octal 8
+    names = [f"class{i}" for i in range(len(codes))]
+    rows = data.draw(st.lists(st.sampled_from(codes), min_size=4, max_size=10))
+    rows = rows + [c for c in codes if c not in rows]  # every class in the training split
+    spelled = [data.draw(st.sampled_from([str(c), f"0{c}", f"{c}.0"])) for c in rows]
+    (folder / "train.tsv").write_text("text\tlabel\n" + "".join(f"row {i}\t{s}\n" for i, s in enumerate(spelled)))
+    mapping = ", ".join(f"{key}: {name}" for key, name in zip(keys, names))
+    (folder / "task.yaml").write_text(f"name: codes\ntrain: train.tsv\nvalidation: train.tsv\ntext_fields: [text]\n"
+                                      f"label_names: {{{mapping}}}\n")
+    try:
+        task, splits = read_task(task_of(str(folder / "task.yaml"), folder))
+    except IstarTuneError as err:
+        raise AssertionError(_one_line(err)) from None
+    # The rule's text: a definition is YAML 1.2 (a leading zero changes nothing), and a number is one number however
+    # a file writes it: each row's class is the one its code names, in the mapping's order.
+    assert task.label_names == tuple(names)
+    assert splits["train"]["label"] == [codes.index(c) for c in rows]
+
+
+YAML_BOOLEANS = ["no", "yes", "on", "off", "true", "false", "No", "YES", "Off"]
+
+
+@GENERATED
+@given(words=st.lists(st.sampled_from(YAML_BOOLEANS + ["maybe", "none_of_these"]), min_size=2, max_size=3,
+                      unique_by=str.lower), quoted=st.lists(st.booleans(), min_size=3, max_size=3))
+def test_yaml_booleans_as_class_names_are_refused_unless_quoted(words, quoted, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("booleans")
+    (folder / "train.tsv").write_text("text\tlabel\n" + "".join(f"row {i}\t{w}\n" for i, w in enumerate(words * 2)))
+    written = [f"'{w}'" if q else w for w, q in zip(words, quoted)]
+    (folder / "task.yaml").write_text("name: flags\ntrain: train.tsv\nvalidation: train.tsv\ntext_fields: [text]\n"
+                                      f"label_names: [{', '.join(written)}]\n")
+    try:
+        read = read_task(task_of(str(folder / "task.yaml"), folder))
+    except IstarTuneError as err:
+        read = err
+    # The rule's text: YAML reads an unquoted no, yes, on, off, true or false (any case YAML 1.1 knows) as a
+    # boolean, and label_names holding one is refused with the fix: quote it.
+    unquoted = [w for w, q in zip(words, quoted) if not q and w in YAML_BOOLEANS]
+    if unquoted:
+        assert isinstance(read, IstarTuneError), (written, read)
+        assert "quote each class name" in " ".join(_one_line(read)), read
+        return
+    assert not isinstance(read, IstarTuneError), (written, read)
+    assert read[0].label_names == tuple(words)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl"])
+@GENERATED
+@given(labels=st.lists(st.sampled_from(["neg", "pos"]), min_size=3, max_size=8).filter(lambda ls: len(set(ls)) == 2),
+       at=st.lists(st.integers(1, 8), min_size=1, max_size=2, unique=True))
+def test_exports_concatenated_with_their_header_again_are_refused_naming_its_rows(fmt, labels, at, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("concatenated")
+    rows = [(f"a review number {i}", label) for i, label in enumerate(labels)]
+    for position in sorted(at):  # the header again where a second export begins
+        rows.insert(min(position, len(rows)), ("text", "label"))
+    header_rows = [i + 1 for i, row in enumerate(rows) if row == ("text", "label")]  # 1-based data rows
+    if fmt == "jsonl":
+        body = "".join(json.dumps({"text": t, "label": lab}) + "\n" for t, lab in rows)
+    else:
+        sep = "," if fmt == "csv" else "\t"
+        body = f"text{sep}label\n" + "".join(f"{t}{sep}{lab}\n" for t, lab in rows)
+    (folder / f"train.{fmt}").write_text(body)
+    read = _read(folder, {"train": f"train.{fmt}", "validation": f"train.{fmt}"})
+    # The rule's text: a row whose fields hold their own names (the header again mid-file) is refused in every
+    # format, naming its rows.
+    assert isinstance(read, IstarTuneError), (rows, read)
+    said = " ".join(_one_line(read))
+    assert f"rows {', '.join(map(str, header_rows))}: the row holds the fields' own names" in said, (rows, said)

@@ -95,6 +95,7 @@ def test_case_variants_and_one_based_labels():
     (["positive", '"positive"'], "'\"positive\"' holds printable ASCII only"),
     (["\ufeffneg", "neg"], "'\\ufeffneg' holds U+FEFF ZERO WIDTH NO-BREAK SPACE"),
     (["Positive", "positive"], "differ only in case"),
+    (["\ufb01ne", "fine"], "'\ufb01ne' holds U+FB01 LATIN SMALL LIGATURE FI"),  # casefold maps it: not a case
 ])
 def test_spellings_of_one_name_are_refused_naming_the_code_points_that_differ(spellings, differ):
     # The rule's one normal form, as docs/tasks.md states it: NFKC, format characters (Cf) removed, surrounding quotes
