@@ -203,7 +203,8 @@ def test_bad_input_to_train_is_one_line_and_exit_2(own_data, tmp_path):
     files = own_data("sst2", "csv")
     only = _run("train", "--train-file", str(files["train"]), cwd=tmp_path, check=False)
     assert only.returncode == 2 and only.stderr.strip() == ("istar-tune: error: --train-file and --validation-file go "
-                                                            "together: give both files")
+                                                            "together: give both files (or --train-file and "
+                                                            "--validation-split SHARE)")
     field = _run("train", "--train-file", str(files["train"]), "--validation-file", str(files["validation"]),
                  "--label-field", "sentiment", "--model", "tiny-bert", "--no-progress", cwd=tmp_path, check=False)
     assert field.returncode == 2 and "\n" not in field.stderr.strip()

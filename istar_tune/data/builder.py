@@ -1,5 +1,5 @@
-"""Reading one file with a ``datasets`` builder (csv, parquet), its failure said in one line: the innermost cause under
-the builder's wrapper, with the way out where one is known, and the builder's own ERROR log line kept quiet."""
+"""Reading one file with a ``datasets`` builder (parquet's), its failure said in one line: the innermost cause under
+the builder's wrapper, and the builder's own ERROR log line kept quiet."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import contextlib
 import re
 from pathlib import Path
 
-from istar_tune.data.text_files import undecodable
 from istar_tune.errors import DataError, IstarTuneError
 from istar_tune.tasks.task import Task
 
@@ -26,28 +25,15 @@ def build(task: Task, builder: str, path: Path, options: dict):
             raise
         if "corresponds to no data" in str(err):  # a header and no rows: reported as an empty split
             return datasets.Dataset.from_dict({})
-        raise DataError(f"{path}: not a readable {task.format} file: {cause(err, task, path)}") from None
+        raise DataError(f"{path}: not a readable {task.format} file: {cause(err)}") from None
 
 
-def cause(err: BaseException, task: Task, path: Path) -> str:
-    """The innermost error under a builder's wrapper (``DatasetGenerationError`` says only that generating failed),
-    on one line, with the way out where one is known."""
-    chain = [err]
-    while (chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 20:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)
-    named = [e for e in chain if isinstance(e, UnicodeDecodeError) or "fields in line" in str(e)]
-    causes = [err]
-    while causes[-1].__cause__ is not None and len(causes) < 20:
-        causes.append(causes[-1].__cause__)
-    err = named[0] if named else causes[-1]
-    text = " ".join(str(err).split())[:300]
-    if isinstance(err, UnicodeDecodeError):
-        return (f"{undecodable(path, task.encoding) or text} (the file is not {task.encoding}: give its encoding in "
-                "the task's definition, e.g. encoding: latin-1)")
-    if "Expected" in text and "fields in line" in text:
-        return (f"{type(err).__name__}: {text} (a row with more separators than the header: quote it, or is the "
-                "file tab-separated? format: tsv)")
-    return f"{type(err).__name__}: {text}"
+def cause(err: BaseException) -> str:
+    """The innermost error under a builder's wrapper (``DatasetGenerationError`` says only that generating failed), on
+    one line."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
 
 
 @contextlib.contextmanager

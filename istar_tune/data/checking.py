@@ -174,6 +174,11 @@ def _check_text_fields(task: Task, loaded: dict[str, datasets.Dataset], where: d
                 problems.append(f"{where[split]}: rows {rows_text(other)}: text field {name!r} holds "
                                 f"{', '.join(kinds)}, not text: a model reads text; name a text field with "
                                 "text_fields, or write it as text")
+            texts = [value for value in values if isinstance(value, str) and value.strip()]
+            if texts and not other and all(is_number(value) for value in texts):
+                shown = ", ".join(map(repr, texts[:3])) + (", …" if len(texts) > 3 else "")
+                problems.append(f"{where[split]}: text field {name!r} holds numbers only ({shown}), not text: an id "
+                                "or a score named as input? name the text field with text_fields")
             sizes = [len(value) if isinstance(value, str) else 0 for value in values]
             longest = max(range(len(sizes)), key=sizes.__getitem__, default=0)
             if sizes and sizes[longest] > MAX_CELL_CHARS:

@@ -1,50 +1,47 @@
-"""Delimited text (``format: csv`` with quoted cells and any one-character ``separator``, ``.txt`` included;
-``format: tsv``, tab-separated and read unquoted, every cell as written), read with ``datasets``' csv builder. Before
-any row is read, both splits' files are checked: a binary file under a text name, a header with a column twice or
-one that looks like data, and a row whose field count differs from its names (pandas would shift every column)."""
+"""Delimited text (``format: csv`` with RFC 4180 quoting and any one-character ``separator``, ``.txt`` included;
+``format: tsv``, tab-separated and read unquoted), each file parsed once by one parser into columns of the text
+written: a cell is never a number, a null or a date until the label rule reads it (pandas turned ``NA`` into a null and
+a column of digits into integers). Both splits' first lines are checked before any is read (a binary file under a
+text name, a header with a column twice or one that looks like data); a row whose field count differs from its names
+is refused, naming its rows (pandas made the first of one more field an index and shifted every column)."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from istar_tune.data.builder import build
 from istar_tune.data.format import Format
 from istar_tune.data.rows import rows_text
-from istar_tune.data.text_files import refuse_binary
+from istar_tune.data.text_files import refuse_binary, undecodable
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks.labels import is_number
-from istar_tune.tasks.task import SPLITS, Task
+from istar_tune.tasks.task import Task
 
 HEADER_WORDS = 5
 """A header cell of this many words or more reads as a sentence: the first row is data, not a header."""
-VERBATIM = {"keep_default_na": False}
-"""A cell is what is written: 'nan', 'NA' and '' are not turned into nulls the label rule could not name."""
 
 
-def read_delimited(task: Task, path: Path):
-    """One csv/tsv split as a table (the checks of :func:`check_delimited` first)."""
-    tab = task.format == TSV.name
-    options = {"sep": "\t", "quoting": csv.QUOTE_NONE} if tab else {"sep": task.separator or ","}
-    options.update(VERBATIM, encoding=task.encoding)
-    if task.column_names:
-        options["column_names"] = list(task.column_names)
-    data = build(task, "csv", path, options)
-    tabs = [c for c in data.column_names if "\t" in c]
-    if not tab and tabs:
-        raise DataError(f"{path}: its header {tabs[0]!r} holds tabs, not commas: a tab-separated file named .csv? "
-                        "give format: tsv (or name it .tsv)")
-    return data
+def read_delimited(task: Task, path: Path) -> dict[str, list]:
+    """One csv/tsv split's columns, every cell the text written (the file parsed once: its header, every row's field
+    count against its names, then its columns)."""
+    records = _records(task, path)
+    if not records:
+        return {}
+    names = list(task.column_names) or [records[0][0].removeprefix("\ufeff"), *records[0][1:]]
+    body = records[0 if task.column_names else 1:]
+    _field_counts(task, path, body, len(names))
+    if task.format != TSV.name and any("\t" in name for name in names):
+        tab = next(name for name in names if "\t" in name)
+        raise DataError(f"{path}: its header {tab!r} holds tabs, not commas: a tab-separated file named .csv? give "
+                        "format: tsv (or name it .tsv)")
+    return {name: [row[i] for row in body] for i, name in enumerate(names)}
 
 
 def check_delimited(task: Task, files: dict[str, Path]) -> None:
-    """Both splits' files before any is read: text, their headers, every row's field count."""
-    for split in SPLITS:
-        refuse_binary(files[split], task.format)
-    headers = {split: header(task, files[split]) for split in SPLITS}
-    _check_headers(task, files, headers)
-    for split, names in headers.items():
-        _field_counts(task, files[split], len(task.column_names or names))
+    """Both splits' files before any is read: text, and their headers (the first line alone)."""
+    for path in dict.fromkeys(files.values()):
+        refuse_binary(path, task.format)
+    _check_headers(task, files, {split: header(task, path) for split, path in files.items()})
 
 
 def header(task: Task, path: Path) -> list[str]:
@@ -53,42 +50,50 @@ def header(task: Task, path: Path) -> list[str]:
         with open(path, encoding=task.encoding, newline="") as handle:
             first = handle.readline().lstrip("\ufeff")
     except (UnicodeDecodeError, LookupError):
-        return []  # said in the builder's own error, with the line and byte
+        return []  # said when the file is read, with the line and byte
     if task.format == TSV.name:
         return [cell.strip() for cell in first.rstrip("\r\n").split("\t")] if first else []
     return [cell.strip() for cell in next(_csv_rows([first], task), [])]
 
 
+def _records(task: Task, path: Path) -> list[list[str]]:
+    """Every non-blank row of the file, parsed once: csv by Python's csv module (RFC 4180 quoting, the task's
+    separator), tsv split at tabs with quoting off; a file that does not decode or parse is one line."""
+    try:
+        with open(path, encoding=task.encoding, newline="") as handle:
+            if task.format == TSV.name:
+                rows = [line.rstrip("\r\n").split("\t") for line in handle if line.strip("\r\n")]
+            else:
+                rows = [row for row in _csv_rows(handle, task) if row]
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a readable {task.format} file: {undecodable(path, task.encoding)} (the file is "
+                        f"not {task.encoding}: give its encoding in the task's definition, e.g. encoding: latin-1)"
+                        ) from None
+    except csv.Error as err:
+        raise DataError(f"{path}: not a readable {task.format} file: {err}: a quote opened and never closed? "
+                        "quote a cell whole (\"a, b\"), doubling a quote inside it (\"\"), or give format: tsv"
+                        ) from None
+    return rows
+
+
 def _csv_rows(lines, task: Task):
     """A csv file's rows with the task's separator; a cell as long as any the checker lets through is read (Python's
-    csv module stops at 128 KiB by default, where pandas reads on)."""
+    csv module stops at 128 KiB by default)."""
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    return csv.reader(lines, delimiter=task.separator or ",")
+    return csv.reader(lines, delimiter=task.separator or ",", strict=True)
 
 
-def _field_counts(task: Task, path: Path, expected: int) -> None:
-    """Every row of a csv/tsv file has as many fields as its names (pandas would make the first of one more field a
-    row index and shift every column, or fill one fewer with nulls): the rows that do not are refused in one line."""
-    if not expected:
-        return
-    bad, counts = [], set()
-    tab = task.format == TSV.name
-    with open(path, encoding=task.encoding, newline="") as handle:
-        records = (line.rstrip("\r\n").split("\t") if line.strip("\r\n") else [] for line in handle) if (
-            tab) else _csv_rows(handle, task)
-        try:
-            rows = [r for r in records if r]
-        except (UnicodeDecodeError, csv.Error):
-            return  # said by the builder, with its line
-    for index, row in enumerate(rows[0 if task.column_names else 1:]):
-        if len(row) != expected:
-            bad.append(index)
-            counts.add(len(row))
+def _field_counts(task: Task, path: Path, rows: list[list[str]], expected: int) -> None:
+    """Every row has as many fields as its names (a row of one more or one fewer would shift or drop a column): the
+    rows that do not are refused in one line."""
+    bad = [index for index, row in enumerate(rows) if len(row) != expected]
     if bad:
+        tab = task.format == TSV.name
         sep = task.separator or ","
         fix = ("a tab inside a cell? a tsv file is read unquoted, so a cell cannot hold a tab: remove it" if
                tab else f"a {sep!r} inside a cell that is not quoted? quote that cell (\"a{sep} b\")")
-        found = " or ".join(map(str, sorted(counts))) + (" field" if counts == {1} else " fields")
+        counts = sorted({len(rows[i]) for i in bad})
+        found = " or ".join(map(str, counts)) + (" field" if counts == [1] else " fields")
         raise DataError(f"{path}: rows {rows_text(bad)}: {found} where the "
                         f"{'column_names give' if task.column_names else 'header has'} {expected}: {fix}, or a "
                         "field missing")

@@ -1,4 +1,4 @@
-"""A builder's failure in one line: the innermost cause with its way out, a header without rows an empty table."""
+"""A builder's failure in one line: the innermost cause; a header without rows an empty table."""
 
 from __future__ import annotations
 
@@ -11,20 +11,14 @@ from istar_tune.tasks import Task
 TASK = Task("t", "T", "classification", "accuracy", format="csv")
 
 
-def test_the_innermost_cause_is_said_with_its_way_out(tmp_path):
-    path = tmp_path / "t.csv"
-    path.write_bytes("text,label\ncaf\u00e9,1\n".encode("latin-1"))
+def test_the_innermost_cause_is_said_on_one_line():
     try:
         try:
-            b"caf\xe9".decode("utf-8")
-        except UnicodeDecodeError as inner:
+            raise ValueError("Parquet magic bytes not found\n in footer")
+        except ValueError as inner:
             raise RuntimeError("An error occurred while generating the dataset") from inner
     except RuntimeError as wrapped:
-        said = cause(wrapped, TASK, path)
-    assert said.startswith("line 2: byte 0xe9 cannot be decoded as utf-8 (the file is not utf-8: give its encoding")
-    fields = cause(ValueError("Error tokenizing data. C error: Expected 2 fields in line 3, saw 3"), TASK, path)
-    assert fields.endswith("(a row with more separators than the header: quote it, or is the file tab-separated? "
-                           "format: tsv)")
+        assert cause(wrapped) == "ValueError: Parquet magic bytes not found in footer"
 
 
 def test_a_header_without_rows_is_an_empty_table_and_a_broken_file_one_line(tmp_path):

@@ -83,3 +83,15 @@ def test_a_constant_score_and_halves_among_whole_classes_are_refused_with_their_
     normalise(_task(tmp_path), {"train": whole, "validation": varied}, FILES, problems)
     assert problems == ["dev.csv: rows 1, 2: labels '1.5', '2.5' are not one of 1, 2, 3 (the training split never "
                         "shows them); scores with decimals? say problem_type: regression (--problem-type regression)"]
+
+
+def test_a_text_field_of_numbers_only_is_refused_however_written(tmp_path):
+    for codes in (["7", "08", "1e3"], [7, 8, 1000]):  # text in a csv or JSON strings; JSON numbers
+        table = datasets.Dataset.from_dict({"text": codes, "label": ["pos", "neg", "pos"]})
+        problems: list[str] = []
+        normalise(_task(tmp_path), {"train": table, "validation": table}, FILES, problems)
+        assert problems and all("text field 'text' holds numbers" in p for p in problems), problems
+    mixed = datasets.Dataset.from_dict({"text": ["7", "a fine film", "10/10"], "label": ["pos", "neg", "pos"]})
+    problems = []
+    normalise(_task(tmp_path), {"train": mixed, "validation": mixed}, FILES, problems)
+    assert problems == []  # a review that is a number among reviews is text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from istar_tune.data.delimited import header
+from istar_tune.data.delimited import header, read_delimited
 from istar_tune.data.reading import read_task
 from istar_tune.errors import DataError
 from istar_tune.tasks import task_from_mapping
@@ -47,3 +47,16 @@ def test_the_header_is_read_as_the_file_writes_it(tmp_path):
     tsv = _files(tmp_path / "t", '"quoted"\tlabel', ["a\t1"], ["c\t1"], "tsv")
     assert header(_task(tsv), tsv["train"]) == ['"quoted"', "label"]  # a tsv file is read unquoted
     assert read_task(task)[0].label_names == ("0", "1")
+
+
+def test_a_cell_is_the_text_written_and_a_quote_never_closed_is_one_line(tmp_path):
+    files = _files(tmp_path, "text,code,label", ["NA,007,1e3", '"a, quoted ""cell""",,2', "nan,1.50,1000"],
+                   ["x,1,2"])
+    task = _task(files, text_fields=["text"])
+    assert read_delimited(task, files["train"]) == {"text": ["NA", 'a, quoted "cell"', "nan"],
+                                                    "code": ["007", "", "1.50"], "label": ["1e3", "2", "1000"]}
+    resolved, splits = read_task(task)  # never nulls; the label rule reads the numbers: 1e3 and 1000 are one class
+    assert resolved.label_names == ("2", "1000") and splits["train"]["label"] == [1, 0, 1]
+    broken = _files(tmp_path / "b", "text,label", ['"never closed,1', "b,0"], ["c,1"])
+    with pytest.raises(DataError, match=r"train.csv: not a readable csv file: .*a quote opened and never closed\?"):
+        read_task(_task(broken))
