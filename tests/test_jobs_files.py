@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,67 @@ def test_skypilot_task_runs_the_search_on_a_ray_of_its_own(tmp_path):
                        .replace('"${tracking[@]}"', ""))
     args = build_parser().parse_args(argv[1:])
     assert args.address == "127.0.0.1:$RAY_PORT" and args.resume_if_started and args.storage_path == "/results"
+
+
+SITE = JOBS / "slurm" / "site.py"
+
+
+def _site(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SITE), *args], capture_output=True, text=True, timeout=60)
+
+
+def _site_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("slurm_site", SITE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("ephemeral", [(32768, 60999), (49152, 65535), (15000, 65535), (10000, 60000)])
+def test_every_jobs_port_window_lies_outside_the_ephemeral_range(ephemeral):
+    site = _site_module()
+    low, high = ephemeral
+    starts = {site.window(job, ephemeral) for job in range(5000)}
+    assert all(start + site.WINDOW <= low or start > high for start in starts)  # was 136 of every 200 job ids
+    assert all(site.LOWEST <= start and start + site.WINDOW <= 65536 for start in starts) and len(starts) > 20
+    with pytest.raises(SystemExit, match="leaves no 200-port window for Ray: set ISTAR_TUNE_PORT_BASE"):
+        site.window(7, (1024, 65535))
+
+
+def test_a_taken_port_and_a_head_no_node_owns_are_one_line_before_ray_starts():
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        refused = _site("free", str(port - 5))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert f"port {port} of this job's window {port - 5}-{port + 194} is taken" in refused.stderr
+    assert _site("free", str(port - 5)).returncode == 0  # let go: free again
+    head = _site("head", "127.0.1.1")  # Debian's /etc/hosts line for the machine's own name
+    assert head.returncode == 2 and "resolves to 127.0.1.1, none of this node's own addresses" in head.stderr
+    assert "set ISTAR_TUNE_HEAD_ADDRESS" in head.stderr and head.stderr.count("\n") == 1
+    assert _site("head", "127.0.0.1").returncode == 0
+
+
+def test_the_template_fits_real_sites_before_any_ray_starts():
+    template = (JOBS / "slurm" / "search.sbatch").read_text()
+    node = (JOBS / "slurm" / "on_node.sh").read_text()
+    assert "#SBATCH --mem=0" in template and "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK" in template
+    assert template.index("site.py head") < template.index("\nsrun --kill-on-bad-exit")
+    assert "flock -n -E 75 9" in template
+    assert node.index("site.py free") < node.index("\nray symmetric-run")
+    assert "ISTAR_TUNE_STORE_COPY_EVERY" in template and "20000 +" not in template
+
+
+def test_check_site_reports_each_need_on_a_line(tmp_path):
+    done = subprocess.run(["bash", str(JOBS / "slurm" / "check-site.sh"), str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert lines and all(line.split()[0] in ("ok", "warn", "FAIL") for line in lines), done.stdout
+    assert any(line.startswith("ok") and "flock works on" in line for line in lines)
+    assert any("ephemeral ports" in line for line in lines) and done.returncode == int(
+        any(line.startswith("FAIL") for line in lines))

@@ -16,6 +16,7 @@ if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
   gpus=(--num-gpus "$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)")
 fi
 base=$ISTAR_TUNE_PORT_BASE
+python jobs/slurm/site.py free "$base"  # a port of the window taken on this node: one line, before Ray starts
 ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODES:-1}" \
   --num-cpus "${SLURM_CPUS_PER_TASK:-$(nproc)}" ${gpus[@]+"${gpus[@]}"} \
   --dashboard-port $((base + 8)) \
