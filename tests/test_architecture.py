@@ -155,6 +155,15 @@ def test_light_modules_load_neither_torch_nor_ray():
     assert out.strip() == "[]"
 
 
+def test_the_data_package_reads_without_torch_ray_or_transformers():
+    """data/ sits below training/: reading and checking a task's data loads none of the training stack."""
+    modules = sorted(name for name in MODULES if name.startswith("istar_tune.data."))
+    code = (f"import sys, {', '.join(modules)}; "
+            "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert len(modules) > 10 and out.strip() == "[]"
+
+
 def _has_logic(path: Path) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body)

@@ -218,8 +218,8 @@ def test_skypilot_task_runs_the_search_on_a_ray_of_its_own(tmp_path):
     commands = [line.split("#")[0] for line in task["run"].replace("\\\n", " ").splitlines()]
     assert not any("ray stop" in command for command in commands)  # it would stop SkyPilot's Ray too
     search = next(c for c in commands if c.strip().startswith("istar-tune search")).split("||")[0]
-    argv = shlex.split(search.replace("$SPACES", "paper_istar").replace("$SEARCH_ARGS", "")
-                       .replace('"${tracking[@]}"', ""))
+    argv = shlex.split(search.replace("$SPACES", "paper_istar").replace('${args[@]+"${args[@]}"}', "")
+                       .replace('${tracking[@]+"${tracking[@]}"}', ""))
     args = build_parser().parse_args(argv[1:])
     assert args.address == "127.0.0.1:$RAY_PORT" and args.resume_if_started and args.storage_path == "/results"
 
@@ -262,6 +262,16 @@ def test_a_taken_port_and_a_head_no_node_owns_are_one_line_before_ray_starts():
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert f"port {port} of this job's window {port - 5}-{port + 194} is taken" in refused.stderr
     assert _site("free", str(port - 5)).returncode == 0  # let go: free again
+    with socket.socket() as server:  # a connection the server side closed first: its port in TIME_WAIT
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Ray's servers (gRPC) bind theirs
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        closing = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", closing))
+        accepted, _ = server.accept()
+        accepted.close()
+        client.close()
+    assert closing not in _site_module().taken(closing)  # as a requeued job finds its earlier run's ports
     head = _site("head", "127.0.1.1")  # Debian's /etc/hosts line for the machine's own name
     assert head.returncode == 2 and "resolves to 127.0.1.1, none of this node's own addresses" in head.stderr
     assert "set ISTAR_TUNE_HEAD_ADDRESS" in head.stderr and head.stderr.count("\n") == 1
@@ -286,3 +296,34 @@ def test_check_site_reports_each_need_on_a_line(tmp_path):
     assert any(line.startswith("ok") and "flock works on" in line for line in lines)
     assert any("ephemeral ports" in line for line in lines) and done.returncode == int(
         any(line.startswith("FAIL") for line in lines))
+
+
+def _skypilot_run(tmp_path, rank: int, ray_joins: bool, nodes_alive: int) -> subprocess.CompletedProcess:
+    """The task's run script as SkyPilot runs it on one node, with ``ray`` and ``python`` standing in for Ray: a join
+    that fails or succeeds, a head that sees ``nodes_alive`` nodes."""
+    task = yaml.safe_load((JOBS / "skypilot" / "search.yaml").read_text())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ray").write_text(f"#!/bin/sh\n[ \"$1\" = start ] && exit {0 if ray_joins else 1}\nexit 0\n")
+    (bin_dir / "python").write_text(f"#!/bin/sh\necho {nodes_alive}\n")
+    (bin_dir / "istar-tune").write_text("#!/bin/sh\necho searched; exit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {**os.environ, **{k: str(v) for k, v in task["envs"].items()}, "JOIN_TIMEOUT": "0",
+           "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2", "SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NUM_NODES": "2",
+           "SKYPILOT_NUM_GPUS_PER_NODE": "0", "HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    script = task["run"].replace("~/istar-venv/bin", str(bin_dir))
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_skypilot_envs_are_all_given_and_a_node_that_cannot_join_fails_the_task(tmp_path):
+    task = yaml.safe_load((JOBS / "skypilot" / "search.yaml").read_text())
+    required = [name for name, value in task["envs"].items() if value in ("", None)]  # SkyPilot: must be --env'd
+    assert required == []
+    lost = _skypilot_run(tmp_path / "worker", rank=1, ray_joins=False, nodes_alive=0)
+    assert lost.returncode == 1 and "node 1 could not join the head 10.0.0.1:6379 in 0 s" in lost.stderr
+    waiting = _skypilot_run(tmp_path / "head", rank=0, ray_joins=True, nodes_alive=1)
+    assert waiting.returncode == 1 and "1 of 2 nodes joined in 0 s" in waiting.stderr
+    assert "searched" not in waiting.stdout
+    joined = _skypilot_run(tmp_path / "all", rank=0, ray_joins=True, nodes_alive=2)
+    assert joined.returncode == 0 and "searched" in joined.stdout

@@ -376,8 +376,17 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
 
 def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, tmp_path):
     env, root = slurm
-    job, results = _eight_trials(env, root, tmp_path, "slurmrequeue")
+    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, "slurmrequeue")
     _wait_for(env, root, job, "[2/8]")  # two trials finished: stop it as the time limit's signal would
+    deadline = time.monotonic() + 60  # the store copied to the results folder while the job runs, not at its end alone
+    seen: list[str] = []
+    while sum(status == "finished" for status in seen) < 2:
+        assert time.monotonic() < deadline, f"no copy of the store with two finished trials in the results: {seen}"
+        time.sleep(1)
+        if (results / "mlflow.db").is_file():  # read through a copy of its own (MLflow keeps a file it opened open)
+            snapshot = tmp_path / f"copied-{time.monotonic_ns()}.db"
+            shutil.copy(results / "mlflow.db", snapshot)
+            seen = [r.status for r in tracking.trial_runs(f"sqlite:///{snapshot}", "slurmrequeue")]
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)  # a requeue by hand
     state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)

@@ -53,27 +53,32 @@ def header(task: Task, path: Path) -> list[str]:
         return []  # said when the file is read, with the line and byte
     if task.format == TSV.name:
         return [cell.strip() for cell in first.rstrip("\r\n").split("\t")] if first else []
-    return [cell.strip() for cell in next(_csv_rows([first], task), [])]
+    try:
+        return [cell.strip() for cell in next(_csv_rows([first], task), [])]
+    except csv.Error:
+        return []  # said when the file is read, with its line
 
 
 def _records(task: Task, path: Path) -> list[list[str]]:
-    """Every non-blank row of the file, parsed once: csv by Python's csv module (RFC 4180 quoting, the task's
-    separator), tsv split at tabs with quoting off; a file that does not decode or parse is one line."""
+    """Every non-blank row of the file, parsed once: csv by Python's csv module (RFC 4180 quoting, strictly: text after
+    a closing quote, or a quote never closed, is refused, not joined), tsv split at tabs with quoting off; a file that
+    does not decode or parse is one line."""
+    reader = None
     try:
         with open(path, encoding=task.encoding, newline="") as handle:
             if task.format == TSV.name:
-                rows = [line.rstrip("\r\n").split("\t") for line in handle if line.strip("\r\n")]
-            else:
-                rows = [row for row in _csv_rows(handle, task) if row]
+                return [line.rstrip("\r\n").split("\t") for line in handle if line.strip("\r\n")]
+            reader = _csv_rows(handle, task)
+            return [row for row in reader if row]
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a readable {task.format} file: {undecodable(path, task.encoding)} (the file is "
                         f"not {task.encoding}: give its encoding in the task's definition, e.g. encoding: latin-1)"
                         ) from None
     except csv.Error as err:
-        raise DataError(f"{path}: not a readable {task.format} file: {err}: a quote opened and never closed? "
-                        "quote a cell whole (\"a, b\"), doubling a quote inside it (\"\"), or give format: tsv"
-                        ) from None
-    return rows
+        where = f"line {reader.line_num}: " if reader is not None else ""
+        raise DataError(f"{path}: not a readable {task.format} file: {where}{err}: a quote inside a quoted cell, or "
+                        "one never closed? quote a cell whole, doubling each quote inside it (\"say \"\"hi\"\"\"), "
+                        "or give format: tsv") from None
 
 
 def _csv_rows(lines, task: Task):

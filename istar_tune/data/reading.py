@@ -47,8 +47,11 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
     if files is None:
         loaded, checksums = read_hub(task), {s: "hub" for s in SPLITS}
     else:
-        loaded, checksums = _from_files(task, files), {s: file_checksum(p) for s, p in files.items()}
-    problems = [f"{task.source}: {split} file {files[split] if files else ''}: changed since the task was resolved "
+        loaded = _from_files(task, files)
+        digests = {str(p): file_checksum(p) for p in {str(p): p for p in files.values()}.values()}
+        checksums = {s: digests[str(p)] for s, p in files.items()}  # one file as both splits: hashed once
+    named = where_of(task, files)
+    problems = [f"{task.source}: {split} file {named[split] if files else ''}: changed since the task was resolved "
                 f"({task.checksums[split]}, now {checksums[split]}): restore the file, or plan the search again"
                 for split in SPLITS if task.checksums.get(split, checksums[split]) != checksums[split]
                 and checksums[split] != "hub"]
@@ -104,10 +107,12 @@ def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | N
                                 f"--data-dir DIR or set {GLUE_DIR_ENV}")
             return None
         files = {split: root / name for split, name in task.files.items()}
+        if task.validation_split:
+            files["validation"] = files["train"]
         missing = [str(path) for path in files.values() if not path.is_file()]
         if missing:
             raise DataError(f"{task.display_name} files not found: {', '.join(missing)}; the data directory must hold "
-                            f"{task.files['train']} and {task.files['validation']} (the standard GLUE layout)")
+                            f"{' and '.join(map(str, task.files.values()))} (the standard GLUE layout)")
         return files
     if not task.files:
         return None

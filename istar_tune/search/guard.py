@@ -138,7 +138,7 @@ def check_data_files(results_root: str, tasks: list[Task], resume: bool) -> None
     configuration)."""
     if is_remote(results_root):
         return
-    files = {f"task {task.name}'s {split} file {task.files.get(split, '')}": checksum
+    files = {f"task {task.name}'s {split} file {task.split_source(split)}": checksum
              for task in tasks for split, checksum in task.checksums.items()}
     path = Path(results_root) / DATA_FILE
     if resume and path.is_file():

@@ -119,7 +119,8 @@ def log_task_definitions(mlflow_client, run_id: str, tasks) -> None:
             continue
         mlflow_client.log_text(run_id, yaml.safe_dump(definition_mapping(task), sort_keys=False, allow_unicode=True),
                                f"{tracking.TASKS_FOLDER}/{task.name}.yaml")
-        files = "; ".join(f"{split} {task.files.get(split, 'hub')} {value}" for split, value in task.checksums.items())
+        files = "; ".join(f"{split} {task.split_source(split) or 'hub'} {value}"
+                          for split, value in task.checksums.items())
         mlflow_client.set_tag(run_id, f"{tracking.TAG_TASK_FILES}.{task.name}",
                               (files or f"hub {task.hub.path if task.hub else ''}")[:tracking.MAX_TAG_CHARS])
 

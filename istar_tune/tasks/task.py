@@ -160,6 +160,15 @@ class Task:
         labels = self.problem_type != CLASSIFICATION or bool(self.label_names)
         return labels and not self.infer_problem_type and self.train_examples > 0 and self.eval_examples > 0
 
+    def split_source(self, split: str) -> str:
+        """Where a split's data is, in words: its file, its parallel files, the train file's drawn share, or ""."""
+        given = self.files.get("train" if self.validation_split else split)
+        if isinstance(given, dict):
+            given = ", ".join(given.values())
+        if given and self.validation_split and split != "train":
+            return f"{given} (validation_split {self.validation_split:g}, split_seed {self.split_seed})"
+        return given or ""
+
     def describe(self) -> str:
         """One line of what a run trains on: the input fields, the label field, the problem type, the classes (each
         with its training examples, once read; or the scores' range), the example counts."""

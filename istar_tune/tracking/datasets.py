@@ -30,7 +30,7 @@ def describe(task, data) -> list[dict[str, Any]]:
         if table is None:
             continue
         file_split = "train" if split == "holdout" else split  # the held-out share comes from the training file
-        source = task.files.get(file_split) or (f"hub:{task.hub.path}" if getattr(task, "hub", None) else task.name)
+        source = task.split_source(file_split) or (f"hub:{task.hub.path}" if getattr(task, "hub", None) else task.name)
         found.append({"name": f"{task.name}/{split}", "digest": str(table._fingerprint)[:MAX_DIGEST],
                       "source": str(source), "checksum": task.checksums.get(file_split, ""),
                       "columns": {name: str(feature) for name, feature in table.features.items()},

@@ -45,10 +45,13 @@ def window(job_id: int, ephemeral: tuple[int, int]) -> int:
 
 
 def taken(base: int) -> list[int]:
-    """The ports of a window something on this node listens on (or cannot be bound for another reason)."""
+    """The ports of a window something on this node listens on (or cannot be bound for another reason). A port whose
+    last connection is closing (TIME_WAIT: a requeued job on the nodes its earlier run used) is free, as Ray's servers
+    bind it (SO_REUSEADDR)."""
     found = []
     for port in range(base, base + WINDOW):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("0.0.0.0", port))
             except OSError:

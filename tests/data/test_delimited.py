@@ -57,6 +57,11 @@ def test_a_cell_is_the_text_written_and_a_quote_never_closed_is_one_line(tmp_pat
                                                     "code": ["007", "", "1.50"], "label": ["1e3", "2", "1000"]}
     resolved, splits = read_task(task)  # never nulls; the label rule reads the numbers: 1e3 and 1000 are one class
     assert resolved.label_names == ("2", "1000") and splits["train"]["label"] == [1, 0, 1]
-    broken = _files(tmp_path / "b", "text,label", ['"never closed,1', "b,0"], ["c,1"])
-    with pytest.raises(DataError, match=r"train.csv: not a readable csv file: .*a quote opened and never closed\?"):
-        read_task(_task(broken))
+    for row, line in (('"never closed,1', 3), ('"said" twice,1', 2)):  # the csv module's line: after the header
+        broken = _files(tmp_path / f"b{line}", "text,label", [row, "b,0"], ["c,1"])
+        with pytest.raises(DataError, match=rf"train.csv: not a readable csv file: line {line}: .*a quote inside a "
+                                            r"quoted cell, or one never closed\?"):
+            read_task(_task(broken))
+    headed = _files(tmp_path / "h", '"text"x,label', ["a,1"], ["c,1"])  # the header itself: one line too
+    with pytest.raises(DataError, match="line 1: ',' expected after"):
+        read_task(_task(headed))

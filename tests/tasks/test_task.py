@@ -34,3 +34,13 @@ def test_a_regressions_line_says_its_scores_train_as_z_scores():
     line = Task("own", "Own", "regression", "pearson", observed_scores=(0.0, 100.0)).describe()
     assert "scores 0 to 100 (trained as z-scores)" in line
 
+
+
+def test_a_splits_source_names_its_file_its_parallel_files_or_the_share_drawn():
+    one = Task("t", "T", "classification", "accuracy", files={"train": "/d/train.csv", "validation": "/d/dev.csv"})
+    assert (one.split_source("train"), one.split_source("validation")) == ("/d/train.csv", "/d/dev.csv")
+    drawn = Task("t", "T", "classification", "accuracy", files={"train": "/d/all.csv"}, validation_split=0.1,
+                 split_seed=3)
+    assert drawn.split_source("validation") == "/d/all.csv (validation_split 0.1, split_seed 3)"
+    lines = Task("t", "T", "classification", "accuracy", files={"train": {"text": "/d/t.txt", "label": "/d/t.lab"}})
+    assert lines.split_source("train") == "/d/t.txt, /d/t.lab" and lines.split_source("validation") == ""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import datasets
@@ -11,8 +12,7 @@ from istar_tune.tracking.datasets import dataset_inputs, describe
 
 def test_each_split_is_described_with_its_fingerprint_source_schema_and_rows():
     files = {"train": "/data/SST-2/train.tsv", "validation": "/data/SST-2/dev.tsv"}
-    task = SimpleNamespace(name=get_task("sst2").name, files=files, hub=None,
-                           checksums={"train": "sha256:aa", "validation": "sha256:bb"})
+    task = replace(get_task("sst2"), files=files, hub=None, checksums={"train": "sha256:aa", "validation": "sha256:bb"})
     train = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3]], "labels": [0, 1]})
     validation = datasets.Dataset.from_dict({"input_ids": [[4]], "labels": [1]})
     held = train.select([1])
