@@ -146,6 +146,9 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
         problem("train", "give the data: train and validation files, or hub: {path: ...}")
     elif files and hub is not None and files_in != IN_DATA_FOLDER:
         problem("hub", "give files or a hub data set, not both")
+    if not files and raw.get("validation_split") is not None:
+        problem("validation_split", "draws the validation rows from a train file; a hub data set has splits of its "
+                                    "own: name them with hub: {validation_split: ...}")
     default_fields = ("question", "context") if problem_type == EXTRACTIVE_QA else ()
     text_fields = _strings(raw.get("text_fields", default_fields), "text_fields", problem, most=2)
     label_field = raw.get("label_field", "answers" if problem_type == EXTRACTIVE_QA else "label")

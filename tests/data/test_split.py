@@ -50,8 +50,10 @@ def test_a_regression_file_is_drawn_at_random(tmp_path):
     ({"validation_split": 0.2, "validation": "all.csv"}, {"a": 5, "b": 5}, "validation_split: draws the validation "
                                                                            "rows from the train file"),
     ({"split_seed": 3, "validation": "all.csv"}, {"a": 5, "b": 5}, "split_seed: seeds validation_split"),
+    ({"train": None, "hub": "glue", "validation_split": 0.1}, {"a": 5, "b": 5}, "validation_split: draws the "
+                                                                                 "validation rows from a train file"),
 ])
 def test_a_draw_that_cannot_be_made_is_refused(tmp_path, extra, counts, said):
-    raw = _file(tmp_path, counts)
+    raw = {key: value for key, value in {**_file(tmp_path, counts), **extra}.items() if value is not None}
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
-        read_task(task_from_mapping({**raw, **extra}, tmp_path))
+        read_task(task_from_mapping(raw, tmp_path))
