@@ -21,13 +21,13 @@ if command -v sbatch > /dev/null; then
 else
   fail "no sbatch on PATH: run this where jobs are submitted"
 fi
-if command -v scontrol > /dev/null; then
-  gres=$(scontrol show config 2> /dev/null | sed -n 's/^GresTypes *= *//p')
+if command -v scontrol > /dev/null && config=$(scontrol show config 2> /dev/null); then
+  gres=$(sed -n 's/^GresTypes *= *//p' <<< "$config")
   case "$gres" in
     *gpu*) say ok "GRES types: $gres (--gpus-per-task=4 asks for GPUs)" ;;
     *) say warn "no gpu GRES type configured (GresTypes: ${gres:-none}): drop --gpus-per-task, or ask the site" ;;
   esac
-  cgroup=$(scontrol show config 2> /dev/null | sed -n 's/^TaskPlugin *= *//p')
+  cgroup=$(sed -n 's/^TaskPlugin *= *//p' <<< "$config")
   say ok "TaskPlugin: ${cgroup:-none} (the template asks for --mem=0: all of each node's memory)"
 fi
 local_root=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}
@@ -37,7 +37,8 @@ else
   fail "node-local scratch $local_root is not a writable folder: set ISTAR_TUNE_LOCAL"
 fi
 mkdir -p "$results" 2> /dev/null
-if exec 9> "$results/.check-site.lock" 2> /dev/null; then
+if ( : > "$results/.check-site.lock" ) 2> /dev/null; then
+  exec 9> "$results/.check-site.lock"
   locked=0
   flock -n -E 75 9 || locked=$?
   if [ "$locked" = 0 ]; then
