@@ -8,20 +8,6 @@ import pytest
 from istar_tune.data.delimited import header, read_delimited
 from istar_tune.data.reading import read_task
 from istar_tune.errors import DataError
-from istar_tune.tasks import task_from_mapping
-
-
-def _task(files, **extra):
-    return task_from_mapping({"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
-                              **extra}, source="own.yaml")
-
-
-def _files(tmp_path, header, train, dev, suffix="csv"):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    files = {"train": tmp_path / f"train.{suffix}", "validation": tmp_path / f"dev.{suffix}"}
-    for split, rows in (("train", train), ("validation", dev)):
-        files[split].write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
-    return files
 
 
 @pytest.mark.parametrize(("suffix", "header", "rows", "said"), [
@@ -31,37 +17,38 @@ def _files(tmp_path, header, train, dev, suffix="csv"):
                                                          "inside a cell that is not quoted? quote that cell"),
     ("csv", "text,label", ["a, b,1", "c, d,0"], "rows 1, 2: 3 fields where the header has 2"),  # pandas: an index
 ])
-def test_a_row_whose_field_count_differs_from_its_names_is_refused(tmp_path, suffix, header, rows, said):
+def test_a_row_whose_field_count_differs_from_its_names_is_refused(tmp_path, suffix, header, rows, said, split_files,
+                                                                   file_task):
     with pytest.raises(DataError) as err:
-        read_task(_task(_files(tmp_path, header, rows, rows, suffix)))
+        read_task(file_task(split_files(tmp_path, header, rows, rows, suffix)))
     assert said in str(err.value) and str(err.value).startswith(str(tmp_path / f"train.{suffix}"))
-    headerless = _files(tmp_path / "bare", "a,1", ["b,0", "c,d,1"], ["e,1"])
+    headerless = split_files(tmp_path / "bare", "a,1", ["b,0", "c,d,1"], ["e,1"])
     with pytest.raises(DataError, match="rows 3: 3 fields where the column_names give 2"):
-        read_task(_task(headerless, column_names=["text", "label"]))
+        read_task(file_task(headerless, column_names=["text", "label"]))
 
 
-def test_the_header_is_read_as_the_file_writes_it(tmp_path):
-    files = _files(tmp_path, '\ufeff"the text";label', ["a;1", "b;0"], ["c;1"])
-    task = _task(files, separator=";")
+def test_the_header_is_read_as_the_file_writes_it(tmp_path, split_files, file_task):
+    files = split_files(tmp_path, '\ufeff"the text";label', ["a;1", "b;0"], ["c;1"])
+    task = file_task(files, separator=";")
     assert header(task, files["train"]) == ["the text", "label"]
-    tsv = _files(tmp_path / "t", '"quoted"\tlabel', ["a\t1"], ["c\t1"], "tsv")
-    assert header(_task(tsv), tsv["train"]) == ['"quoted"', "label"]  # a tsv file is read unquoted
+    tsv = split_files(tmp_path / "t", '"quoted"\tlabel', ["a\t1"], ["c\t1"], "tsv")
+    assert header(file_task(tsv), tsv["train"]) == ['"quoted"', "label"]  # a tsv file is read unquoted
     assert read_task(task)[0].label_names == ("0", "1")
 
 
-def test_a_cell_is_the_text_written_and_a_quote_never_closed_is_one_line(tmp_path):
-    files = _files(tmp_path, "text,code,label", ["NA,007,1e3", '"a, quoted ""cell""",,2', "nan,1.50,1000"],
+def test_a_cell_is_the_text_written_and_a_quote_never_closed_is_one_line(tmp_path, split_files, file_task):
+    files = split_files(tmp_path, "text,code,label", ["NA,007,1e3", '"a, quoted ""cell""",,2', "nan,1.50,1000"],
                    ["x,1,2"])
-    task = _task(files, text_fields=["text"])
+    task = file_task(files, text_fields=["text"])
     assert read_delimited(task, files["train"]) == {"text": ["NA", 'a, quoted "cell"', "nan"],
                                                     "code": ["007", "", "1.50"], "label": ["1e3", "2", "1000"]}
     resolved, splits = read_task(task)  # never nulls; the label rule reads the numbers: 1e3 and 1000 are one class
     assert resolved.label_names == ("2", "1000") and splits["train"]["label"] == [1, 0, 1]
     for row, line in (('"never closed,1', 3), ('"said" twice,1', 2)):  # the csv module's line: after the header
-        broken = _files(tmp_path / f"b{line}", "text,label", [row, "b,0"], ["c,1"])
+        broken = split_files(tmp_path / f"b{line}", "text,label", [row, "b,0"], ["c,1"])
         with pytest.raises(DataError, match=rf"train.csv: not a readable csv file: line {line}: .*a quote inside a "
                                             r"quoted cell, or one never closed\?"):
-            read_task(_task(broken))
-    headed = _files(tmp_path / "h", '"text"x,label', ["a,1"], ["c,1"])  # the header itself: one line too
+            read_task(file_task(broken))
+    headed = split_files(tmp_path / "h", '"text"x,label', ["a,1"], ["c,1"])  # the header itself: one line too
     with pytest.raises(DataError, match="line 1: ',' expected after"):
-        read_task(_task(headed))
+        read_task(file_task(headed))

@@ -8,20 +8,6 @@ import pytest
 from istar_tune.data.reading import read_task
 from istar_tune.data.text_files import read_text, undecodable
 from istar_tune.errors import DataError
-from istar_tune.tasks import task_from_mapping
-
-
-def _task(files, **extra):
-    return task_from_mapping({"name": "own", "train": str(files["train"]), "validation": str(files["validation"]),
-                              **extra}, source="own.yaml")
-
-
-def _files(tmp_path, header, train, dev, suffix="csv"):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    files = {"train": tmp_path / f"train.{suffix}", "validation": tmp_path / f"dev.{suffix}"}
-    for split, rows in (("train", train), ("validation", dev)):
-        files[split].write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
-    return files
 
 
 @pytest.mark.parametrize(("head", "said"), [
@@ -30,11 +16,11 @@ def _files(tmp_path, header, train, dev, suffix="csv"):
     (b"PAR1\x15\x04\x15\x10", "a parquet file, not a csv file: name it .parquet, or give format: parquet"),
     (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "a gzip-compressed file, not a csv file: decompress it"),
 ])
-def test_a_binary_file_under_a_text_name_says_what_it_is(tmp_path, head, said):
-    files = _files(tmp_path, "text,label", ["a,1", "b,0"], ["c,1"])
+def test_a_binary_file_under_a_text_name_says_what_it_is(tmp_path, head, said, split_files, file_task):
+    files = split_files(tmp_path, "text,label", ["a,1", "b,0"], ["c,1"])
     files["train"].write_bytes(head + bytes(200))
     with pytest.raises(DataError) as err:  # "BadZipFile: File is not a zip file" for a workbook before
-        read_task(_task(files))
+        read_task(file_task(files))
     assert str(err.value) == f"{files['train']}: {said}" or str(err.value).startswith(f"{files['train']}: {said}")
 
 
