@@ -32,6 +32,8 @@ from istar_tune.search.dry_run import dry_run
 from istar_tune.search.outcome import exit_code
 from istar_tune.search.preflight import check_data, check_models, run_checks
 from istar_tune.search.run import run_searches
+from istar_tune.search.shard import describe as describe_shard
+from istar_tune.search.shard import parse_shard, take_shard
 from istar_tune.search.spaces.cost import Throughput, packing_of
 from istar_tune.search.spaces.file import load_search_space
 from istar_tune.search.spaces.strategy import read_strategy
@@ -188,7 +190,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.gpu_memory_gb is not None and not args.gpu_memory_gb > 0:
         raise ConfigError(f"--gpu-memory-gb must be a positive number of GiB (e.g. 80 for an H100), got "
                           f"{args.gpu_memory_gb:g}")
+    shard = parse_shard(args.shard) if args.shard else None
     if args.dry_run:
+        if shard is not None:
+            spaces = [space for space in take_shard(spaces, shard) if space is not None]
+            print(describe_shard(spaces, shard), end="\n\n")
         print("\n\n".join(dry_run(spaces, _tracking_uri(args), args.data_dir, args.gpu_memory_gb,
                                   lambda space: _throughput(args, space), args.cores_per_gpu)))
         return 0
@@ -204,7 +210,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                              resume_if_started=args.resume_if_started, data_dir=args.data_dir,
                              simulation=simulation, accept_changed_space=args.accept_changed_space,
                              gpu_memory_gb=args.gpu_memory_gb, system_metrics_s=args.system_metrics_s,
-                             log_models=not args.no_models)
+                             log_models=not args.no_models, shard=shard)
     for summary in summaries:
         print(summary.report())
     return max(exit_code(summary) for summary in summaries)

@@ -106,6 +106,10 @@ def _add_search_command(commands) -> None:
     search.add_argument("--resume-if-started", action="store_true",
                         help="--resume when this search has started before, else start it (a batch job that may be "
                              "requeued: jobs/slurm/search.sbatch)")
+    search.add_argument("--shard", metavar="K/N",
+                        help="run the K-th of N shares of the searches' (model, task) pairs, dealt round-robin: a job "
+                             "array's task (jobs/slurm/search.sbatch passes it under sbatch --array); the shards share "
+                             "the MLflow experiments, each keeps a results folder of its own")
     search.add_argument("--accept-changed-space", action="store_true",
                         help="with --resume: go on although the space now plans other trials than the search started "
                              "with (the search keeps the grid it started with)")

@@ -98,11 +98,12 @@ class PostgresServer:
 
 
 class MlflowServer:
-    """``mlflow server`` on 127.0.0.1:``port`` over ``backend`` (default: a sqlite file), serving artifacts through
-    the server (``--serve-artifacts``); ``uri`` is its tracking URI. :meth:`stop` and :meth:`start` let a test take it
-    away for a while."""
+    """``mlflow server`` on ``host`` (127.0.0.1, or an address other machines of a test's network reach) and
+    ``port`` over ``backend`` (default: a sqlite file), serving artifacts through the server (``--serve-artifacts``);
+    ``uri`` is its tracking URI. :meth:`stop` and :meth:`start` let a test take it away for a while."""
 
-    def __init__(self, backend: str | None = None, port: int | None = None, workers: int = 1):
+    def __init__(self, backend: str | None = None, port: int | None = None, workers: int = 1, host: str = "127.0.0.1"):
+        self.host = host
         self.port = port or free_port()
         self.backend = backend
         self.workers = workers
@@ -111,13 +112,13 @@ class MlflowServer:
 
     @property
     def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
         assert self.root is not None
         log = self.root / "server.log"
         mlflow = Path(sys.executable).with_name("mlflow")
-        command = [str(mlflow) if mlflow.exists() else "mlflow", "server", "--host", "127.0.0.1",
+        command = [str(mlflow) if mlflow.exists() else "mlflow", "server", "--host", self.host,
                    "--port", str(self.port), "--backend-store-uri", self.backend,
                    "--serve-artifacts", "--artifacts-destination", (self.root / "artifacts").as_uri(),
                    "--workers", str(self.workers)]

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
+from istar_tune.testing import MlflowServer
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -430,6 +431,56 @@ def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_p
     runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmcancel")
     assert len(finished) >= 2 and {r.trial_id for r in runs} >= finished, [(r.trial_id, r.status) for r in runs]
     assert any(r.status == "finished" for r in runs)
+
+
+ARRAY_SPACE = """\
+name: slurmarray
+models: [tiny-bert]
+tasks: [sst2, rte]
+methods: [base]
+hyperparameters:
+  batch_size: 16
+  epochs: 1
+  learning_rate: {grid: [1.0e-3, 2.0e-3]}
+concurrency: 1
+resources: {cpu: 1, gpu: 1}
+settings: {max_length: 32, shrinkage_tokens: 1000}
+"""
+
+
+def test_a_job_array_of_two_tasks_fills_one_table(slurm, tmp_path):
+    env, root = slurm
+    space = tmp_path / "slurmarray.yaml"
+    space.write_text(ARRAY_SPACE)
+    results = tmp_path / "shared"
+    array = ("--array=0-1", "--nodes=1", f"--output={root}/job-%A_%a.out")
+    # Without a server the tasks would each need the one SQLite store: refused, with the fix, before any Ray.
+    refused = _submit(env, root, space, results, *array)
+    for task in (f"{refused}_0", f"{refused}_1"):
+        assert _wait_until_ended(env, root, task, tmp_path, seconds=120)["JobState"] == "FAILED"
+        assert "a job array's tasks write to one MLflow server: set MLFLOW_TRACKING_URI" in _log(root, task)
+    bridge = re.search(r"SlurmctldHost=\S+\(([\d.]+)\.1\)", (root / "slurm.conf").read_text()).group(1)
+    with MlflowServer(host=f"{bridge}.1", workers=2) as server:  # on the network the nodes share
+        job = _submit({**env, "MLFLOW_TRACKING_URI": server.uri}, root, space, results, *array)
+        states = {task: _wait_until_ended(env, root, task, tmp_path) for task in (f"{job}_0", f"{job}_1")}
+        logs = {task: _log(root, task) for task in states}
+        assert all(state["JobState"] == "COMPLETED" for state in states.values()), {
+            task: _readable(log) for task, log in logs.items()}
+        assert "shard 1/2: tiny-bert × sst2" in logs[f"{job}_0"] and "shard 2/2: tiny-bert × rte" in logs[f"{job}_1"]
+        for log in logs.values():  # each shard ends its own runs and logs its own groups' models, not the other's
+            assert "MLflow models: 1 (one per group" in log and "not logged" not in log, _readable(log)
+            assert "earlier driver" not in log, _readable(log)
+        assert {state["NodeList"] for state in states.values()} == set(NODES)  # side by side, a node each
+        table = subprocess.run([str(BIN / "istar-tune"), "table", "--experiment", "slurmarray", "--tracking-uri",
+                                server.uri, "--format", "csv"], capture_output=True, text=True, env=env, timeout=120)
+        assert table.returncode == 0, table.stderr
+        rows = [line.split(",") for line in table.stdout.splitlines()]
+        columns = rows[0]
+        assert sorted(row[columns.index("task")] for row in rows[1:]) == ["rte", "sst2"]  # one table, both tasks
+        runs = tracking.trial_runs(server.uri, "slurmarray")
+        assert len(runs) == 4 and {r.status for r in runs} == {"finished"}
+    assert sorted(p.name for p in results.iterdir() if p.name.startswith("slurmarray")) == [
+        "slurmarray.shard-1-of-2", "slurmarray.shard-2-of-2"]  # a results folder each
 
 
 def _documented_submissions() -> list[list[str]]:

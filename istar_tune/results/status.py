@@ -28,8 +28,7 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
     client = tracking.client(tracking_uri)
     found = tracking.get_experiment(client, tracking_uri, experiment)
     parents = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "search"})
-    plan_tag = parents[0].data.tags.get(tracking.TAG_PLAN) if parents else None
-    plan = json.loads(plan_tag) if plan_tag else {}
+    plan = _plan(parents)
     # A plan too large for a tag keeps only its total (the key PLAN_TOTAL): no group has a planned count then.
     groups = {key: {"planned": planned} for key, planned in plan.items() if key != tracking.PLAN_TOTAL}
     runs: dict[str, list] = {}
@@ -46,14 +45,27 @@ def search_status(tracking_uri: str, experiment: str) -> tuple[pd.DataFrame, str
         metric, best = _best_so_far(runs.get(key, []))
         rows.append({"group": key, **counts, TrialStatus.PENDING.value: pending, "metric": metric, "best so far": best})
     table = pd.DataFrame(rows, columns=["group", *(status.value for status in COLUMNS), "metric", "best so far"])
-    state = parents[0].info.status if parents else "unknown"
+    states = sorted({parent.info.status for parent in parents})
+    state = "RUNNING" if "RUNNING" in states else ", ".join(states) or "unknown"
     started = int(table[list(tracking.STATUSES)].to_numpy().sum()) if len(table) else 0
     ended = [TrialStatus.FINISHED.value, TrialStatus.STOPPED_EARLY.value, TrialStatus.FAILED.value]
     done = int(table[ended].to_numpy().sum()) if len(table) else 0
     total = f"{sum(plan.values())}" if plan else f"{started} started (plan not recorded)"
-    headline = f"search {experiment}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"
-    table.attrs["ended"] = bool(parents) and state not in ("RUNNING", "SCHEDULED")
+    shards = len({parent.data.tags[tracking.TAG_SHARD] for parent in parents if tracking.TAG_SHARD in parent.data.tags})
+    named = f"search {experiment}" + (f" ({shards} shards)" if shards else "")
+    headline = f"{named}: {state}; {done} of {total} trials ended, {int(table.running.sum())} running"
+    table.attrs["ended"] = bool(parents) and not {"RUNNING", "SCHEDULED"} & set(states)
     return table, headline
+
+
+def _plan(parents: list) -> dict[str, int]:
+    """The trials planned per group by every search run of the experiment (a job array's shards: one each)."""
+    plan: dict[str, int] = {}
+    for parent in parents:
+        tag = parent.data.tags.get(tracking.TAG_PLAN)
+        for key, planned in (json.loads(tag) if tag else {}).items():
+            plan[key] = plan.get(key, 0) + planned if key == tracking.PLAN_TOTAL else planned
+    return plan
 
 
 def watch_status(tracking_uri: str, experiment: str, every_s: float = 0, redraw: bool = False, write=None,

@@ -12,6 +12,7 @@ from istar_tune.config import RunSettings
 from istar_tune.errors import ConfigError, repeated
 from istar_tune.search import guard, preflight
 from istar_tune.search.plan import PlannedGroup, plan
+from istar_tune.search.shard import Shard, take_shard
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.search.tune.simulate import Simulation
 from istar_tune.tasks.data_folder import resolve_data_dir
@@ -39,6 +40,9 @@ class Experiment:
     """A resumed search: the trial ids Tune's (repaired) state holds."""
     log_models: bool = True
     """At the end, each group's best checkpoint as an MLflow model (:mod:`~istar_tune.search.logged_models`)."""
+    shard: Shard | None = None
+    """A job array's share (:mod:`~istar_tune.search.shard`): its own results folder and parent runs, the searches'
+    MLflow experiments shared with the other shards."""
 
     @property
     def results_root(self) -> str:
@@ -55,8 +59,9 @@ class Experiment:
 
 
 def experiment_of(spaces: list[SearchSpace], storage_path, tracking_uri: str | None, name: str | None,
-                  data_dir: str | None, simulation: Simulation | None) -> Experiment:
-    """Names, storage, tracking URI and trial settings of the searches, checked for what they must share."""
+                  data_dir: str | None, simulation: Simulation | None, shard: Shard | None = None) -> Experiment:
+    """Names, storage, tracking URI and trial settings of the searches, checked for what they must share; with a
+    ``shard``, the spaces narrowed to its pairs and the results folder its own."""
     if not spaces:
         raise ConfigError("no search space to run: give at least one")
     given = [name or spaces[0].name] if len(spaces) == 1 else [s.name for s in spaces]
@@ -66,8 +71,12 @@ def experiment_of(spaces: list[SearchSpace], storage_path, tracking_uri: str | N
         raise ConfigError(f"searches run together need different names; {', '.join(twice)} is given twice")
     _check_shared(spaces)
     storage = storage_root(storage_path)
-    return Experiment(names=names, spaces=list(spaces), storage=storage,
-                       name=names[0] if len(spaces) == 1 else guard.validate_name(name or "+".join(names)),
+    folder = names[0] if len(spaces) == 1 else guard.validate_name(name or "+".join(names))
+    if shard is not None:  # the spaces that hold a pair of the shard, narrowed to its pairs
+        taken = take_shard(list(spaces), shard)
+        names = [n for n, space in zip(names, taken) if space is not None]
+        spaces, folder = [space for space in taken if space is not None], guard.validate_name(folder + shard.suffix)
+    return Experiment(names=names, spaces=list(spaces), storage=storage, name=folder, shard=shard,
                        tracking_uri=resolve_tracking_uri(tracking_uri, storage), simulation=simulation,
                        settings={n: trial_settings(s, data_dir) for n, s in zip(names, spaces)})
 

@@ -53,12 +53,13 @@ class LoggedModels:
 
 
 def log_best_models(tracking_uri: str, name: str, results_root: str, simulated: bool,
-                    say: Callable[[str], None], seeds: bool = False) -> LoggedModels:
-    """Log each group's best checkpoint of search ``name`` (a ``seeds`` stage: each run's) as a model. A failure is
-    said in one line and never fails the search."""
+                    say: Callable[[str], None], seeds: bool = False, groups: set[tuple] | None = None) -> LoggedModels:
+    """Log each group's best checkpoint of search ``name`` (a ``seeds`` stage: each run's) as a model: of the groups
+    this run planned, ``groups`` (``(model, task, method)``; a job array's other shards log theirs, from their own
+    results folders), else of every group. A failure is said in one line and never fails the search."""
     logged = LoggedModels()
     try:
-        _log_all(tracking_uri, name, results_root, simulated, say, seeds, logged)
+        _log_all(tracking_uri, name, results_root, simulated, say, seeds, logged, groups)
     except Exception as err:  # noqa: BLE001 — the trials are recorded either way
         log.debug("logging the models failed", exc_info=True)
         say(f"MLflow models: not logged ({type(err).__name__}: {one_line(err)})")
@@ -79,7 +80,7 @@ def one_line(err: BaseException) -> str:
 
 
 def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool, say: Callable[[str], None],
-             seeds: bool, logged: LoggedModels) -> None:
+             seeds: bool, logged: LoggedModels, groups: set[tuple] | None) -> None:
     if simulated:
         return
     if is_remote(results_root):
@@ -91,6 +92,8 @@ def _log_all(tracking_uri: str, name: str, results_root: str, simulated: bool, s
     experiment_id = tracking.get_experiment(client, tracking_uri, name).experiment_id
     held = tracking.logged_models(client, experiment_id)
     for label, run in runs_to_log(tracking_uri, name, seeds):
+        if groups is not None and run.group not in groups:
+            continue
         if run.run_id in held:
             logged.found[label] = held[run.run_id]
             continue

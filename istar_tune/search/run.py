@@ -27,6 +27,8 @@ from istar_tune.search.experiment import Experiment, check_and_plan, check_resou
 from istar_tune.search.outcome import SearchSummary, every_trial_ended, folder_bytes, group_outcomes
 from istar_tune.search.parent import logged_settings
 from istar_tune.search.plan import base_config, group_plans, planned_size
+from istar_tune.search.shard import Shard
+from istar_tune.search.shard import describe as describe_shard
 from istar_tune.search.spaces.space import SearchSpace
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
 from istar_tune.search.tune.trainable import OBJECTIVE, trainable
@@ -77,6 +79,8 @@ class SearchOptions:
     """Seconds between samples of every node's load, logged to each search's run (0 or ``None``: none)."""
     log_models: bool = True
     """Each group's best checkpoint as an MLflow model at the end (:mod:`~istar_tune.search.logged_models`)."""
+    shard: Shard | None = None
+    """Only this share of the searches' (model, task) pairs (a job array's task: :mod:`~istar_tune.search.shard`)."""
 
 
 def run_search(space: SearchSpace, options: SearchOptions | None = None, **given) -> SearchSummary:
@@ -106,7 +110,9 @@ def run_searches(spaces: list[SearchSpace], options: SearchOptions | None = None
         with contextlib.ExitStack() as writing:
             try:
                 experiment = experiment_of(spaces, options.storage_path, options.tracking_uri, options.name,
-                                           options.data_dir, options.simulation)
+                                           options.data_dir, options.simulation, options.shard)
+                if options.shard is not None:
+                    say(describe_shard(experiment.spaces, options.shard))
                 options = _resolve_resume(options, experiment, say)
                 experiment.log_models = options.log_models
                 checked_s, ended = check_and_plan(experiment, options.resume), None
@@ -226,7 +232,8 @@ def _open_tracking(experiment: Experiment) -> None:
             tags[tracking.TAG_CHOSEN_BY] = ",".join(chosen) if chosen else space.choose_by
         if experiment.simulated:
             tags[tracking.TAG_SIMULATED] = "true"
-        experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags)
+        experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags,
+                                                    shard=str(experiment.shard) if experiment.shard else None)
         tracking.record_plan(mlflow, experiment.parents[n],
                              {group_key(base_config(p)): p.trials for p in experiment.planned[n]})
         parent.describe(mlflow, experiment.parents[n], space, experiment.planned[n], experiment.settings[n])
@@ -293,7 +300,7 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
     if len(names) > 1:
         printer.write("== " + " then ".join(f"{n} ({planned_size(planned[n])})" for n in names))
     else:
-        printer.write(f"== {experiment.name}: {planned_size(planned[experiment.name])}")
+        printer.write(f"== {experiment.name}: {planned_size(planned[names[0]])}")
     interrupted, grid = "", None
     phases["setup"] = time.monotonic() - began
     with contextlib.ExitStack() as ending:
@@ -348,9 +355,10 @@ def _close(experiment: Experiment, grid, statuses: dict[str, str], interrupted: 
         for n, space in zip(names, experiment.spaces):
             parent.log_best(experiment.tracking_uri, n, experiment.parents[n], planned[n], experiment.simulated)
             if experiment.log_models and not interrupted:
-                models[n] = logged_models.log_best_models(experiment.tracking_uri, n, str(experiment.results_root),
-                                                          experiment.simulated, say,
-                                                          seeds=space.stage == "seeds").line()
+                groups = {(p.group.model, p.group.task, p.group.method) for p in planned[n]}
+                models[n] = logged_models.log_best_models(
+                    experiment.tracking_uri, n, str(experiment.results_root), experiment.simulated, say,
+                    seeds=space.stage == "seeds", groups=groups).line()
             failed = any(t.status == TrialStatus.FAILED for g in outcomes[n] for t in g.trials)
             mlflow.set_terminated(experiment.parents[n],
                                   "KILLED" if interrupted else ("FAILED" if failed else "FINISHED"))

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from istar_tune.tracking.naming import SETTING_PREFIX, logged_params
-from istar_tune.tracking.store import TAG_ERROR, TAG_ROLE, TAG_SEARCH, TAG_STATUS, TAG_TRIAL_ID, find_runs
+from istar_tune.tracking.store import (
+    TAG_ERROR,
+    TAG_ROLE,
+    TAG_SEARCH,
+    TAG_SEARCH_RUN,
+    TAG_STATUS,
+    TAG_TRIAL_ID,
+    find_runs,
+)
 from istar_tune.trial_status import TrialStatus
 
 _CONFIGURATION = re.compile(r"-e\d+$")
@@ -51,14 +59,19 @@ def config_identity(config: dict[str, Any]) -> tuple:
     return identity(logged_params(config))
 
 
-def earlier_runs(mlflow_client, experiment_id: str, search_name: str) -> list[EarlierRun]:
-    """Every trial run of the experiment with a trial id (one paginated read); ``unended`` only for this search's."""
+def earlier_runs(mlflow_client, experiment_id: str, search_name: str, search_run_id: str | None = None
+                  ) -> list[EarlierRun]:
+    """Every trial run of the experiment with a trial id (one paginated read); ``unended`` and a configuration only
+    for this search's: its name, and its search run ``search_run_id`` where the run names one (a job array's other
+    shards share the name, each with a search run of its own, and their trials are not this driver's to end)."""
     found = []
     for run in find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "trial"}):
         trial_id = run.data.tags.get(TAG_TRIAL_ID)
         if not trial_id:
             continue
-        mine = run.data.tags.get(TAG_SEARCH, search_name) == search_name
+        tags = run.data.tags
+        mine = (tags.get(TAG_SEARCH, search_name) == search_name
+                and (search_run_id is None or tags.get(TAG_SEARCH_RUN, search_run_id) == search_run_id))
         found.append(EarlierRun(run.info.run_id, trial_id, int(run.data.metrics.get("epoch", 0)),
                                 bool(run.data.params),
                                 mine and run.data.tags.get(TAG_STATUS, TrialStatus.RUNNING) == TrialStatus.RUNNING,

@@ -46,6 +46,7 @@ TAG_RESTORED_FROM = "istar_tune.restored_from"
 TAG_TASK = "istar_tune.task"  # a trial run of a task that is not shipped: its facts (JSON; tasks.definition.facts)
 TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the files and checksums its trials read
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
+TAG_SHARD = "istar_tune.shard"  # on a job array's shard's parent run: `K/N` (search.shard)
 STATUSES = RECORDED
 """A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""
 COUNTED_STATUSES = COUNTED
@@ -319,8 +320,16 @@ def ensure_experiment(mlflow_client, name: str, artifact_root: str | None = None
     if artifact_root:
         location = (Path(artifact_root) / name).resolve().as_uri()
     # MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; ours are training runs.
-    return mlflow_client.create_experiment(name, artifact_location=location,
-                                           tags={EXPERIMENT_KIND_TAG: "custom_model_development"})
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return mlflow_client.create_experiment(name, artifact_location=location,
+                                               tags={EXPERIMENT_KIND_TAG: "custom_model_development"})
+    except MlflowException as err:  # created since the look above: a job array's shards start at once
+        created = mlflow_client.get_experiment_by_name(name) if err.error_code == "RESOURCE_ALREADY_EXISTS" else None
+        if created is None:
+            raise
+        return created.experiment_id
 
 
 def quote(value: str) -> str:
@@ -346,14 +355,18 @@ def find_runs(mlflow_client, experiment_id: str, **tags: str) -> list:
             return runs
 
 
-def parent_run(mlflow_client, experiment_id: str, search_name: str, tags: dict[str, str]) -> str:
-    """The search's parent run: the existing one when resuming, else a new one."""
-    existing = find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
+def parent_run(mlflow_client, experiment_id: str, search_name: str, tags: dict[str, str],
+               shard: str | None = None) -> str:
+    """The search's parent run: the existing one when resuming, else a new one. A job array's ``shard`` (``K/N``)
+    has a parent run of its own in the experiment the shards share."""
+    existing = [run for run in find_runs(mlflow_client, experiment_id, **{TAG_ROLE: "search"})
+                if run.data.tags.get(TAG_SHARD) == shard]
     if existing:
         run_id = existing[0].info.run_id
         if existing[0].info.status != "RUNNING":
             mlflow_client.update_run(run_id, status="RUNNING")
         return run_id
-    run = mlflow_client.create_run(experiment_id, run_name=search_name,
-                                   tags={TAG_ROLE: "search", TAG_SEARCH: search_name, **tags})
+    own = {TAG_SHARD: shard} if shard else {}
+    run = mlflow_client.create_run(experiment_id, run_name=f"{search_name} (shard {shard})" if shard else search_name,
+                                   tags={TAG_ROLE: "search", TAG_SEARCH: search_name, **own, **tags})
     return run.info.run_id

@@ -260,7 +260,7 @@ class RunWriter:
         with self._load_lock:
             if self._loaded:
                 return
-            runs = earlier_runs(mlflow_client, self.experiment_id, self.search_name)
+            runs = earlier_runs(mlflow_client, self.experiment_id, self.search_name, self.parent_run_id)
             for run in runs:
                 if run.trial_id not in self._runs:
                     self._runs[run.trial_id] = run.run_id

@@ -39,3 +39,20 @@ def test_earlier_runs_are_read_with_their_epochs_params_and_whether_they_ended(m
     assert (found["t1"].logged_epoch, found["t1"].unended, found["t2"].unended) == (2, True, False)
     assert found["t1"].identity == config_identity(trial_config) and found["t1"].has_params
     assert all(not r.unended and r.identity == () for r in earlier_runs(client, experiment, "another search"))
+
+
+def test_another_shards_running_trials_are_not_this_drivers_to_end(mlflow_store, trial_config):
+    uri, client, experiment = mlflow_store
+    other = tracking.RunWriter(uri, experiment, "exp", "shard-2-search-run", {}, threads=1)
+    other.start("theirs", trial_config)  # running now, under the other shard's search run
+    assert other.close(timeout=30)
+    found = {r.trial_id: r for r in earlier_runs(client, experiment, "exp", "shard-1-search-run")}
+    assert not found["theirs"].unended and found["theirs"].identity == ()
+    assert found["theirs"].run_id  # still known (a trial id is never written twice)
+    mine = {r.trial_id: r for r in earlier_runs(client, experiment, "exp", "shard-2-search-run")}
+    assert mine["theirs"].unended and mine["theirs"].identity == config_identity(trial_config)
+    # the writer of shard 1, at its search's end, leaves it running
+    writer = tracking.RunWriter(uri, experiment, "exp", "shard-1-search-run", {}, threads=1)
+    assert writer.end_unknown(set(), "interrupted", "KILLED", {}) == []
+    assert writer.close(timeout=30)
+    assert client.get_run(found["theirs"].run_id).info.status == "RUNNING"

@@ -156,3 +156,28 @@ def test_a_relative_store_leaves_nothing_but_itself_in_the_folder_it_is_created_
     tracking.prepare_store("sqlite:///mlflow.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
     assert tracking.store_lock(tmp_path / "mlflow.db") == tracking.store_lock(Path("mlflow.db"))  # one store, one lock
+
+
+def test_an_experiment_another_shard_created_since_the_look_is_taken_not_refused(mlflow_store, monkeypatch):
+    _, client, _ = mlflow_store
+    made = client.create_experiment("shared")  # by the other array task, after this one looked
+    looked = []
+
+    def late_look(name):  # the first look sees none, as it would have a moment earlier
+        looked.append(name)
+        return None if len(looked) == 1 else type(client).get_experiment_by_name(client, name)
+
+    monkeypatch.setattr(client, "get_experiment_by_name", late_look)
+    assert tracking.ensure_experiment(client, "shared") == made and len(looked) == 2
+
+
+def test_each_shard_has_a_parent_run_of_its_own_and_a_search_without_one_keeps_its_own(mlflow_store):
+    _, client, experiment = mlflow_store
+    first = tracking.parent_run(client, experiment, "grid", {}, shard="1/2")
+    second = tracking.parent_run(client, experiment, "grid", {}, shard="2/2")
+    whole = tracking.parent_run(client, experiment, "grid", {})
+    assert len({first, second, whole}) == 3
+    assert tracking.parent_run(client, experiment, "grid", {}, shard="2/2") == second  # requeued: the same run
+    assert client.get_run(second).info.run_name == "grid (shard 2/2)"
+    assert client.get_run(second).data.tags[tracking.TAG_SHARD] == "2/2"
+    assert tracking.TAG_SHARD not in client.get_run(whole).data.tags

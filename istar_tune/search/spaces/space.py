@@ -213,6 +213,9 @@ class SearchSpace:
     task_objects: tuple[Task, ...] = field(default=(), metadata={"yaml": False}, compare=False, repr=False)
     """The tasks themselves, as the file defines them or as the preflight resolved them (:meth:`with_tasks`): what
     the plan puts in each trial's configuration. A shipped task left out is found by its name."""
+    pairs: tuple[tuple[str, str], ...] = field(default=(), metadata={"yaml": False})
+    """Only these (model, task) pairs of ``models`` × ``tasks`` (a job array's shard: :mod:`istar_tune.search.shard`);
+    empty: every pair."""
 
     def task(self, name: str) -> Task:
         """The space's task called ``name``: its own object (a definition travels with the space, not through a
@@ -256,6 +259,8 @@ class SearchSpace:
     def groups(self) -> list[Group]:
         out = []
         for model, task, method in itertools.product(self.models, self.tasks, self.methods):
+            if self.pairs and (model, task) not in self.pairs:
+                continue
             domains = self.method_domains(method)
             definition = self.task(task)
             out.append(Group(model=model, task=definition.name, method=method, domains=domains, definition=definition))
