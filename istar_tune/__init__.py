@@ -34,6 +34,7 @@ _API = {
     "write_plots": "istar_tune.results.plots",
     "watch_status": "istar_tune.results.status",
     "export_best": "istar_tune.results.export",
+    "log_seed_aggregates": "istar_tune.results.aggregates",
     "analyze": "istar_tune.apps.analyze",
     "trial_runs": "istar_tune.tracking",
     "METHODS": "istar_tune.methods",

@@ -22,6 +22,7 @@ from istar_tune.config import Hyperparameters, split_config
 from istar_tune.errors import ConfigError, IstarTuneError, repeated
 from istar_tune.methods import refuse_unused
 from istar_tune.reference import collect_config, configuration_reference
+from istar_tune.results.aggregates import log_seed_aggregates
 from istar_tune.results.export import export_best
 from istar_tune.results.formats import render
 from istar_tune.results.plots import write_plots
@@ -213,7 +214,20 @@ def cmd_search(args: argparse.Namespace) -> int:
                              log_models=not args.no_models, shard=shard)
     for summary in summaries:
         print(summary.report())
+    for space, summary in zip(spaces, summaries):
+        if space.stage == "seeds" and not summary.interrupted:
+            print(_aggregates(summary.tracking_uri, summary.name, simulation is not None))
     return max(exit_code(summary) for summary in summaries)
+
+
+def _aggregates(uri: str, name: str, simulated: bool) -> str:
+    """A seeds stage's aggregate runs written at its end, in a line; a failure said, never failing the search."""
+    try:
+        written = log_seed_aggregates(uri, name, simulated)
+    except Exception as err:  # noqa: BLE001 - the seed runs are recorded either way; `table --kind seeds --log` again
+        return (f"MLflow: the seeds' aggregate runs were not written ({type(err).__name__}: {err}); write them with "
+                f"istar-tune table --experiment {name} --kind seeds --log")
+    return f"MLflow: {len(written)} aggregate run(s) in {name}, one per model × task × method, its seed runs nested"
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
@@ -222,6 +236,8 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
+    if args.log and args.kind != "seeds":
+        raise ConfigError(f"--log writes a seeds stage's aggregate runs: it goes with --kind seeds, not {args.kind}")
     if args.format == "yaml" and args.kind == "best":  # the best configurations as files
         print(export_best(_tracking_uri(args), args.experiment, args.output, args.simulated,
                           _names(args.models, "--models"), _names(args.tasks, "--tasks"),
@@ -237,6 +253,10 @@ def cmd_table(args: argparse.Namespace) -> int:
         print(text, end="")
     else:
         print(f"wrote {args.output}")
+    if args.log:
+        written = log_seed_aggregates(_tracking_uri(args), args.experiment, args.simulated)
+        print(f"MLflow: {len(written)} aggregate run(s) in experiment {args.experiment}, each seed run nested under "
+              "its group's", file=sys.stderr)
     return 0
 
 

@@ -152,8 +152,9 @@ def _add_table_command(commands) -> None:
                                 description="Build a table from the MLflow runs of a search.")
     _add_store_flags(table)
     table.add_argument("--kind", default="best", metavar="KIND",
-                       help="best (per model × task × method), lambda-zeta (the paper's Table 2) or seeds (Table 1: "
-                            "mean ± std over seeds) (default: %(default)s)")
+                       help="best (per model × task × method), lambda-zeta (the paper's Table 2), seeds (Table 1: "
+                            "mean ± std over seeds) or budget (expected validation performance: the best of n "
+                            "configurations, n = 1 … all) (default: %(default)s)")
     table.add_argument("--format", default="md", metavar="FORMAT",
                        help="md, csv, latex, parquet, or yaml: with --kind best, each group's best configuration as "
                             "a `train --config` file (default: %(default)s)")
@@ -164,6 +165,9 @@ def _add_table_command(commands) -> None:
     table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
     table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
                                                                 "--simulate); never mixed with real runs")
+    table.add_argument("--log", action="store_true",
+                       help="with --kind seeds: write (or update) one aggregate run per model × task × method to "
+                            "MLflow, its seed runs nested under it (a seeds stage writes them when it ends)")
     table.add_argument("--mix-exactness", action="store_true",
                        help="tabulate runs whose attn_implementation or matmul_precision differ (refused by default: "
                             "their numbers differ by those settings too)")

@@ -15,7 +15,7 @@ DOCUMENTED = {"train": "istar_tune.training.loop", "Hyperparameters": "istar_tun
               "render": "istar_tune.results.formats", "replay_experiment": "istar_tune.replay.run",
               "dry_run": "istar_tune.search.dry_run", "write_plots": "istar_tune.results.plots",
               "watch_status": "istar_tune.results.status", "export_best": "istar_tune.results.export",
-              "analyze": "istar_tune.apps.analyze",
+              "log_seed_aggregates": "istar_tune.results.aggregates", "analyze": "istar_tune.apps.analyze",
               "trial_runs": "istar_tune.tracking.runs",
               "METHODS": "istar_tune.methods", "TASKS": "istar_tune.tasks.registry", "Task": "istar_tune.tasks.task",
               "task_of": "istar_tune.tasks.registry",

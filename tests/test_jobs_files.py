@@ -298,13 +298,20 @@ def test_check_site_reports_each_need_on_a_line(tmp_path):
         any(line.startswith("FAIL") for line in lines))
 
 
-def _skypilot_run(tmp_path, rank: int, ray_joins: bool, nodes_alive: int) -> subprocess.CompletedProcess:
+TOKEN = "ab" * 32
+"""A launch's ``--secret RAY_AUTH_TOKEN=...``."""
+
+
+def _skypilot_run(tmp_path, rank: int, ray_joins: bool, nodes_alive: int, token: str | None = TOKEN
+                  ) -> subprocess.CompletedProcess:
     """The task's run script as SkyPilot runs it on one node, with ``ray`` and ``python`` standing in for Ray: a join
-    that fails or succeeds, a head that sees ``nodes_alive`` nodes."""
+    that fails or succeeds, a head that sees ``nodes_alive`` nodes; ``ray`` writes the auth settings it was started
+    with to ``ray-auth``."""
     task = yaml.safe_load((JOBS / "skypilot" / "search.yaml").read_text())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "ray").write_text(f"#!/bin/sh\n[ \"$1\" = start ] && exit {0 if ray_joins else 1}\nexit 0\n")
+    (bin_dir / "ray").write_text(f"#!/bin/sh\necho \"$RAY_AUTH_MODE ${{RAY_AUTH_TOKEN:-}}\" >> {tmp_path}/ray-auth\n"
+                                 f"[ \"$1\" = start ] && exit {0 if ray_joins else 1}\nexit 0\n")
     (bin_dir / "python").write_text(f"#!/bin/sh\necho {nodes_alive}\n")
     (bin_dir / "istar-tune").write_text("#!/bin/sh\necho searched; exit 0\n")
     for tool in bin_dir.iterdir():
@@ -312,6 +319,10 @@ def _skypilot_run(tmp_path, rank: int, ray_joins: bool, nodes_alive: int) -> sub
     env = {**os.environ, **{k: str(v) for k, v in task["envs"].items()}, "JOIN_TIMEOUT": "0",
            "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2", "SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NUM_NODES": "2",
            "SKYPILOT_NUM_GPUS_PER_NODE": "0", "HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("RAY_AUTH_MODE", None)
+    env.pop("RAY_AUTH_TOKEN", None)
+    if token is not None:
+        env["RAY_AUTH_TOKEN"] = token  # as SkyPilot sets a secret: in the run's environment
     script = task["run"].replace("~/istar-venv/bin", str(bin_dir))
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
 
@@ -327,3 +338,75 @@ def test_skypilot_envs_are_all_given_and_a_node_that_cannot_join_fails_the_task(
     assert "searched" not in waiting.stdout
     joined = _skypilot_run(tmp_path / "all", rank=0, ray_joins=True, nodes_alive=2)
     assert joined.returncode == 0 and "searched" in joined.stdout
+
+
+def test_the_skypilot_tasks_ray_asks_for_the_launchs_token_and_no_launch_goes_without_one(tmp_path):
+    task = yaml.safe_load((JOBS / "skypilot" / "search.yaml").read_text())
+    assert task["secrets"] == {"RAY_AUTH_TOKEN": None}  # SkyPilot resolves it at launch: never a value in the file
+    for token in (None, "short"):
+        refused = _skypilot_run(tmp_path / f"without-{token}", rank=0, ray_joins=True, nodes_alive=2, token=token)
+        assert refused.returncode == 2 and "launch with --secret RAY_AUTH_TOKEN=" in refused.stderr
+        assert not (tmp_path / f"without-{token}" / "ray-auth").exists()  # before any Ray starts
+    for rank in (0, 1):
+        ran = _skypilot_run(tmp_path / f"rank{rank}", rank=rank, ray_joins=True, nodes_alive=2 if rank == 0 else 0)
+        assert ran.returncode == 0, ran.stderr
+        assert set((tmp_path / f"rank{rank}" / "ray-auth").read_text().splitlines()) == {f"token {TOKEN}"}
+    # every documented launch gives the secret (the task file's own lines and docs/cluster.md's)
+    header = [line.lstrip("# ") for line in (JOBS / "skypilot" / "search.yaml").read_text().split("\nname:")[0]
+              .replace("\\\n#", "").splitlines()]
+    section = (JOBS.parent / "docs" / "cluster.md").read_text().split("## On SkyPilot")[1].split("\n## ")[0]
+    launches = [line for line in [*header, *section.replace("\\\n", "").splitlines()]
+                if line.startswith(("sky launch", "sky jobs launch"))]
+    assert len(launches) == 4 and all("--secret RAY_AUTH_TOKEN=" in line for line in launches), launches
+
+
+NO_FLOCK = """\
+#include <errno.h>
+int flock(int fd, int operation) { errno = ENOSYS; return -1; }  /* as Lustre mounted without -o flock answers */
+"""
+
+
+def _template_until_ray(tmp_path, **settings: str) -> subprocess.CompletedProcess:
+    """jobs/slurm/search.sbatch as Slurm starts it on a job's first node, up to where its Ray would start: every
+    refusal before it (this machine is the node; no Slurm is asked: the head's address is given)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MLFLOW_", "RAY_"))}
+    env.update(SLURM_SUBMIT_DIR=str(JOBS.parent), SLURM_JOB_ID="5", SLURMD_NODENAME="node1",
+               ISTAR_TUNE_HEAD_ADDRESS="127.0.0.1", ISTAR_TUNE_RESULTS=str(tmp_path / "results"),
+               ISTAR_TUNE_LOCAL=str(tmp_path / "local"), ISTAR_TUNE_VENV=str(Path(sys.executable).parents[1]),
+               **settings)
+    return subprocess.run(["bash", str(JOBS / "slurm" / "search.sbatch"), "smoke"], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_a_results_folder_without_file_locks_is_told_apart_from_another_jobs_lock(tmp_path):
+    import fcntl
+    import shutil
+
+    if shutil.which("gcc") is None:  # CI's machine has one
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no C compiler (gcc) to build the flock(2) stand-in")
+    (tmp_path / "no_flock.c").write_text(NO_FLOCK)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "no_flock.so"), str(tmp_path / "no_flock.c")],
+                   check=True)
+    unsupported = _template_until_ray(tmp_path, LD_PRELOAD=str(tmp_path / "no_flock.so"))  # the real flock(1)
+    assert unsupported.returncode == 1, unsupported.stderr
+    assert "does not support file locks (flock; a Lustre mount without -o flock?)" in unsupported.stderr
+    assert "another job" not in unsupported.stderr
+    with open(tmp_path / "results" / ".mlflow.db.lock", "w") as held:  # a job running on these results
+        fcntl.flock(held, fcntl.LOCK_EX)
+        contended = _template_until_ray(tmp_path)
+    assert contended.returncode == 1 and "another job keeps" in contended.stderr, contended.stderr
+    assert "does not support" not in contended.stderr
+    assert not list((tmp_path / "results").glob(".ray-auth-token-*"))  # the job's token removed as it ends
+
+
+@pytest.mark.parametrize("array, told", [
+    ({"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "1",
+      "SLURM_ARRAY_TASK_COUNT": "2"}, "a job array's tasks write to one MLflow server: set MLFLOW_TRACKING_URI"),
+    ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "5",
+      "SLURM_ARRAY_TASK_COUNT": "2", "MLFLOW_TRACKING_URI": "http://127.0.0.1:1"},
+     "must be numbered without gaps (e.g. --array=0-26, or 0-26%4 for 4 at a time); got 2 tasks from 1 to 5"),
+])
+def test_an_array_the_template_cannot_shard_is_refused_in_one_line_before_anything(tmp_path, array, told):
+    refused = _template_until_ray(tmp_path, **array)
+    assert refused.returncode == 2 and told in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    assert not (tmp_path / "results").exists()  # nothing written

@@ -4,8 +4,10 @@ by the test on this machine, each node a network namespace of its own (its own a
 any other Ray instance), with one GPU each declared through GRES. A search submitted with sbatch ends COMPLETED with
 a FINISHED run per configuration, trials on both nodes, and the table of the same search run locally; a search
 stopped by SIGUSR1 (as the time limit's `--signal` sends it, or a requeue by hand) requeues itself and resumes with no
-trial run twice and no duplicate run; a plain `scancel` ends the job CANCELLED with the store kept and no requeue;
-the docs' commands are accepted by this Slurm (`sbatch --test-only`) and plan a search.
+trial run twice and no duplicate run, the trial in flight going on from its checkpoint; a plain `scancel` ends the job
+CANCELLED with the store kept and no requeue; a job array of two tasks, side by side into one MLflow server, fills one
+table (and without a server is refused); the docs' commands are accepted by this Slurm (`sbatch --test-only`) and plan
+a search.
 """
 
 from __future__ import annotations
@@ -236,11 +238,11 @@ def _gcs(head: str, env: dict, **auth: str) -> str:
     return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else probe.stderr[-300:]
 
 
-def _eight_trials(env: dict, root: Path, tmp_path: Path, name: str) -> tuple[str, Path]:
+def _eight_trials(env: dict, root: Path, tmp_path: Path, name: str, settings: str = "") -> tuple[str, Path]:
     """A job of eight one-at-a-time trials submitted (its id, and its results folder)."""
     space = tmp_path / f"{name}.yaml"
     grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
-    space.write_text(SPACE.format(name=name, grid=grid, concurrency=1, settings=""))
+    space.write_text(SPACE.format(name=name, grid=grid, concurrency=1, settings=settings))
     results = tmp_path / "shared"
     return _submit(env, root, space, results), results
 
@@ -375,9 +377,18 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert measured(runs) == measured(tracking.trial_runs(f"sqlite:///{local / 'mlflow.db'}", "slurmgrid"))
 
 
-def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, tmp_path):
+def _in_flight(log: str) -> str | None:
+    """A trial that has reported an epoch and not ended, in a job's log."""
+    reported = re.findall(r"^  trial (\w+) epoch \d+/3", log, re.MULTILINE)
+    ended = set(re.findall(r"^\[\d+/8\] trial (\w+) done", log, re.MULTILINE))
+    return next((trial for trial in reported if trial not in ended), None)
+
+
+def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, glue, tmp_path):
     env, root = slurm
-    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, "slurmrequeue")
+    # Epochs of some seconds (SST-2's first 3,000 sentences): a trial is in flight, between checkpoints, at the signal.
+    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, "slurmrequeue",
+                                 settings=f", data_dir: {glue}, max_train_samples: 3000")
     _wait_for(env, root, job, "[2/8]")  # two trials finished: stop it as the time limit's signal would
     deadline = time.monotonic() + 60  # the store copied to the results folder while the job runs, not at its end alone
     seen: list[str] = []
@@ -388,6 +399,10 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
             snapshot = tmp_path / f"copied-{time.monotonic_ns()}.db"
             shutil.copy(results / "mlflow.db", snapshot)
             seen = [r.status for r in tracking.trial_runs(f"sqlite:///{snapshot}", "slurmrequeue")]
+    deadline = time.monotonic() + 120
+    while (flying := _in_flight(_log(root, job))) is None:  # a trial with an epoch's checkpoint and more to train
+        assert time.monotonic() < deadline, _readable(_log(root, job))
+        time.sleep(0.2)
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)  # a requeue by hand
     state = _wait_until_ended(env, root, job, tmp_path)
     log = _log(root, job)
@@ -403,6 +418,10 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     assert finished_first.isdisjoint(finished_second)  # no finished trial was run again
     assert len(finished_first | finished_second) == 8
     assert "resuming slurmrequeue: it had started" in second and "8 trials, 8 finished" in second
+    # The trial in flight at the signal went on from its checkpoint: no epoch of it trained twice, none skipped.
+    before = {int(k) for k in re.findall(rf"^  trial {flying} epoch (\d)/3", first, re.MULTILINE)}
+    after = {int(k) for k in re.findall(rf"^  trial {flying} epoch (\d)/3", second, re.MULTILINE)}
+    assert before and after and before.isdisjoint(after) and before | after == {1, 2, 3}, (flying, before, after)
 
     uri = f"sqlite:///{results / 'mlflow.db'}"
     runs = tracking.trial_runs(uri, "slurmrequeue")

@@ -249,6 +249,17 @@ def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path
     _run("search", "search.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path)
     seeds = _run("search", "seeds.yaml", "--simulate", "--gpus", "0", "--storage-path", "runs", cwd=tmp_path).stdout
     assert "search own-seeds: 2 trials, 2 finished" in seeds and "best dev spearman" in seeds
+    # the stage's aggregate run, its two seed runs nested under it (the comparison where MLflow users look)
+    assert "MLflow: 1 aggregate run(s) in own-seeds, one per model × task × method, its seed runs nested" in seeds
+    from istar_tune import tracking
+
+    store = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    client = tracking.client(store)
+    stage = client.get_experiment_by_name("own-seeds").experiment_id
+    [aggregate] = tracking.find_runs(client, stage, **{tracking.TAG_ROLE: "aggregate"})
+    assert aggregate.info.run_name == "bert/scores/base: 2 seeds" and aggregate.data.metrics["seeds_n"] == 2
+    assert {r.data.tags[tracking.TAG_PARENT] for r in tracking.find_runs(client, stage, **{tracking.TAG_ROLE: "trial"})
+            } == {aggregate.info.run_id}
     table = _run("table", "--experiment", "own-seeds", "--kind", "seeds", "--simulated", "--storage-path", "runs",
                  cwd=tmp_path).stdout
     assert table.splitlines()[0] == "| model | method | scores |" and "| bert | Base |" in table

@@ -22,9 +22,13 @@ from istar_tune.tasks import Task, get_task
 from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
 
 SIGNIFICANCE = 0.05
-SEEDS_CAPTION = ("Mean ± std [95 % t-interval of the mean] over seed runs (percent; SQuAD F1 / EM; a median where the "
-                 "method's paper reports one). * best row per model and task; † I-STAR > Base, one-sided Welch's "
-                 "t-test, Holm-adjusted p < 0.05 over the tasks of the model.")
+SEEDS_CAPTION = ("Mean ± SD (the sample standard deviation over the seeds, not the standard error) [95 % Student's "
+                 "t-interval of the mean] over a cell's n seed runs (percent; SQuAD F1 / EM; a median where the "
+                 "method's paper reports one; n per cell in the csv). A seed changes the new head's initialisation, "
+                 "the dropout masks, each epoch's data order and the order Σ_S reads the data in (and, with held-out "
+                 "data and no holdout_seed, which examples are held out); the pretrained weights, the data and the "
+                 "configuration are fixed. * best row per model and task; † I-STAR > Base, one-sided Welch's t-test, "
+                 "Holm-adjusted p < 0.05 over the tasks of the model.")
 
 
 def _reports_median(method: str) -> bool:
@@ -38,7 +42,7 @@ FINETUNED_LABEL = "Finetuned LM"
 """The row of a two-stage method's first-stage model (IsoLayer's paper: the fine-tuned LM without the layer)."""
 
 
-def _seed_rows(methods: list[str]) -> list[tuple[str, str, str]]:
+def seed_rows(methods: list[str]) -> list[tuple[str, str, str]]:
     """(row label, method, metric prefix) per row: a two-stage method's first stage ("Finetuned LM", from its
     ``finetuned_*`` measures) right before it ("+IsoLayer")."""
     rows = []
@@ -92,7 +96,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
         shown = [*paper, *(iso_paper if any(has_second_stage(m) for m in methods) else [])]
         models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
     models, tasks, methods = axes(runs, models, tasks, methods, against_paper)
-    groups, rows = candidates(runs), _seed_rows(methods)
+    groups, rows = candidates(runs), seed_rows(methods)
     _refuse_studies(groups)
     cells: dict[tuple, str] = {}
     typed: list[dict] = []

@@ -5,6 +5,8 @@
   with its hyperparameters and the number of trials it was chosen from.
 * ``lambda-zeta`` — the paper's Table 2 layout: models × tasks, cells "λ | ζ" of the best I-STAR trial.
 * ``seeds`` — the paper's Table 1 layout (:mod:`istar_tune.results.seeds`).
+* ``budget`` — expected validation performance: the best of n configurations, n = 1 … N
+  (:mod:`istar_tune.results.budget`).
 
 Groups with no runs appear as missing ("—" or an empty score), never dropped.
 """
@@ -21,12 +23,13 @@ from istar_tune.errors import ConfigError
 from istar_tune.markdown import MISSING
 from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_lambda, uses_zeta
 from istar_tune.metrics import best_scored, choosing_score, chosen_on, score
+from istar_tune.results.budget import BUDGET_CAPTION, budget_table
 from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
 
-KINDS = ("best", "lambda-zeta", "seeds")
+KINDS = ("best", "lambda-zeta", "seeds", "budget")
 SCOPES = ("last", "best-epoch")
 
 
@@ -189,6 +192,7 @@ CAPTIONS = {
             "from.",
     "lambda-zeta": "λ | ζ of the best I-STAR trial per model and task; `average`: mean λ | mean ζ.",
     "seeds": SEEDS_CAPTION,
+    "budget": BUDGET_CAPTION,
 }
 
 
@@ -209,6 +213,8 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
                               "hyperparameters; run a seeds stage (e.g. paper_seeds) and tabulate it, or use --kind "
                               "best")
         return seeds_table(runs, models, tasks, methods, against_paper)
+    if kind == "budget":
+        return budget_table(runs, models, tasks, methods)
     mlflow_client = tracking.client(tracking_uri)
     scores = run_scores(runs, scope, lambda run_id, metric: [m.value for m in
                                                               mlflow_client.get_metric_history(run_id, metric)])

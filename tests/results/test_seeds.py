@@ -105,7 +105,7 @@ def test_the_seeds_table_says_how_its_configurations_were_chosen(chosen_by, says
         client.set_tag(run_id, tracking.TAG_CHOSEN_BY, chosen_by)
     assert main(["table", "--tracking-uri", uri, "--experiment", "seeds", "--kind", "seeds", "--tasks", "rte"]) == 0
     out = capsys.readouterr().out
-    assert says in out and "Holm" in out and "95 % t-interval" in out
+    assert says in out and "Holm" in out and "95 % Student's t-interval" in out and "A seed changes" in out
 
 
 def test_isolayer_shows_the_finetuned_lm_row_from_mlflow_and_the_isolayer_papers_values(log_trial, tmp_path):
