@@ -216,14 +216,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(summary.report())
     for space, summary in zip(spaces, summaries):
         if space.stage == "seeds" and not summary.interrupted:
-            print(_aggregates(summary.tracking_uri, summary.name, simulation is not None))
+            ran = {(g.group.model, g.group.task, g.group.method) for g in summary.groups}
+            print(_aggregates(summary.tracking_uri, summary.name, simulation is not None, ran))
     return max(exit_code(summary) for summary in summaries)
 
 
-def _aggregates(uri: str, name: str, simulated: bool) -> str:
-    """A seeds stage's aggregate runs written at its end, in a line; a failure said, never failing the search."""
+def _aggregates(uri: str, name: str, simulated: bool, ran: set[tuple[str, str, str]]) -> str:
+    """A seeds stage's aggregate runs of the groups it ran, written at its end, in a line; a failure said, never
+    failing the search."""
     try:
-        written = log_seed_aggregates(uri, name, simulated)
+        written = log_seed_aggregates(uri, name, simulated, only=ran)
     except Exception as err:  # noqa: BLE001 - the seed runs are recorded either way; `table --kind seeds --log` again
         return (f"MLflow: the seeds' aggregate runs were not written ({type(err).__name__}: {err}); write them with "
                 f"istar-tune table --experiment {name} --kind seeds --log")
@@ -236,6 +238,9 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
+    if args.stats == "all" and args.output:
+        raise ConfigError("--stats all prints two tables; write each to a file of its own with --stats paper and "
+                          "--stats robust")
     if args.log and args.kind != "seeds":
         raise ConfigError(f"--log writes a seeds stage's aggregate runs: it goes with --kind seeds, not {args.kind}")
     if args.format == "yaml" and args.kind == "best":  # the best configurations as files
@@ -247,12 +252,11 @@ def cmd_table(args: argparse.Namespace) -> int:
                         models=_names(args.models, "--models"), tasks=_names(args.tasks, "--tasks"),
                         methods=_names(args.methods, "--methods"),
                         against_paper=args.against_paper, simulated=args.simulated,
-                        mix_exactness=args.mix_exactness)
-    text = render(table, args.format, args.output, caption=table.attrs.get("caption", CAPTIONS[args.kind]))
-    if text is not None:
-        print(text, end="")
-    else:
-        print(f"wrote {args.output}")
+                        mix_exactness=args.mix_exactness, stats=args.stats)
+    shown = [table, *([table.attrs["robust"]] if "robust" in table.attrs else [])]  # --stats all: both tables
+    for index, each in enumerate(shown):
+        text = render(each, args.format, args.output, caption=each.attrs.get("caption", CAPTIONS[args.kind]))
+        print(text if text is not None else f"wrote {args.output}\n", end="\n" if index < len(shown) - 1 else "")
     if args.log:
         written = log_seed_aggregates(_tracking_uri(args), args.experiment, args.simulated)
         print(f"MLflow: {len(written)} aggregate run(s) in experiment {args.experiment}, each seed run nested under "

@@ -9,6 +9,7 @@ import argparse
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.data import registry
+from istar_tune.methods import PAPER_METHOD
 from istar_tune.reference import add_config_flags
 from istar_tune.tasks import PROBLEM_TYPES
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
@@ -165,6 +166,11 @@ def _add_table_command(commands) -> None:
     table.add_argument("--against-paper", action="store_true", help="put the paper's published values beside ours")
     table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
                                                                 "--simulate); never mixed with real runs")
+    table.add_argument("--stats", default="paper", metavar="STATS",
+                       help="with --kind seeds: paper (mean ± SD, t-interval, Welch + Holm, as the paper), robust "
+                            "(against Base, paired by seed: bootstrap interval of the difference, P(X > Y), the IQM "
+                            "over tasks, the seeds an interval would need) or all (both tables) (default: "
+                            "%(default)s)")
     table.add_argument("--log", action="store_true",
                        help="with --kind seeds: write (or update) one aggregate run per model × task × method to "
                             "MLflow, its seed runs nested under it (a seeds stage writes them when it ends)")
@@ -235,7 +241,7 @@ def _add_calibrate_command(commands) -> None:
                     "memory and the packing to choose; write a throughput file for search --dry-run --throughput.")
     calibrate.add_argument("--model", required=True, help="model short name, hub id or local folder")
     calibrate.add_argument("--task", required=True, help="task name or definition file")
-    calibrate.add_argument("--method", default="istar", help="method whose loss trains (default: %(default)s)")
+    calibrate.add_argument("--method", default=PAPER_METHOD, help="method whose loss trains (default: %(default)s)")
     calibrate.add_argument("--batch-size", type=int, default=32, help="per trial (default: %(default)s)")
     calibrate.add_argument("--max-length", type=int, default=128, help="tokens per input (default: %(default)s)")
     calibrate.add_argument("--packing", default="1,2,4,8", help="trials a GPU to measure (default: %(default)s)")

@@ -33,9 +33,12 @@ STATISTICS = (f"centre: the mean over seeds (the median where the method's paper
               "scores in percent")
 
 
-def log_seed_aggregates(tracking_uri: str, experiment: str, simulated: bool = False) -> dict[str, str]:
-    """Write (or update) the aggregate run of every group of a seeds stage and nest its seed runs under it; the
-    aggregate run's id per ``model/task/method``."""
+def log_seed_aggregates(tracking_uri: str, experiment: str, simulated: bool = False,
+                        only: set[tuple[str, str, str]] | None = None) -> dict[str, str]:
+    """Write (or update) the aggregate run of every group of a seeds stage (of the ``(model, task, method)`` groups
+    ``only``, where given: the groups a run of the stage ran; a job array's shards write their own) and nest its seed
+    runs under it; the aggregate run's id per ``model/task/method`` written. Base's seeds and the model's other tasks
+    count for the comparison either way."""
     runs = [r for r in tracking.trial_runs(tracking_uri, experiment, simulated) if r.stage == "seeds"]
     if not runs:
         raise ConfigError(f"experiment {experiment!r} holds no seed runs: aggregates summarise a seeds stage's seeds "
@@ -48,6 +51,8 @@ def log_seed_aggregates(tracking_uri: str, experiment: str, simulated: bool = Fa
     written = {}
     groups = candidates(runs)
     for (model, task, method), seeds in sorted(groups.items()):
+        if only is not None and (model, task, method) not in only:
+            continue
         cell = _cell(typed, model, run_task(seeds[0]), method)
         if cell is None:
             continue
@@ -66,7 +71,8 @@ def log_seed_aggregates(tracking_uri: str, experiment: str, simulated: bool = Fa
             client.set_tag(seed.run_id, tracking.TAG_PARENT, run_id)
         client.set_terminated(run_id, "FINISHED")
         written[key] = run_id
-    _link_comparison(client, experiment_id, list(written.values()))
+    every = {**existing, **written}
+    _link_comparison(client, experiment_id, [every[key] for key in sorted(every)])
     return written
 
 

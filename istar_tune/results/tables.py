@@ -25,12 +25,14 @@ from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_la
 from istar_tune.metrics import best_scored, choosing_score, chosen_on, score
 from istar_tune.results.budget import BUDGET_CAPTION, budget_table
 from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
+from istar_tune.results.robust import robust_table
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
 
 KINDS = ("best", "lambda-zeta", "seeds", "budget")
 SCOPES = ("last", "best-epoch")
+STATS = ("paper", "robust", "all")
 
 
 def lambda_groups(runs: list[TrialRun]) -> dict[tuple[str, float], list[TrialRun]]:
@@ -198,11 +200,16 @@ CAPTIONS = {
 
 def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: str = "last", models=None, tasks=None,
                 methods=None, against_paper: bool = False, simulated: bool = False,
-                mix_exactness: bool = False) -> pd.DataFrame:
+                mix_exactness: bool = False, stats: str = "paper") -> pd.DataFrame:
     """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``);
-    runs with different exactness settings are refused unless ``mix_exactness``."""
+    runs with different exactness settings are refused unless ``mix_exactness``. A seeds table's ``stats``: the
+    paper's (``paper``), the robust ones against Base (``robust``: :mod:`~istar_tune.results.robust`), or both
+    (``all``: the paper's table, the robust one in ``attrs["robust"]``)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if stats not in STATS or (stats != "paper" and kind != "seeds"):
+        raise ConfigError(f"--stats {stats!r}: choose one of {', '.join(STATS)}; robust statistics compare a seeds "
+                          f"stage's methods with Base (--kind seeds), not --kind {kind}")
     tracking.check_store(tracking_uri)
     runs = tracking.trial_runs(tracking_uri, experiment, simulated)
     refuse_mixed_exactness(runs, experiment, mix_exactness, models, tasks, methods)
@@ -212,7 +219,12 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
                               "seed runs of one configuration per group, and a search's runs differ in their "
                               "hyperparameters; run a seeds stage (e.g. paper_seeds) and tabulate it, or use --kind "
                               "best")
-        return seeds_table(runs, models, tasks, methods, against_paper)
+        if stats == "robust":
+            return robust_table(runs, models, tasks, methods)
+        table = seeds_table(runs, models, tasks, methods, against_paper)
+        if stats == "all":
+            table.attrs["robust"] = robust_table(runs, models, tasks, methods)
+        return table
     if kind == "budget":
         return budget_table(runs, models, tasks, methods)
     mlflow_client = tracking.client(tracking_uri)

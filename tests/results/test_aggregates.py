@@ -135,3 +135,14 @@ def test_the_runs_page_folds_each_groups_seeds_and_the_description_links_the_gro
     assert not any(f">{name}<" in page for name in seeds)  # each seed run folded under its group's row
     for metric in ("seeds_mean", "seeds_ci_low", "vs_base_difference"):  # side by side, by their numbers
         assert metric in compared, metric
+
+
+def test_a_shard_writes_the_aggregates_of_the_groups_it_ran_compared_with_every_seed_run(seeds_store):
+    uri, client, exp = seeds_store
+    mine = log_seed_aggregates(uri, "stage", only={("minilm", "rte", "istar")})
+    assert list(mine) == ["minilm/rte/istar"] and set(_aggregates(client, exp)) == {"minilm/rte/istar"}
+    # Base's seeds and the model's other task counted all the same: Holm over two tasks, as the whole stage's
+    assert _aggregates(client, exp)["minilm/rte/istar"].data.metrics["vs_base_significant"] == 1.0
+    rest = log_seed_aggregates(uri, "stage", only={("minilm", "tickets", "base")})
+    link = client.get_experiment(exp).tags[NOTE_TAG]
+    assert mine["minilm/rte/istar"] in link and rest["minilm/tickets/base"] in link  # the link holds both shards'
