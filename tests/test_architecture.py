@@ -296,3 +296,27 @@ def test_where_things_go_names_only_files_and_names_that_exist():
         if not hasattr(importlib.import_module("istar_tune." + module.replace("/", ".")), found.group(2)):
             wrong.append(token)
     assert checked > 30 and wrong == []
+
+
+def unnamed_in_docstring(package: Path) -> list[str]:
+    """The modules and subpackages of ``package`` its ``__init__`` docstring does not name (as ``name`` or
+    ``name/``)."""
+    text = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    found = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
+    found += [p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    return sorted(name for name in found if f"``{name}``" not in text and f"``{name}/``" not in text)
+
+
+@pytest.mark.parametrize("package", sorted(str(p.parent.relative_to(ROOT)) for p in PACKAGE.rglob("__init__.py")
+                                           if p.parent != PACKAGE))
+def test_each_package_names_every_module_of_it_in_its_docstring(package):
+    assert unnamed_in_docstring(ROOT / package) == [], f"{package}/__init__.py's docstring says nothing of these"
+
+
+def test_the_docstring_check_finds_a_module_left_unnamed(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""A package: ``told`` and ``inner/``."""\n')
+    for name in ("told.py", "untold.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "__init__.py").write_text("")
+    assert unnamed_in_docstring(tmp_path) == ["untold"]

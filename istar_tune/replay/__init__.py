@@ -1,5 +1,5 @@
 """Learning from a finished grid: every configuration's recorded curve replayed under cheaper search strategies
 (random search, TPE, ASHA, asynchronous Hyperband, median stopping), to measure which of them would have chosen what
 the grid chose, and for what share of its cost. ``curves`` (the data and the choice rule), ``schedulers`` (the
-strategies, pure), ``summary`` (replays over seeds, the table, the recommendation), ``reading`` (MLflow to curves),
-``run`` (the command)."""
+strategies, pure), ``summary`` (replays over seeds, the table, the recommendation), ``fragment`` (the recommendation
+as a search-space fragment), ``reading`` (MLflow to curves), ``run`` (the command)."""

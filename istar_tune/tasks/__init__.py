@@ -1,6 +1,8 @@
-"""Tasks: what a fine-tuning task is (``task``), its definition as YAML (``definition``) and back (``mapping``),
-its labels (``labels``) and the tasks a process knows (``registry``: the shipped paper tasks by name; one's own
-travel as objects). No module outside this package names a task.
+"""Tasks: what a fine-tuning task is (``task``), its definition as YAML (``definition``) and back (``mapping``), how
+a definition lays its data out (``layout``: files, format, separator, encoding, a hub data set, the GLUE layout),
+its labels (``labels``: one rule for every format; ``values``: a label value's text and canonical number), where the
+shipped tasks' files come from (``data_folder``) and the tasks a process knows (``registry``: the shipped paper tasks
+by name, ``paper/*.yaml``; one's own travel as objects). No module outside this package names a task.
 
 The names below load with the module that holds them, when first asked for: a module of this package (``task``, the
 label rule) is imported without the definitions, so :mod:`istar_tune.data`'s formats can read ``Task`` while the

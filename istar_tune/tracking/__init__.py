@@ -1,9 +1,12 @@
 """Tracking: where results go (``storage``) and MLflow, the record of every search (no Ray, no torch).
 
-One experiment per search name, a parent run per search, a child run per trial. ``store`` holds the tags, the
-store checks and the queries; ``writer`` the background writer a search feeds; ``runs`` reads the trials back for
-tables, plots, ``status`` and the seeds stage. The names below are the package's API (``tracking.trial_runs``,
-``tracking.TAG_ROLE``, ...); each lives in exactly one of those modules.
+One experiment per search name, a parent run per search (per shard of a job array), a child run per trial.
+``store`` holds the tags, the store checks and the queries; ``template`` makes a new sqlite store a copy of an empty
+one; ``naming`` says what a trial's run is called and logs; ``datasets`` what it trained and was scored on (MLflow's
+dataset inputs); ``writer`` is the background writer a search feeds, ``earlier`` the runs an earlier driver left
+(found again, or taken over); ``runs`` reads the trials back for tables, plots, ``status`` and the seeds stage. The
+names below are the package's API (``tracking.trial_runs``, ``tracking.TAG_ROLE``, ...); each lives in exactly one of
+those modules.
 """
 
 from istar_tune.tracking.datasets import dataset_inputs

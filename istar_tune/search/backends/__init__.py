@@ -1,6 +1,8 @@
-"""Search backends: what hands out a group's trials. A backend is one module here and one line in
-:data:`BACKENDS`, or :func:`register` from anywhere, or an entry point of the group ``istar_tune.strategies`` in an
-installed distribution (:mod:`istar_tune.search.plugins`); ``search.algorithm`` names it."""
+"""Search backends: what hands out a group's trials. ``backend`` says what a backend is (the domain kinds it searches,
+whether it enumerates a grid or samples a budget, how it builds a group's searcher); one module each: ``grid``,
+``random_draws``, ``tpe`` (Optuna's), ``qmc``. A backend is one module here and one line in :data:`BACKENDS`, or
+:func:`register` from anywhere, or an entry point of the group ``istar_tune.strategies`` in an installed distribution
+(:mod:`istar_tune.search.plugins`); ``search.algorithm`` names it."""
 
 from __future__ import annotations
 

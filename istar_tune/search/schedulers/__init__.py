@@ -1,4 +1,6 @@
-"""Early-stopping schedulers: what stops a group's weak trials. A scheduler is one module here and one line in
+"""Early-stopping schedulers: what stops a group's weak trials. ``scheduler`` says what a scheduler is (the
+``scheduler.*`` settings it reads, a group's ``Rule``, how it builds one group's Tune scheduler); one module each:
+``fifo`` (none), ``asha``, ``hyperband``, ``median``. A scheduler is one module here and one line in
 :data:`SCHEDULERS`, or :func:`register` from anywhere, or an entry point of the group ``istar_tune.strategies``
 (:mod:`istar_tune.search.plugins`); ``scheduler.type`` names it. Each group of a search gets its own instance
 (:class:`istar_tune.search.tune.scheduler.GroupScheduler`), so trials are compared only within their group."""

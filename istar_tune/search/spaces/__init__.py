@@ -1,2 +1,3 @@
 """Deciding what to run: a search space (``space``: models, tasks, methods, domains, groups), its YAML file (``file``,
-``domains``) and the cost model that orders and prices its trials (``cost``)."""
+``domains``), the cost model that orders and prices its trials (``cost``), and a strategy taken from a replay's advice
+or a fragment (``strategy``: ``--strategy-from``)."""

@@ -1,3 +1,4 @@
 """What runs inside Ray Tune: the trial (``trainable``) and its checkpoints (``checkpoints``), the per-group searcher
-and scheduler (``searcher``, ``scheduler``), the MLflow logger and progress printer (``callbacks``), and the rehearsal
-stand-in for a trial (``simulate``)."""
+and scheduler (``searcher``, ``scheduler``), the MLflow logger and progress printer (``callbacks``), Tune's own state
+read back, copied and repaired before ``--resume`` (``state``), and the rehearsal stand-in for a trial
+(``simulate``)."""
