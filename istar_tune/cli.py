@@ -214,8 +214,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                              log_models=not args.no_models, shard=shard)
     for summary in summaries:
         print(summary.report())
-    for space, summary in zip(spaces, summaries):
-        if space.stage == "seeds" and not summary.interrupted:
+    stages = {space.name: space.stage for space in spaces}  # by name: a shard runs only the spaces it holds pairs of
+    for summary in summaries:
+        if stages.get(summary.name) == "seeds" and not summary.interrupted:
             ran = {(g.group.model, g.group.task, g.group.method) for g in summary.groups}
             print(_aggregates(summary.tracking_uri, summary.name, simulation is not None, ran))
     return max(exit_code(summary) for summary in summaries)

@@ -59,7 +59,7 @@ def take_shard(spaces: list[SearchSpace], shard: Shard) -> list[SearchSpace | No
                           f"--array=0-{len(every) - 1})")
     taken = []
     for space in spaces:
-        held = {(m, t) for m in space.models for t in space.tasks}
+        held = set(pairs_of([space]))
         keep = [pair for pair in mine if pair in held]
         if not keep:
             taken.append(None)
