@@ -214,9 +214,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                              log_models=not args.no_models, shard=shard)
     for summary in summaries:
         print(summary.report())
-    stages = {space.name: space.stage for space in spaces}  # by name: a shard runs only the spaces it holds pairs of
+    # A seeds stage's aggregates (not a study's: its seeds differ in the value it varies, which `plots` draws), found
+    # by name: a shard runs only the spaces it holds pairs of.
+    stages = {space.name: space for space in spaces if space.stage == "seeds" and space.vary is None}
     for summary in summaries:
-        if stages.get(summary.name) == "seeds" and not summary.interrupted:
+        if summary.name in stages and not summary.interrupted:
             ran = {(g.group.model, g.group.task, g.group.method) for g in summary.groups}
             print(_aggregates(summary.tracking_uri, summary.name, simulation is not None, ran))
     return max(exit_code(summary) for summary in summaries)

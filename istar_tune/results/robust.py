@@ -18,6 +18,7 @@ import pandas as pd
 from istar_tune.methods import BASELINE, label
 from istar_tune.metrics import score
 from istar_tune.results.groups import axes, candidates, percent
+from istar_tune.results.seeds import refuse_studies
 from istar_tune.tracking.runs import TrialRun, run_task
 
 CONFIDENCE = 0.95
@@ -129,6 +130,7 @@ def robust_table(runs: list[TrialRun], models=None, tasks=None, methods=None) ->
     """Every method but Base against Base, per model and task, and over the model's tasks (:data:`ROBUST_CAPTION`)."""
     models, tasks, methods = axes(runs, models, tasks, methods)
     groups = candidates(runs)
+    refuse_studies(groups)  # a pair is one configuration's two seeds, never two values of a varied hyperparameter
     rows = []
     for model in models:
         for method in (m for m in methods if m != BASELINE):

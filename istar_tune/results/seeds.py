@@ -97,7 +97,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
         models = models or list(dict.fromkeys([*(r.model for r in runs), *shown]))
     models, tasks, methods = axes(runs, models, tasks, methods, against_paper)
     groups, rows = candidates(runs), seed_rows(methods)
-    _refuse_studies(groups)
+    refuse_studies(groups)
     cells: dict[tuple, str] = {}
     typed: list[dict] = []
     known = run_tasks(runs)
@@ -128,7 +128,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     return table
 
 
-def _refuse_studies(groups: dict[tuple, list[TrialRun]]) -> None:
+def refuse_studies(groups: dict[tuple, list[TrialRun]]) -> None:
     """A cell is one configuration's seeds: a seeds stage whose runs differ in a hyperparameter (a study, ``vary``)
     is refused rather than pooled."""
     for (model, task, method), runs in groups.items():

@@ -133,3 +133,17 @@ def test_the_command_prints_the_papers_table_and_the_robust_one(stage, capsys):
     assert main(["table", "--tracking-uri", stage, "--experiment", "stage", "--kind", "seeds", "--stats", "all",
                  "--format", "csv", "--output", "x.csv"]) == 2
     assert "--stats all prints two tables" in capsys.readouterr().err
+
+
+def test_a_study_is_refused_not_paired_across_the_values_it_varies(log_trial, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "study", str(tmp_path / "artifacts"))
+    for lam in (-1.0, 1.0):
+        for seed in (1, 2):
+            log_trial(client, exp, f"i{lam}{seed}", "minilm", "rte", "istar", {"accuracy": [0.6]}, stage="seeds",
+                      seed=seed, lam=lam)
+            log_trial(client, exp, f"b{lam}{seed}", "minilm", "rte", "base", {"accuracy": [0.6]}, stage="seeds",
+                      seed=seed)
+    with pytest.raises(ConfigError, match="differ in lam"):
+        build_table(uri, "study", kind="seeds", stats="robust")
