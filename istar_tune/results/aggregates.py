@@ -22,8 +22,6 @@ from istar_tune.results.groups import candidates
 from istar_tune.results.seeds import CONFIDENCE, SIGNIFICANCE, seed_rows, seeds_table
 from istar_tune.tracking.runs import TrialRun, run_task
 
-NOTE_TAG = "mlflow.note.content"
-"""The tag MLflow shows as an experiment's (or a run's) description."""
 AGGREGATE_ROLE = "aggregate"
 """The ``istar_tune.role`` tag of an aggregate run (a trial's is ``trial``, a search's ``search``)."""
 TAG_STATISTICS = "istar_tune.statistics"
@@ -90,8 +88,8 @@ def compare_link(experiment_id: str, run_ids: list[str]) -> str:
 
 def _link_comparison(client, experiment_id: str, run_ids: list[str]) -> None:
     """The experiment's description (the first thing its page shows) ends with a link comparing the aggregates."""
-    note = client.get_experiment(experiment_id).tags.get(NOTE_TAG, "").split(COMPARISON)[0]
-    client.set_experiment_tag(experiment_id, NOTE_TAG, (
+    note = client.get_experiment(experiment_id).tags.get(tracking.NOTE_TAG, "").split(COMPARISON)[0]
+    client.set_experiment_tag(experiment_id, tracking.NOTE_TAG, (
         f"{note}{COMPARISON}: [the {len(run_ids)} groups side by side]({compare_link(experiment_id, run_ids)}) (one "
         "run per model × task × method, its seed runs nested under it: mean, SD, n, 95 % t-interval and the "
         "comparison with Base as metrics)."))

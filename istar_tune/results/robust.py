@@ -18,7 +18,7 @@ import pandas as pd
 from istar_tune.methods import BASELINE, label
 from istar_tune.metrics import score
 from istar_tune.results.groups import axes, candidates, percent
-from istar_tune.results.seeds import refuse_studies
+from istar_tune.results.seeds import refuse_studies, seed_scores
 from istar_tune.tracking.runs import TrialRun, run_task
 
 CONFIDENCE = 0.95
@@ -142,18 +142,15 @@ def robust_table(runs: list[TrialRun], models=None, tasks=None, methods=None) ->
                 metric = run_task(ours[0]).metric
                 differences = paired_differences(ours, theirs, metric)
                 pooled.append(differences)
-                rows.append(_row(model, method, task, differences, _scores(ours, metric), _scores(theirs, metric)))
+                rows.append(_row(model, method, task, differences,
+                                 np.array(seed_scores(groups, model, task, method, metric)),
+                                 np.array(seed_scores(groups, model, task, BASELINE, metric))))
             if len(pooled) > 1:
                 rows.append(_across(model, method, pooled))
     table = pd.DataFrame(rows, columns=["model", "method", "task", "n", "difference", "ci_low", "ci_high", "interval",
                                         "p_improvement", "p_low", "p_high", "note"])
     table.attrs["caption"] = ROBUST_CAPTION
     return table
-
-
-def _scores(runs: list[TrialRun], metric: str) -> np.ndarray:
-    return np.array([percent(run_task(r), score(r.metrics, metric)) for r in runs
-                     if score(r.metrics, metric) is not None], dtype=float)
 
 
 def _row(model: str, method: str, task: str, differences: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> dict:

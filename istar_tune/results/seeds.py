@@ -104,11 +104,11 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     of = {task: get_task(task, known) for task in tasks}
     for model in models:
         primary_of = {task: of[task].metric for task in tasks}
-        marked = significant_tasks({t: _values(groups, model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
-                                   {t: _values(groups, model, t, BASELINE, m) for t, m in primary_of.items()})
+        marked = significant_tasks({t: seed_scores(groups, model, t, PAPER_METHOD, m) for t, m in primary_of.items()},
+                                   {t: seed_scores(groups, model, t, BASELINE, m) for t, m in primary_of.items()})
         for task in tasks:
             means = {row: float(_center(method)(v)) for row, method, prefix in rows
-                     if (v := _values(groups, model, task, method, prefix + primary_of[task]))}
+                     if (v := seed_scores(groups, model, task, method, prefix + primary_of[task]))}
             winner = max(means, key=means.get) if means else None
             for row, method, prefix in rows:
                 marks = {"best": row == winner, "significant": method == PAPER_METHOD and task in marked}
@@ -141,7 +141,7 @@ def refuse_studies(groups: dict[tuple, list[TrialRun]]) -> None:
                               "without vary")
 
 
-def _values(groups: dict, model: str, task: str, method: str, metric: str) -> list[float]:
+def seed_scores(groups: dict, model: str, task: str, method: str, metric: str) -> list[float]:
     """A group's seed scores on ``metric``, in percent."""
     return [percent(run_task(r), score(r.metrics, metric)) for r in groups.get((model, task, method), [])
             if score(r.metrics, metric) is not None]
@@ -168,7 +168,7 @@ def _seed_cell(groups: dict, model: str, the_task: Task, row: str, method: str, 
     """One cell of the table (every metric of the task, its marks) and its typed rows, one per metric."""
     parts, typed, task = [], [], the_task.name
     for index, metric in enumerate(the_task.metrics):
-        observed = _values(groups, model, task, method, prefix + metric)
+        observed = seed_scores(groups, model, task, method, prefix + metric)
         std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
         bounds = interval(observed)
         if observed:

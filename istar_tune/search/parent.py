@@ -23,8 +23,6 @@ from istar_tune.tasks import definition_mapping
 
 log = logging.getLogger(__name__)
 
-NOTE_TAG = "mlflow.note.content"
-"""The tag MLflow shows as a run's description."""
 MLFLOW_LOGGED_ARTIFACTS = "mlflow.loggedArtifacts"
 """The tag listing a run's table artifacts, which MLflow's UI shows as tables (``mlflow.utils.mlflow_tags``)."""
 INTERNAL_SETTINGS = ("progress", "output_dir", "save_checkpoint")
@@ -56,7 +54,7 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
     new = [Param(k, str(v)) for k, v in params.items() if k not in run.data.params]
     for start in range(0, len(new), 100):
         mlflow_client.log_batch(run_id, params=new[start:start + 100])
-    mlflow_client.log_batch(run_id, tags=[RunTag(NOTE_TAG, _description(space, planned))])
+    mlflow_client.log_batch(run_id, tags=[RunTag(tracking.NOTE_TAG, _description(space, planned))])
     log_task_definitions(mlflow_client, run_id, [space.task(name) for name in space.tasks])
 
 
@@ -101,7 +99,7 @@ def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
     ranked = ("the held-out value that chose, best first, its dev value beside it"
               if space.run_settings().holdout is not None else "the dev value, which chose (no data held out), best "
               "first")
-    mlflow_client.set_experiment_tag(experiment_id, NOTE_TAG, (
+    mlflow_client.set_experiment_tag(experiment_id, tracking.NOTE_TAG, (
         f"**{space.name}**: [compare its trials]({link}) (ranked by {ranked}; the searched hyperparameters and each "
         "trial's status as columns). Each trial is a run named by its configuration; the search's own run holds its "
         "settings and, once it ends, the best configuration per model × task × method."))
@@ -176,7 +174,7 @@ def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGro
             mlflow_client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(logged))
         text = markdown(pd.DataFrame(rows))
         mlflow_client.log_text(run_id, text + "\n", "best_configurations.md")
-        note = mlflow_client.get_run(run_id).data.tags.get(NOTE_TAG, "").split("\n\n**Best configuration")[0]
-        mlflow_client.set_tag(run_id, NOTE_TAG, f"{note}\n\n**Best configuration of each group**\n\n{text}\n")
+        note = mlflow_client.get_run(run_id).data.tags.get(tracking.NOTE_TAG, "").split("\n\n**Best configuration")[0]
+        mlflow_client.set_tag(run_id, tracking.NOTE_TAG, f"{note}\n\n**Best configuration of each group**\n\n{text}\n")
     except Exception as err:  # noqa: BLE001 - the summary is a convenience; the trials are recorded already
         log.warning("could not log the best configurations to the search's run: %s", err)

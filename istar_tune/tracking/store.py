@@ -47,6 +47,7 @@ TAG_TASK = "istar_tune.task"  # a trial run of a task that is not shipped: its f
 TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the files and checksums its trials read
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
 TAG_SHARD = "istar_tune.shard"  # on a job array's shard's parent run: `K/N` (search.shard)
+NOTE_TAG = "mlflow.note.content"  # what MLflow shows as a run's or an experiment's description
 STATUSES = RECORDED
 """A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""
 COUNTED_STATUSES = COUNTED

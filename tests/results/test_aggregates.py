@@ -14,7 +14,7 @@ from scipy import stats
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
-from istar_tune.results.aggregates import AGGREGATE_ROLE, NOTE_TAG, TAG_STATISTICS, log_seed_aggregates
+from istar_tune.results.aggregates import AGGREGATE_ROLE, TAG_STATISTICS, log_seed_aggregates
 from istar_tune.search.parent import MODEL_TRAINING
 from istar_tune.testing import MlflowServer
 
@@ -110,7 +110,7 @@ def test_the_runs_page_folds_each_groups_seeds_and_the_description_links_the_gro
     with MlflowServer() as server:
         client = tracking.client(server.uri)
         exp = tracking.ensure_experiment(client, "stage")
-        client.set_experiment_tag(exp, NOTE_TAG, "**stage**: what the search wrote")
+        client.set_experiment_tag(exp, tracking.NOTE_TAG, "**stage**: what the search wrote")
         for task in BASE:
             _seeds(log_trial, client, exp, task, "base", BASE[task])
             _seeds(log_trial, client, exp, task, "istar", ISTAR[task])
@@ -124,7 +124,7 @@ def test_the_runs_page_folds_each_groups_seeds_and_the_description_links_the_gro
                                   capture_output=True, text=True, timeout=120).stdout
 
         page = render(f"#/experiments/{exp}/runs?{MODEL_TRAINING}")
-        note = client.get_experiment(exp).tags[NOTE_TAG]
+        note = client.get_experiment(exp).tags[tracking.NOTE_TAG]
         assert note.startswith("**stage**: what the search wrote") and note.count("The seeds, aggregated") == 1
         link = re.search(r'href="[^"]*?(#/compare-runs\?runs=[^"]+)"', page)
         assert link, "the description shows no link comparing the groups"
@@ -144,5 +144,5 @@ def test_a_shard_writes_the_aggregates_of_the_groups_it_ran_compared_with_every_
     # Base's seeds and the model's other task counted all the same: Holm over two tasks, as the whole stage's
     assert _aggregates(client, exp)["minilm/rte/istar"].data.metrics["vs_base_significant"] == 1.0
     rest = log_seed_aggregates(uri, "stage", only={("minilm", "tickets", "base")})
-    link = client.get_experiment(exp).tags[NOTE_TAG]
+    link = client.get_experiment(exp).tags[tracking.NOTE_TAG]
     assert mine["minilm/rte/istar"] in link and rest["minilm/tickets/base"] in link  # the link holds both shards'

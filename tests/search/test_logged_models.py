@@ -190,7 +190,7 @@ def test_the_saved_view_ranks_by_the_held_out_value_that_chose_with_the_dev_valu
     qa_tags = client.get_experiment_by_name("models-qa").tags
     qa_view = json.loads(qa_tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
     assert qa_view["orderByKey"] == "metrics.`f1`"  # no data held out: the dev value chose
-    assert "ranked by the held-out value that chose" in experiment.tags[parent.NOTE_TAG]
+    assert "ranked by the held-out value that chose" in experiment.tags[tracking.NOTE_TAG]
     # Each ranked column from the run's own per-epoch record: the best held-out value (its first epoch), and the dev
     # value at that epoch beside it.
     for run in tracking.trial_runs(summary.tracking_uri, "models"):

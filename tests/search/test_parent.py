@@ -24,7 +24,7 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     run = client.get_run(run_id)
     assert run.data.params["algorithm"] == "grid" and run.data.params["trials"] == "4"
     assert run.data.params["setting.max_length"] == "48" and run.data.params["tasks"] == "rte"
-    note = run.data.tags[parent.NOTE_TAG]
+    note = run.data.tags[tracking.NOTE_TAG]
     assert note.startswith("**smoke**") and "4 configurations in 2 model × task × method groups" in note
     assert "| tiny-bert | rte | istar | accuracy | 0.6 | istar λ=-1 ζ=0.2" in note
     artifacts = {a.path for a in client.list_artifacts(run_id)}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from istar_tune import tracking
-from istar_tune.search.parent import BEST_TABLE, NOTE_TAG
+from istar_tune.search.parent import BEST_TABLE
 from istar_tune.testing import MlflowServer
 
 pytestmark = pytest.mark.slow
@@ -66,7 +66,7 @@ def test_runs_are_named_by_what_they_are_and_carry_only_what_applies(smoke_on_a_
         assert tracking.TAG_PARENT not in run.data.tags  # listed, not folded under the search's row
     assert len({run.data.metrics["scored_holdout_accuracy"] for run in runs}) > 1  # a picture of trials that differ
     assert search.data.params["trials"] == "4" and search.data.params["setting.max_length"] == "48"
-    note = search.data.tags[NOTE_TAG]
+    note = search.data.tags[tracking.NOTE_TAG]
     assert "4 configurations in 2 model × task × method groups" in note and "**Best configuration" in note
     table = json.loads(open(client.download_artifacts(search.info.run_id, BEST_TABLE)).read())
     assert [row[table["columns"].index("method")] for row in table["data"]] == ["base", "istar"]
