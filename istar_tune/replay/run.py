@@ -23,7 +23,8 @@ CAPTION = ("Each search strategy replayed on the grid's recorded curves (no trai
            "replays that chose the grid's best configuration; `within_noise`, the share within the seed noise of its "
            "score (a seeds stage's standard deviation; empty when no seeds stage re-ran the grid); regrets on the "
            "selection metric (`dev_regret`: on the dev set, when held-out data chose); `epochs_share` and "
-           "`gpu_hours_share`, its cost as a share of the grid's (the cost model's GPU-hours).")
+           "`gpu_hours_share`, its cost as a share of the group's grid (`grid_epochs`; GPU-hours from the cost "
+           "model). The recommendation's share of the grid's epochs pools the groups: its epochs over theirs.")
 REPLAY_TABLE_ARTIFACT = "replay"
 STRATEGY_FILE = "strategy.yaml"
 """The recommended strategy as a search-space fragment, beside the table (``search --strategy-from FILE``)."""

@@ -27,8 +27,8 @@ TPE_LARGEST_SHARE = 1 / 4
 replay)."""
 COLUMNS = ["model", "task", "method", "scheduler", "setting", "replays", "configurations", "chose_best",
            "chose_best_low", "chose_best_high", "within_noise", "within_noise_low", "within_noise_high",
-           "mean_regret", "worst_regret", "mean_dev_regret", "worst_dev_regret", "epochs_share", "gpu_hours",
-           "gpu_hours_share"]
+           "mean_regret", "worst_regret", "mean_dev_regret", "worst_dev_regret", "epochs_share", "grid_epochs",
+           "gpu_hours", "gpu_hours_share"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ def _row(unit: Unit, scheduler: str, name: str, replays: int, choices: list[Choi
             "mean_dev_regret": float(np.mean(dev_regrets)) if has_dev else math.nan,
             "worst_dev_regret": float(np.max(dev_regrets)) if has_dev else math.nan,
             "epochs_share": float(np.mean([c.epochs_trained for c in choices])) / unit.grid_epochs,
+            "grid_epochs": unit.grid_epochs,
             "gpu_hours": gpu_hours, "gpu_hours_share": gpu_hours * 3600 / unit.grid_seconds}
 
 
@@ -194,7 +195,10 @@ class Advice:
     """What the replay recommends: ``kind`` ``setting`` (a cheaper setting decided on the lower bound), ``undecided``
     (one reached the target but its interval does not lie above it), ``grid`` (keep the grid) or ``nothing``; the
     setting's scheduler and parameters (``setting``, ``undecided``; ``grid``: the most reliable one), its lowest share
-    over the units, the lower bound of that share's interval and its mean share of the grid's epochs."""
+    over the units (of ``what``: the best, or within the seed noise of it where a seeds stage gave the noise), the
+    lower bound of that share's interval, its share of the grid's epochs (its epochs over the grid's, all units
+    pooled: what a search of it measures) and its lowest share of choosing the grid's own best (``chose``: the same
+    as ``reached`` unless the noise counted)."""
 
     kind: str
     scheduler: str = ""
@@ -204,10 +208,11 @@ class Advice:
     share: float = 0.0
     replays: int = 0
     what: str = "the best"
+    chose: float = 0.0
 
 
 def advice(table: pd.DataFrame) -> Advice:
-    """The cheapest setting (by its mean share of the grid's epochs over the units) that chose the grid's best, or one
+    """The cheapest setting (by its share of the grid's epochs, the units pooled) that chose the grid's best, or one
     within the seed noise of it, in at least :data:`TARGET` of the replays of every unit, judged on the lower bound
     of its 95 % interval (:func:`wilson`); else one whose share reached the target but whose interval does not lie
     above it (undecided); else keep the grid, naming the most reliable setting replayed in every unit."""
@@ -216,9 +221,11 @@ def advice(table: pd.DataFrame) -> Advice:
     replays = int(table.replays.min()) if "replays" in table else 0
     reached = table.chose_best.where(table.within_noise.isna(), np.maximum(table.chose_best, table.within_noise))
     low = np.array([wilson(share, replays)[0] if replays else share for share in reached])
-    by = table.assign(reached=reached, low=low).groupby(["scheduler", "setting"], sort=False)
-    summary = by.agg(reached=("reached", "min"), low=("low", "min"), share=("epochs_share", "mean"),
-                     units=("reached", "size"))
+    by = table.assign(reached=reached, low=low, epochs=table.epochs_share * table.grid_epochs).groupby(
+        ["scheduler", "setting"], sort=False)
+    summary = by.agg(reached=("reached", "min"), low=("low", "min"), chose=("chose_best", "min"),
+                     epochs=("epochs", "sum"), grid=("grid_epochs", "sum"), units=("reached", "size"))
+    summary["share"] = summary.epochs / summary.grid
     everywhere = summary[summary.units == table.groupby(["model", "task", "method"]).ngroups]
     cheaper = everywhere[everywhere.share < 1].sort_values("share", kind="stable")
     sure, likely = cheaper[cheaper.low >= TARGET], cheaper[cheaper.reached >= TARGET]
@@ -228,7 +235,8 @@ def advice(table: pd.DataFrame) -> Advice:
     kind, rows = next(((k, rows) for k, rows in (("setting", sure), ("undecided", likely)) if not rows.empty),
                       ("grid", everywhere.sort_values(["reached", "share"], ascending=[False, True], kind="stable")))
     top = rows.iloc[0]
-    return Advice(kind, top.name[0], top.name[1], float(top.reached), float(top.low), float(top.share), replays, what)
+    return Advice(kind, top.name[0], top.name[1], float(top.reached), float(top.low), float(top.share), replays, what,
+                  float(top.chose))
 
 
 def recommendation(table: pd.DataFrame) -> str:
@@ -238,16 +246,18 @@ def recommendation(table: pd.DataFrame) -> str:
         return "recommendation: nothing was replayed"
     name = f"{found.scheduler} {found.setting}"
     interval = f" (95 % interval from {found.low:.0%}, {found.replays} replays)" if found.replays else ""
+    exact = (f"; the grid's own choice in {found.chose:.0%}, judged on the first" if found.what != "the best"
+             else "")
     if found.kind == "setting":
         return (f"recommendation: {name}: chose {found.what} in {found.reached:.0%} of the replays (the lowest of "
-                f"any group){interval}, for {found.share:.0%} of the grid's epochs")
+                f"any group{exact}){interval}, for {found.share:.0%} of the grid's epochs")
     if found.kind == "undecided":
         return (f"recommendation: undecided: {name} chose {found.what} in {found.reached:.0%} of the replays "
-                f"(the lowest of any group){interval}, for {found.share:.0%} of the grid's epochs, but its "
+                f"(the lowest of any group{exact}){interval}, for {found.share:.0%} of the grid's epochs, but its "
                 f"interval reaches below {TARGET:.0%}: replay again with --replays {replays_to_decide(TARGET)} or "
                 "more to decide")
     if not found.scheduler:
         return "recommendation: keep the grid: no setting was replayed in every group"
     return (f"recommendation: keep the grid: no cheaper setting chose {found.what} in {TARGET:.0%} of the replays of "
             f"every group (the most reliable, {name}, did in {found.reached:.0%} at "
-            f"{found.share:.0%} of the grid's epochs)")
+            f"{found.share:.0%} of the grid's epochs{exact})")

@@ -53,8 +53,9 @@ def budgets(total: int) -> list[int]:
     return sorted({2 ** k for k in range(int(math.log2(total)) + 1)} | {total})
 
 
-def budget_table(runs: list[TrialRun], models=None, tasks=None, methods=None) -> pd.DataFrame:
-    """The curve of every model × task × method of a search's finished runs (:data:`BUDGET_CAPTION`)."""
+def budget_table(runs: list[TrialRun], models=None, tasks=None, methods=None, every_n: bool = False) -> pd.DataFrame:
+    """The curve of every model × task × method of a search's finished runs (:data:`BUDGET_CAPTION`), at the n of
+    :func:`budgets` or, ``every_n``, at every n from 1 to N (what ``plots`` draws)."""
     if runs and all(r.stage == "seeds" for r in runs):
         raise ConfigError("--kind budget draws configurations from a search's grid; a seeds stage re-runs one "
                           "configuration per group: tabulate the search it chose from")
@@ -65,7 +66,7 @@ def budget_table(runs: list[TrialRun], models=None, tasks=None, methods=None) ->
             for method in methods:
                 group = [r for r in runs if (r.model, r.task, r.method) == (model, task_name, method)
                          and r.status == TrialStatus.FINISHED and r.stage != "seeds"]
-                rows += _curve(group, model, task_name, method)
+                rows += _curve(group, model, task_name, method, every_n)
     columns = ["model", "task", "method", "n", "configurations", "chosen_by", "chosen", "chosen_sd", "dev", "dev_sd",
                "epochs"]
     table = pd.DataFrame(rows, columns=columns)
@@ -73,7 +74,7 @@ def budget_table(runs: list[TrialRun], models=None, tasks=None, methods=None) ->
     return table
 
 
-def _curve(group: list[TrialRun], model: str, task_name: str, method: str) -> list[dict]:
+def _curve(group: list[TrialRun], model: str, task_name: str, method: str, every_n: bool) -> list[dict]:
     if not group:
         return [{"model": model, "task": task_name, "method": method, "n": None, "configurations": 0}]
     task = run_task(group[0])
@@ -84,7 +85,7 @@ def _curve(group: list[TrialRun], model: str, task_name: str, method: str) -> li
     epochs = float(np.mean([float(r.config.get("epochs", 0) or 0) for r in scored])) if scored else 0.0
     by = sorted({chosen_on(r.metrics, metric) for r in scored})
     rows = []
-    for n in budgets(len(scored)) if scored else []:
+    for n in (range(1, len(scored) + 1) if every_n else budgets(len(scored))) if scored else []:
         chosen, chosen_sd = expected_best(choose, choose, n)
         dev, dev_sd = expected_best(choose, report, n)
         rows.append({"model": model, "task": task.name, "method": method, "n": n, "configurations": len(scored),

@@ -11,6 +11,9 @@
   Each image has a ``.json`` beside it with the plotted points (means, sample stds, the runs and seeds behind each).
 * ``pooled-isoscore-vs-<metric>-<model>-<task>.png`` — a search's runs pooled per (method, λ): error bars mix the
   spread of every other hyperparameter with seed noise (the paper's Figure 3 is the study above, not this);
+* ``budget-<metric>-<model>-<task>.png`` — a search's expected validation performance per method (``table --kind
+  budget``, Dodge et al. 2019): the expected best chosen score of n configurations drawn from those it finished, ± its
+  standard deviation over draws, n = 1 … N, and the dev score of the configuration chosen (dashed);
 * ``epochs-<model>-<task>.png`` — the task metric per epoch of every trial of that model × task.
 
 Written to a folder and logged as artifacts of the search's parent run.
@@ -28,6 +31,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import label as method_label
 from istar_tune.methods import uses_lambda
 from istar_tune.metrics import score
+from istar_tune.results.budget import budget_table
 from istar_tune.results.groups import varied
 from istar_tune.results.tables import lambda_groups
 from istar_tune.tasks import Task
@@ -203,11 +207,43 @@ def study_figure(runs: list[TrialRun], output: Path) -> Path | None:
     return path
 
 
+def budget_figure(runs: list[TrialRun], model: str, task: Task, path: Path) -> Path | None:
+    """The expected validation performance of one model × task's searched runs per method, its points beside it as
+    JSON; nothing where no method finished two configurations (there is no curve to draw)."""
+    table = budget_table(runs, every_n=True).dropna(subset=["n"])
+    if table.empty or table["configurations"].max() < 2:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for i, (method, rows) in enumerate(table.groupby("method", sort=False)):
+        color, chosen_by = f"C{i}", rows["chosen_by"].iloc[0]
+        ax.plot(rows["n"], rows["chosen"], color=color, marker=".",
+                label=f"{method_label(method)}: {chosen_by} ({rows['configurations'].iloc[0]} configurations)")
+        ax.fill_between(rows["n"], rows["chosen"] - rows["chosen_sd"], rows["chosen"] + rows["chosen_sd"],
+                        color=color, alpha=0.15, linewidth=0)
+        if (rows["dev"] != rows["chosen"]).any():
+            ax.plot(rows["n"], rows["dev"], color=color, linestyle="--", label=f"{method_label(method)}: dev")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("configurations drawn at random from the search's (n)")
+    ax.set_ylabel(f"expected best {task.metric} (percent)")
+    ax.set_title(f"{model} on {task.display_name}: expected validation performance\n(mean ± sd over draws of n; "
+                 "dashed: the dev score of the configuration chosen)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    path.with_suffix(".json").write_text(json.dumps({"model": model, "task": task.name, "metric": task.metric,
+                                                     "points": table.to_dict("records")}, indent=1), encoding="utf-8")
+    return path
+
+
 AXIS_LABELS = {"zeta": "ζ", "lam": "λ", "lam-value": "λ", "layer": "layer (1-based)"}
 
 
 def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_to_mlflow: bool = True) -> list[Path]:
-    """Both plots for every model × task of the search; logged to its parent run unless told not to."""
+    """The plots of every model × task of the search (the module's docstring); logged to its parent run unless told
+    not to."""
     output = Path(output_dir)
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output-dir {str(output)!r} is a file: name a folder for the plots (it is created if "
@@ -228,6 +264,7 @@ def write_plots(tracking_uri: str, experiment: str, output_dir: str | Path, log_
         if searched:
             written.append(pooled_isoscore_vs_metric(searched, model, the_task,
                                                      output / f"pooled-isoscore-vs-{metric}-{name}.png"))
+            written.append(budget_figure(searched, model, the_task, output / f"budget-{metric}-{name}.png"))
         seeded = [r for r in subset if r.stage == "seeds"]
         if seeded:
             written.append(study_figure(seeded, output))

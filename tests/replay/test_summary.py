@@ -14,6 +14,7 @@ from istar_tune.replay.summary import (
     COLUMNS,
     Z_95,
     Setting,
+    advice,
     recommendation,
     replay_table,
     replay_unit,
@@ -68,7 +69,7 @@ def test_replays_in_several_processes_give_the_same_table_and_say_each_group_onc
 
 def _rows(*rows):
     return pd.DataFrame([dict(zip(["scheduler", "setting", "model", "task", "method", "chose_best", "within_noise",
-                                   "epochs_share"], r)) for r in rows])
+                                   "epochs_share", "grid_epochs"], (*r, 10) if len(r) == 8 else r)) for r in rows])
 
 
 def test_the_recommendation_is_the_cheapest_setting_that_reached_the_target_in_every_group():
@@ -109,3 +110,16 @@ def test_the_quantile_is_numpys_to_the_last_bit():
         values = sorted(rng.normal(size=n).tolist())
         for eta in (2, 3, 4):
             assert _quantile(values, 1 - 1 / eta) == np.percentile(values, (1 - 1 / eta) * 100)
+
+
+def test_the_share_of_the_grids_epochs_pools_the_groups_and_the_exact_choice_is_said_beside_the_noise():
+    nan = math.nan
+    table = _rows(("asha", "a", "m", "t1", "base", 1.0, nan, 0.5, 10), ("asha", "a", "m", "t2", "base", 1.0, nan, 1.0,
+                                                                            30),
+                  ("median", "g", "m", "t1", "base", 1.0, nan, 1.0, 10),
+                  ("median", "g", "m", "t2", "base", 1.0, nan, 1.0, 30))
+    assert advice(table).share == pytest.approx((5 + 30) / 40)  # not the mean of the shares, 0.75
+    assert recommendation(table).endswith("for 88% of the grid's epochs")
+    noisy = table.assign(chose_best=[0.28, 1.0, 1.0, 1.0], within_noise=[1.0, 1.0, 1.0, 1.0])
+    assert ("chose the best or one within its seed noise in 100% of the replays (the lowest of any group; the grid's "
+            "own choice in 28%, judged on the first)") in recommendation(noisy)

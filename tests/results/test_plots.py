@@ -37,11 +37,35 @@ def test_lambda_points_are_means_and_stds_per_lambda(search_store):
 def test_write_plots_writes_pngs_and_logs_them_to_the_parent_run(search_store, tmp_path):
     uri, client, parent = search_store
     written = write_plots(uri, "s", tmp_path / "plots")
-    assert sorted(p.name for p in written) == ["epochs-minilm-sst2.png", "pooled-isoscore-vs-accuracy-minilm-sst2.png"]
+    names = ["budget-accuracy-minilm-sst2.png", "epochs-minilm-sst2.png", "pooled-isoscore-vs-accuracy-minilm-sst2.png"]
+    assert sorted(p.name for p in written) == names
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     artifacts = {a.path for a in client.list_artifacts(parent, "plots")}
-    assert artifacts == {"plots/epochs-minilm-sst2.png", "plots/pooled-isoscore-vs-accuracy-minilm-sst2.png"}
+    assert artifacts == {f"plots/{name}" for name in names}
+
+
+def test_the_budget_figure_draws_every_n_of_each_methods_curve(search_store, tmp_path):
+    uri, _, _ = search_store
+    write_plots(uri, "s", tmp_path / "plots", log_to_mlflow=False)
+    points = json.loads((tmp_path / "plots" / "budget-accuracy-minilm-sst2.json").read_text())["points"]
+    assert [(p["method"], p["n"]) for p in points] == [("base", 1), ("base", 2), ("istar", 1), ("istar", 2),
+                                                       ("istar", 3)]
+    # base's two configurations at 80 and 82: one draw averages them, the best of two is 82 unless both draws are 80
+    assert points[0]["chosen"] == pytest.approx(81.0) and points[1]["chosen"] == pytest.approx(0.25 * 80 + 0.75 * 82)
+    # istar's three at 70, 74 and 75: the best of three draws is 75 with probability 1 − (2/3)³
+    istar = 75 * (1 - (2 / 3) ** 3) + 74 * ((2 / 3) ** 3 - (1 / 3) ** 3) + 70 * (1 / 3) ** 3
+    assert points[4]["chosen"] == pytest.approx(round(istar, 2))
+
+
+def test_no_budget_figure_where_each_method_finished_one_configuration(log_trial, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "one", str(tmp_path / "artifacts"))
+    tracking.parent_run(client, exp, "one", {})
+    log_trial(client, exp, "b0", "minilm", "sst2", "base", {"accuracy": [0.8], "eval_isoscore_star": [0.2]})
+    written = write_plots(uri, "one", tmp_path / "plots", log_to_mlflow=False)
+    assert not any(p.name.startswith("budget-") for p in written)
 
 
 def _seed_run(log_trial, client, experiment, trial_id, metrics, **params):

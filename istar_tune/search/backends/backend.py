@@ -45,6 +45,9 @@ class Backend:
     sampler: Callable[[int | None], Any] | None = None
     """Shorthand for a backend that is an Optuna sampler: the sampler, seeded with ``search.seed`` (its searcher is
     Ray's ``OptunaSearch`` with a study per group in ``search.storage``)."""
+    distinct: bool = False
+    """Its searcher draws each configuration of a group at most once where the group's domains are all finite
+    (choices, integer ranges): the space refuses a ``num_samples`` above their count."""
     keeps_studies: bool = False
     """Its searcher keeps its state in a database (``search.storage``, else ``optuna.db`` beside the results), which
     a ``--resume`` continues (true of every ``sampler`` backend)."""

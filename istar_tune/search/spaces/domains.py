@@ -1,6 +1,7 @@
 """Hyperparameter domains as a search-space YAML writes them (``key: value``, ``{grid: [...]}``, ``{choice: [...]}``,
 ``{loguniform|uniform|randint: [low, high]}``): each checked against the hyperparameter's type and range, every
-problem reported through the caller's ``problem(key, text)``.
+problem reported through the caller's ``problem(key, text)``; and how many distinct configurations they hold, for a
+backend that draws each at most once.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import math
 
 from istar_tune.config import Hyperparameters, from_dict
 from istar_tune.errors import ConfigError
-from istar_tune.search.backends import refusal
-from istar_tune.search.spaces.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain
+from istar_tune.search.backends import get_backend, refusal
+from istar_tune.search.spaces.space import DOMAIN_KINDS, SEARCHED_KEYS, Domain, SearchSpace
 
 MAX_DOMAIN_VALUES = 10_000
 """The most values one grid or choice lists (the paper's largest lists 6)."""
@@ -103,3 +104,26 @@ def domains_from_yaml(raw, where: str, algorithm: str, problem) -> dict[str, Dom
             check_value(key, value, at, problem)
         domains[key] = Domain(kind, tuple(values))
     return domains
+
+
+def distinct_values(domain: Domain) -> int | None:
+    """How many distinct values ``domain`` takes; ``None`` for a continuous range."""
+    if domain.kind in ("uniform", "loguniform"):
+        return None
+    if domain.kind == "randint":
+        return domain.values[1] - domain.values[0] + 1
+    return len({repr(v) for v in domain.values})
+
+
+def check_distinct_draws(space: SearchSpace, where) -> None:
+    """A backend that draws each configuration of a finite group at most once (``random``) cannot draw more trials
+    than the group has configurations."""
+    if space.stage == "seeds" or not get_backend(space.algorithm).distinct:
+        return
+    for group in space.groups():
+        counts = [distinct_values(domain) for domain in group.domains.values()]
+        if None not in counts and space.num_samples > math.prod(counts):
+            raise ConfigError(f"{where}: search.num_samples is {space.num_samples}, but {group.method} on "
+                              f"{group.model} × {group.task} has {math.prod(counts)} distinct configuration(s) and "
+                              f"search.algorithm {space.algorithm} draws each at most once: lower num_samples to "
+                              f"{math.prod(counts)}, or widen the choices")

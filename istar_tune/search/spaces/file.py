@@ -16,6 +16,7 @@ from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search import backends, schedulers
 from istar_tune.search.spaces.domains import (
+    check_distinct_draws,
     check_value,
     coerced,
     domains_from_yaml,
@@ -139,6 +140,7 @@ def _check_across_fields(space: SearchSpace, path: Path) -> None:
     if largest > MAX_TRIALS_PER_GROUP:
         raise ConfigError(f"{path}: the grid plans {largest:,} trials per model × task × method; at most "
                           f"{MAX_TRIALS_PER_GROUP:,}: narrow the grid or sample it (search.algorithm: tpe or random)")
+    check_distinct_draws(space, path)
     if str(space.settings.get("device", "auto")).startswith("cuda") and space.gpu == 0:
         raise ConfigError(f"{path}: settings.device is {space.settings['device']!r} but resources.gpu is 0: a trial "
                           "without a GPU share sees no CUDA device; give resources: {gpu: 1} (or a fraction), or "

@@ -11,6 +11,7 @@ import time
 from ray import cloudpickle
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from istar_tune.config import trial_epochs
 from istar_tune.search.schedulers import Rule, get_scheduler
 from istar_tune.trial_config import trial_group
 
@@ -22,7 +23,9 @@ ended early for any other reason (the search was stopped) is interrupted."""
 class GroupScheduler(FIFOScheduler):
     """First come, first served in the searcher's order, and per group with a :class:`Rule` (ASHA, Hyperband, median
     stopping, or one of one's own) that group's own scheduler, created on its first trial, so trials are stopped
-    early (or paused) only against trials of their own group.
+    early (or paused) only against trials of their own group. A trial paused at its last epoch (Ray's median rule
+    does that to a trial it cannot judge yet) finishes instead: Tune would save it, and later restart it from its
+    checkpoint with nothing left to train (what ``replay`` replays: such a trial ends there).
 
     Choosing the next trial does not scan every trial of the experiment (Tune's FIFO scheduler does, at every step
     of its event loop: at thousands of trials that is most of the driver's time); new trials are queued as they are
@@ -62,6 +65,8 @@ class GroupScheduler(FIFOScheduler):
         if scheduler is None:
             return TrialScheduler.CONTINUE
         decision = scheduler.on_trial_result(tune_controller, trial, result)
+        if decision == TrialScheduler.PAUSE and result.get("training_iteration", 0) >= trial_epochs(trial.config):
+            decision = TrialScheduler.CONTINUE  # its last epoch: paused, Tune would restart it to train nothing
         if decision == TrialScheduler.STOP:
             STOPPED_EARLY.add(trial.trial_id)
         elif decision == TrialScheduler.PAUSE:  # Tune saves it and resumes it later; its group's slot is free

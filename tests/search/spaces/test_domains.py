@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from istar_tune.search.spaces.domains import MAX_DOMAIN_VALUES, coerced, domains_from_yaml, value_kind
+from istar_tune.search.spaces.domains import (
+    MAX_DOMAIN_VALUES,
+    coerced,
+    distinct_values,
+    domains_from_yaml,
+    value_kind,
+)
 from istar_tune.search.spaces.space import Domain
 
 
@@ -38,3 +44,9 @@ def test_every_problem_is_reported_with_its_key():
 def test_values_take_the_hyperparameters_type():
     assert coerced("batch_size", 8.0) == 8 and isinstance(coerced("batch_size", 8.0), int)
     assert value_kind(True) == "bool" and value_kind(3) == value_kind(3.5) == "number"
+
+
+def test_distinct_values_count_what_a_domain_can_take():
+    assert [distinct_values(Domain(kind, values)) for kind, values in
+            [("constant", (3,)), ("grid", (1, 2)), ("choice", (0.1, 0.2, 0.3)), ("randint", (1, 5)),
+             ("uniform", (0.0, 1.0)), ("loguniform", (1e-5, 1e-3))]] == [1, 2, 3, 5, None, None]

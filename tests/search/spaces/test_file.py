@@ -62,6 +62,10 @@ BAD_SPACES = {
     "a seeds stage's grid": (STUDY + "hyperparameters: {zeta: {grid: [0.2, 0.4]}}\n",
                              "a seeds stage sets constants on top of the best configuration"),
     "start from an unknown method": (STUDY + "start_from: bayes\n", "start_from: unknown method 'bayes'"),
+    "random draws beyond the choices": (
+        BASE.replace("{grid: [1.0e-3]}", "{choice: [1.0e-3, 2.0e-3]}\n  epochs: {randint: [1, 3]}")
+        + "search: {algorithm: random, num_samples: 7}\n",
+        "search.num_samples is 7, but base on tiny-bert × sst2 has 6 distinct configuration(s)"),
 }
 
 

@@ -44,3 +44,18 @@ def test_each_group_has_its_own_rule_and_a_group_without_one_is_first_come_first
     restored = GroupScheduler()
     restored.restore(str(tmp_path / "state.pkl"))
     assert restored.rules == scheduler.rules and set(restored.schedulers) == {"m/a/istar", "m/b/istar"}
+
+
+def test_a_trial_ray_would_pause_at_its_last_epoch_finishes_instead():
+    """Ray's median rule pauses a trial it cannot judge yet while another waits; at its last epoch Tune would restart
+    it later with nothing left to train: it goes on (and so ends), as the replay counts it."""
+    scheduler = GroupScheduler({"m/a/istar": Rule("median", horizon=2, grace_period=1)})
+    waiting = Trial(trial_id="w", config={"model": "m", "task": "a", "method": "istar", "epochs": 2},
+                    status="PENDING")
+    controller = SimpleNamespace(get_live_trials=lambda: [waiting], search_alg=None)
+    first, second = (Trial(trial_id=name, config={"model": "m", "task": "a", "method": "istar", "epochs": epochs},
+                           status="RUNNING") for name, epochs in (("x", 3), ("y", 1)))
+    for t in (first, second, waiting):
+        scheduler.on_trial_add(controller, t)
+    assert scheduler.on_trial_result(controller, first, {"training_iteration": 1, "objective": 0.5}) == "PAUSE"
+    assert scheduler.on_trial_result(controller, second, {"training_iteration": 1, "objective": 0.5}) == "CONTINUE"
