@@ -33,7 +33,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check istar_tune tests benchmarks
-	$(PY_RUN) $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -m "not smoke" tests
+	$(PY_RUN) $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 --file-durations=test-durations.md -m "not smoke" tests
 
 # The daily loop: everything but the end-to-end tests marked slow (those train models or start services).
 test-fast: $(STAMP)

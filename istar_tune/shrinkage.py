@@ -13,8 +13,6 @@ import torch
 from istar_tune.errors import IsotropyError
 from istar_tune.methods import SHRINKAGE_TOKENS
 
-DEFAULT_BUDGET = SHRINKAGE_TOKENS
-
 
 class StreamingCovariance:
     """Running covariance of up to ``budget`` d-dimensional points.
@@ -25,7 +23,7 @@ class StreamingCovariance:
     first layers').
     """
 
-    def __init__(self, dim: int, budget: int = DEFAULT_BUDGET, device: torch.device | str | None = None):
+    def __init__(self, dim: int, budget: int = SHRINKAGE_TOKENS, device: torch.device | str | None = None):
         if dim < 1:
             raise IsotropyError(f"dimension must be positive, got {dim}")
         if budget < 2:

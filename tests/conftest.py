@@ -3,6 +3,7 @@ logger would write into them."""
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import sys
@@ -26,6 +27,34 @@ if "OMP_NUM_THREADS" not in os.environ:
     torch.set_num_threads(1)  # and for this one, whose OpenMP read the variable when torch was imported
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FILE_SECONDS: collections.Counter = collections.Counter()
+"""Each test file's seconds (setup, call and teardown of its tests), as the reports reach this process."""
+FILE_TESTS: collections.Counter = collections.Counter()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--file-durations", metavar="PATH", default=None,
+                     help="write each test file's time (its tests' setup, call and teardown), slowest first, to PATH "
+                          "as a markdown table (make test: test-durations.md)")
+
+
+def pytest_runtest_logreport(report):
+    file = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[file] += report.duration
+    FILE_TESTS[file] += report.when == "call"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    path = config.getoption("--file-durations")
+    if not path or hasattr(config, "workerinput") or not FILE_SECONDS:  # a worker's reports reach the controller
+        return
+    total = sum(FILE_SECONDS.values())
+    lines = ["| test file | seconds | share | tests |", "| --- | ---: | ---: | ---: |"]
+    lines += [f"| `{file}` | {seconds:,.1f} | {seconds / total:.1%} | {FILE_TESTS[file]} |"
+              for file, seconds in FILE_SECONDS.most_common()]
+    Path(path).write_text(f"Test files by time: {total:,.0f} s in all (summed over the workers).\n\n"
+                          + "\n".join(lines) + "\n", encoding="utf-8")
+    terminalreporter.write_line(f"each test file's time: {path}")
 
 
 @pytest.fixture(autouse=True, scope="module")

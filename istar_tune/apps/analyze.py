@@ -47,9 +47,9 @@ from istar_tune.training.state import (
     CONFIG_FILE,
     ISOLAYER_FILE,
     STATE_FILE,
-    TASK_DEFINITION,
     load_data,
 )
+from istar_tune.trial_config import TASK_DEFINITION_KEY
 
 
 @dataclass
@@ -74,7 +74,7 @@ def resolve_checkpoint(path: str | Path) -> Source:
         layer_file = path / BEST_CHECKPOINT / ISOLAYER_FILE
         layer = load_data(layer_file) if layer_file.is_file() else None
         return Source(path / BEST_CHECKPOINT, None, config["hyperparameters"], config["settings"], layer,
-                      config.get(TASK_DEFINITION))
+                      config.get(TASK_DEFINITION_KEY))
     if (path / STATE_FILE).is_file():
         state = load_data(path / STATE_FILE)
         if "model" not in state:
@@ -83,7 +83,7 @@ def resolve_checkpoint(path: str | Path) -> Source:
         # The trial's own data folder and max length: saved with the state (older states: its folder's config.yaml).
         settings = state.get("settings") or _trial_config(path.parent)
         return Source(None, path / STATE_FILE, state["hparams"], settings, state.get("isolayer"),
-                      state.get(TASK_DEFINITION))
+                      state.get(TASK_DEFINITION_KEY))
     if (path / "config.json").is_file():
         return Source(path, None, {}, {})
     raise ConfigError(f"{path} holds no model: expected config.yaml + best-checkpoint/ (istar-tune train), "

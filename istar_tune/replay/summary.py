@@ -81,14 +81,8 @@ def _on_arms(found: dict[int, list[int]]):
     return wrap
 
 
-def replay_unit(unit: Unit, setting: Setting, replays: int, seed: int) -> dict:
-    """One row: ``setting`` replayed ``replays`` times on ``unit`` (replay r draws from the seed (seed, r), the same
-    for every setting)."""
-    return _row(unit, setting.scheduler, setting.setting, replays,
-                [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(replays)])
-
-
-def _row(unit: Unit, scheduler: str, name: str, replays: int, choices: list[Choice]) -> dict:
+def summary_row(unit: Unit, scheduler: str, name: str, replays: int, choices: list[Choice]) -> dict:
+    """One row of the table: a setting's ``choices`` over its ``replays`` on ``unit``, counted."""
     best, best_dev = unit.score_of(unit.best), unit.dev_score_of(unit.best)
     regrets = np.array([best - unit.score_of(c.chosen) if c.chosen else math.inf for c in choices])
     dev_regrets = np.array([best_dev - unit.dev_score_of(c.chosen) if c.chosen else math.inf for c in choices])
@@ -148,7 +142,7 @@ def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: i
     for u, found in enumerate(settings):
         for index, setting in enumerate(found):
             ordered = [choice for _, choice in sorted(choices[(u, index)], key=lambda item: item[0])]
-            rows.append(_row(units[u], setting.scheduler, setting.setting, replays, ordered))
+            rows.append(summary_row(units[u], setting.scheduler, setting.setting, replays, ordered))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

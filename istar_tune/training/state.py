@@ -173,13 +173,10 @@ def _set_cuda_rng_state(states: list) -> None:
 LABEL_SCALE = "label_scale"
 """Key of a saved state holding a regression's training scale (``{mean, std}``): its weights predict z-scores, and a
 model saved from the state folds the scale in (:mod:`istar_tune.training.scale`)."""
-TASK_DEFINITION = TASK_DEFINITION_KEY
-"""Key of a saved state and an output folder's config.yaml holding the task's definition (a task that is not
-shipped), so ``analyze`` reads the same data without the original file: the trial configuration's key."""
 
 
 def task_definition(task: Task) -> dict[str, Any]:
-    return {} if task.shipped else {TASK_DEFINITION: definition_mapping(task)}
+    return {} if task.shipped else {TASK_DEFINITION_KEY: definition_mapping(task)}
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -41,17 +41,17 @@ NOT_HERE = {
     "--holdout 0.3 --storage-path fair-results": "the fair protocol's grids: GPU-days",
     "paper_seeds_fair --models bert --storage-path fair-results": "reads the fair protocol's grids",
     "ray up": "a cloud cluster", "ray dashboard": "a cloud cluster", "ray attach": "a cloud cluster",
-    "jobs/submit.sh": "a cloud cluster (tests/test_jobs.py submits the smoke search to a local head)",
+    "jobs/submit.sh": "a cloud cluster (tests/jobs/test_submit.py submits the smoke search to a local head)",
     "make install": "the installation this suite runs in",
-    "jobs/slurm/search.sbatch": "a Slurm cluster (tests/test_jobs_slurm.py submits the template to a one-node cluster "
+    "jobs/slurm/search.sbatch": "a Slurm cluster (tests/jobs/test_slurm.py submits the template to a one-node cluster "
                                 "it starts, and checks these commands there with `sbatch --test-only` and a dry run)",
     "tail -f istar-tune-JOBID.out": "the log of a Slurm job above",
     "mlflow server --backend-store-uri postgresql://mlflow@dbhost": "a server on a cluster's network (tests/"
-                                                                    "test_jobs_slurm.py starts one for a job array)",
+                                                                    "jobs/test_slurm.py starts one for a job array)",
     "--tracking-uri http://HOST:5000": "reads the job array's server above",
     "--storage-path /shared/istar-runs": "reads the Slurm job's search above",
-    "sky launch": "a cloud (tests/test_jobs_files.py checks the SkyPilot task file)",
-    "sky jobs launch": "a cloud (tests/test_jobs_files.py checks the SkyPilot task file)",
+    "sky launch": "a cloud (tests/jobs/test_files.py checks the SkyPilot task file)",
+    "sky jobs launch": "a cloud (tests/jobs/test_files.py checks the SkyPilot task file)",
     "mlflow ui": "a server that runs until stopped (tests/tracking/test_mlflow_ui.py starts one)",
     "--experiment paper-istar": "reads the paper's I-STAR grid (GPU-days)",
     "--experiment paper-seeds": "reads the paper's seeds stage (GPU-days)",

@@ -13,13 +13,12 @@ from istar_tune.replay.schedulers import _quantile
 from istar_tune.replay.summary import (
     COLUMNS,
     Z_95,
-    Setting,
     advice,
     recommendation,
     replay_table,
-    replay_unit,
     replays_to_decide,
     settings_for,
+    summary_row,
     wilson,
 )
 
@@ -34,13 +33,13 @@ def _unit(noise=None, dev=False):
 def test_a_row_counts_choices_regrets_and_cost_over_the_replays():
     unit = _unit(noise=0.3, dev=True)
     picks = iter([0, 1, 1, 3, 1])  # a "strategy" that trains one configuration to its end: c0, c1, c1, c3
-    setting = Setting("fixed", "one", lambda curves, rng: Choice((next(picks), 3), 3, 180.0))
-    row = replay_unit(unit, setting, replays=4, seed=0)
+    choices = [Choice((next(picks), 3), 3, 180.0) for _ in range(4)]
+    row = summary_row(unit, "fixed", "one", 4, choices)
     assert row["chose_best"] == 0.5 and row["within_noise"] == 1.0  # regrets 0.25, 0, 0, 0.29: all within 0.3
     assert row["mean_regret"] == pytest.approx((0.25 + 0.29) / 4) and row["worst_regret"] == pytest.approx(0.29)
     assert row["mean_dev_regret"] == pytest.approx((0.25 + 0.29) / 4)  # the dev curves sit 0.1 lower
     assert row["epochs_share"] == 0.25 and row["gpu_hours"] == 0.05 and row["gpu_hours_share"] == 0.25
-    assert math.isnan(replay_unit(_unit(), setting, 1, 0)["within_noise"])  # no seeds stage: unknown
+    assert math.isnan(summary_row(_unit(), "fixed", "one", 1, choices[:1])["within_noise"])  # no seeds stage: unknown
 
 
 def test_the_default_settings_and_a_table_of_them():

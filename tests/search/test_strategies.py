@@ -1,11 +1,13 @@
 """The contract every registered strategy keeps (each backend with no scheduler, each scheduler over a grid): it is
 planned, the dry run names it, a short simulated search runs every configuration once under it, its state saves and
-restores mid-search, and it shares epoch prefixes where it claims to (a grid's backend; every scheduler over a grid:
-a stopped shared trial completes the configurations it reached)."""
+restores mid-search, it shares epoch prefixes where it claims to (a grid's backend; every scheduler over a grid:
+a stopped shared trial completes the configurations it reached), and a scheduler stops a trial far below its
+group's others (one that never stops anything is not early stopping)."""
 
 from __future__ import annotations
 
 import tempfile
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,6 +61,8 @@ def test_every_registered_strategy_plans_dry_runs_searches_restores_and_shares(r
     report = dry_run_report(space, planned)
     assert f"algorithm {space.algorithm} (" in report and f"scheduler {space.scheduler}" in report
     _saves_and_restores(space, planned)
+    if role == "scheduler":
+        _stops_a_weak_trial(space, planned)
     summary, = run_searches([space], storage_path=tmp_path / "runs", write=lambda _: None,
                             simulation=Simulation(time_factor=0.0005))
     runs = tracking.trial_runs(summary.tracking_uri, space.name, simulated=True)
@@ -90,3 +94,25 @@ def _saves_and_restores(space, planned) -> None:
         again.restore(f"{folder}/scheduler.pkl")
     assert [restored.suggest(str(i)) for i in range(2, 4)] == [first.suggest(str(i)) for i in range(2, 4)]
     assert again.rules == scheduler.rules == ({key: rules[key]} if space.scheduler != "none" else {})
+
+
+class _Trial(SimpleNamespace):
+    __hash__ = object.__hash__
+
+
+def _stops_a_weak_trial(space, planned) -> None:
+    """Ten trials at 0.9 every epoch, then six at 0.1, their results told epoch by epoch with nothing waiting to
+    start: the group's scheduler stops at least one of the six before its last epoch."""
+    config = {**base_config(planned[0]), "epochs": 3}
+    scheduler = GroupScheduler({trial_group(config): space.stopping_rule(3, "objective")})
+    controller = SimpleNamespace(get_live_trials=lambda: [], search_alg=None)
+    trials = [_Trial(trial_id=str(i), config=config, status="RUNNING") for i in range(16)]
+    for trial in trials:
+        scheduler.on_trial_add(controller, trial)
+    decisions = {}
+    for epoch in (1, 2):
+        for i, trial in enumerate(trials):
+            if decisions.get(i) != "STOP":
+                result = {"training_iteration": epoch, "objective": 0.9 if i < 10 else 0.1}
+                decisions[i] = scheduler.on_trial_result(controller, trial, result)
+    assert any(decisions[i] == "STOP" for i in range(10, 16)), f"{space.scheduler} stopped no weak trial: {decisions}"

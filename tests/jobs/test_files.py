@@ -15,7 +15,7 @@ import yaml
 from istar_tune.cli import build_parser
 from istar_tune.search.spaces.file import resolve_space
 
-JOBS = Path(__file__).resolve().parents[1] / "jobs"
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
 
 
 def test_cluster_launcher_config_is_consistent():

@@ -21,7 +21,7 @@ from istar_tune import tracking
 from istar_tune.tracking.storage import default_tracking_uri
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

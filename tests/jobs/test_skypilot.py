@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "jobs" / "skypilot" / "search.yaml"
 SKYPILOT = "skypilot==0.14.1"
 """The SkyPilot the task file is written for (docs/cluster.md says which)."""

@@ -32,7 +32,7 @@ from istar_tune import tracking
 from istar_tune.testing import MlflowServer
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TEMPLATE = ROOT / "jobs" / "slurm" / "search.sbatch"
 COMMANDS = ("slurmctld", "slurmd", "munged", "sbatch", "unshare", "nsenter", "ip")
