@@ -267,6 +267,12 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from istar_tune.replay.export import export_grid
+    print(export_grid(_tracking_uri(args), args.experiment, args.format, args.output, args.simulated))
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from istar_tune.replay.run import CAPTION, replay_experiment
     from istar_tune.replay.schedulers import NAMES
@@ -348,8 +354,8 @@ QUIET_TRIALS = {"RAY_COLOR_PREFIX": "0", "RAY_DEDUP_LOGS": "0", "HF_HUB_DISABLE_
 Ray notices below warnings (such as Tune's "Restored on ... from checkpoint" when a trial resumes)."""
 
 HANDLERS = {"train": cmd_train, "search": cmd_search, "table": cmd_table, "status": cmd_status, "demo": cmd_demo,
-            "plots": cmd_plots, "replay": cmd_replay, "analyze": cmd_analyze, "calibrate": cmd_calibrate,
-            "reference": cmd_reference}
+            "plots": cmd_plots, "replay": cmd_replay, "export": cmd_export, "analyze": cmd_analyze,
+            "calibrate": cmd_calibrate, "reference": cmd_reference}
 """Each command's function (the parser, :mod:`istar_tune.cli_parser`, names the command)."""
 
 

@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_command(commands)
     _add_plots_command(commands)
     _add_replay_command(commands)
+    _add_export_command(commands)
     _add_analyze_command(commands)
     _add_calibrate_command(commands)
     _add_reference_command(commands)
@@ -208,6 +209,19 @@ def _add_replay_command(commands) -> None:
     replay.add_argument("--output", metavar="FILE", help="write here instead of standard output (needed for parquet)")
     replay.add_argument("--simulated", action="store_true", help="replay a rehearsal's grid (search --simulate)")
     replay.add_argument("--no-mlflow", action="store_true", help="do not log the table to the search's MLflow run")
+
+
+def _add_export_command(commands) -> None:
+    export = commands.add_parser("export", help="a finished grid's learning curves as a public benchmark",
+                                 description="Write every configuration's record after each epoch of a finished grid: "
+                                             "a long table (curves: parquet or csv) or Syne Tune's blackbox "
+                                             "repository files (synetune).")
+    _add_store_flags(export)
+    export.add_argument("--format", required=True, choices=("curves", "synetune"),
+                        help="curves: one long table; synetune: a blackbox per model × method (needs syne-tune)")
+    export.add_argument("--output", required=True, metavar="PATH",
+                        help="curves: a .parquet or .csv file; synetune: a folder")
+    export.add_argument("--simulated", action="store_true", help="export a rehearsal's grid (search --simulate)")
 
 
 def _add_status_command(commands) -> None:

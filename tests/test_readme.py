@@ -109,7 +109,7 @@ def _smoke(glue_tiny, argv: list[str], tmp_path: Path) -> list[str]:
         return ["analyze", str(tmp_path / "train"), *rest[1:], "--max-eval-samples", "16"]
     if command == "replay":
         return ["replay", *rest, "--replays", "2", "--no-mlflow", "--storage-path", str(tmp_path / "runs")]
-    if command in ("table", "plots", "status"):
+    if command in ("table", "plots", "status", "export"):
         rest = [str(tmp_path / Path(a).name) if i and rest[i - 1] in ("--output", "--output-dir") else a
                 for i, a in enumerate(rest)]
         rest = [a for a in rest if a != "--watch" and not (rest.index(a) > 0 and rest[rest.index(a) - 1] == "--watch")]
@@ -164,7 +164,7 @@ def test_every_istar_tune_command_in_the_readme_runs_in_smoke_form(glue_tiny, st
     (stores / "shared").symlink_to(ROOT.parent / "shared")
     _own_task_files(clone)
     monkeypatch.chdir(clone)
-    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5, "replay": 6}
+    order = {"search": 0, "train": 1, "analyze": 2, "table": 3, "plots": 4, "status": 5, "replay": 6, "export": 7}
     for argv in sorted(_commands("istar-tune"), key=lambda a: order[a[0]]):
         if argv[0] == "train" and "--config" in argv:
             continue  # a file `table --format yaml` wrote: tests/docs/ run the pair verbatim

@@ -2,4 +2,5 @@
 (random search, TPE, ASHA, asynchronous Hyperband, median stopping), to measure which of them would have chosen what
 the grid chose, and for what share of its cost. ``curves`` (the data and the choice rule), ``schedulers`` (the
 strategies, pure), ``summary`` (replays over seeds, the table, the recommendation), ``fragment`` (the recommendation
-as a search-space fragment), ``reading`` (MLflow to curves), ``run`` (the command)."""
+as a search-space fragment), ``reading`` (MLflow to curves), ``run`` (the command), ``export`` (the grid's curves as a
+public benchmark: a long table, Syne Tune's blackbox files)."""

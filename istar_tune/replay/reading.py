@@ -28,18 +28,11 @@ def read_grid(tracking_uri: str, experiment: str, simulated: bool = False, acros
     """The curves of a finished grid search, one unit per model × task × method (per model × task with
     ``across_methods``). Refused: a seeds stage, a search that sampled or stopped trials early, a configuration
     planned but missing or unfinished, a curve whose epochs are not 1..its epochs."""
-    tracking.check_store(tracking_uri)
+    runs = grid_runs(tracking_uri, experiment, simulated)
     client = tracking.client(tracking_uri)
     experiment_id = tracking.get_experiment(client, tracking_uri, experiment).experiment_id
-    plan = _grid_plan(client, experiment_id, experiment)
-    runs = tracking.trial_runs(tracking_uri, experiment, simulated)
     raw = {r.info.run_id: r for r in tracking.find_runs(client, experiment_id, **{tracking.TAG_ROLE: "trial"})}
-    holdout = any(_set(r.settings.get("holdout")) for r in runs)
-    if any(_set(r.settings.get("patience")) for r in runs):
-        raise ConfigError(f"experiment {experiment!r} is not a complete grid: its trials stop early (patience "
-                          "stops a trial after epochs without a better held-out metric), so not every configuration "
-                          "has its whole curve; replay a grid run without patience")
-    _check_complete(runs, plan, experiment)
+    holdout = held_out(runs)
 
     def history(run_id: str, metric: str) -> list[tuple[int, float]]:
         return [(m.step, m.value) for m in client.get_metric_history(run_id, metric)]
@@ -64,6 +57,28 @@ def read_grid(tracking_uri: str, experiment: str, simulated: bool = False, acros
             found.noise = noise.get((model, task, found.curves[found.best[0]].config.get("method", method)))
         units.append(found)
     return units
+
+
+def grid_runs(tracking_uri: str, experiment: str, simulated: bool = False) -> list:
+    """The trial runs of a finished grid search (:class:`~istar_tune.tracking.runs.TrialRun`), each configuration's
+    whole curve in MLflow; anything short of that refused in one line (what :func:`read_grid` and the grid's export
+    read)."""
+    tracking.check_store(tracking_uri)
+    client = tracking.client(tracking_uri)
+    experiment_id = tracking.get_experiment(client, tracking_uri, experiment).experiment_id
+    plan = _grid_plan(client, experiment_id, experiment)
+    runs = tracking.trial_runs(tracking_uri, experiment, simulated)
+    if any(_set(r.settings.get("patience")) for r in runs):
+        raise ConfigError(f"experiment {experiment!r} is not a complete grid: its trials stop early (patience "
+                          "stops a trial after epochs without a better held-out metric), so not every configuration "
+                          "has its whole curve; use a grid run without patience")
+    _check_complete(runs, plan, experiment)
+    return runs
+
+
+def held_out(runs: list) -> bool:
+    """Whether the runs held data out to choose (their scheduler then saw the held-out metric)."""
+    return any(_set(r.settings.get("holdout")) for r in runs)
 
 
 def _grid_plan(client, experiment_id: str, experiment: str) -> dict[str, int] | None:

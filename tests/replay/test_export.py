@@ -1,0 +1,100 @@
+"""A finished grid exported as learning curves: the long table holds MLflow's per-epoch records exactly, its
+configurations numbered the same on every task; Syne Tune's own loader (``syne-tune`` installed beside the project,
+in a folder of its own, from the package registry) reads the blackbox export back to the same numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from istar_tune import tracking
+from istar_tune.cli import main
+from istar_tune.replay.export import OBJECTIVES, export_grid, grid_curves
+from istar_tune.replay.reading import grid_runs
+
+pytestmark = pytest.mark.slow
+SYNETUNE = ["syne-tune==0.16.0", "fastparquet==2026.9.0", "cramjam==2.14.0"]
+"""Syne Tune's blackbox repository and the parquet engine its files are written with (syne-tune's own other
+dependencies are the project's, or not imported by the repository: it is installed without them)."""
+LOAD = """\
+import json, sys
+from syne_tune.blackbox_repository.blackbox_tabular import deserialize
+boxes = deserialize(sys.argv[1])
+print(json.dumps({task: {"hyperparameters": box.hyperparameters.to_dict("records"),
+                         "objectives": box.objectives_names, "fidelities": box.fidelity_values.tolist(),
+                         "values": box.objectives_evaluations[:, 0].tolist()} for task, box in boxes.items()}))
+"""
+
+
+def test_the_long_table_is_mlflows_records_and_numbers_configurations_in_the_tables_order(rehearsal, tmp_path):
+    _, uri = rehearsal
+    runs = grid_runs(uri, "landscape", simulated=True)
+    client = tracking.client(uri)
+    table = grid_curves(runs, client)
+    assert table.groupby(["method", "configuration"]).ngroups == len(runs) == 18
+    for run in runs:
+        rows = table[(table.method == run.method) & (table.learning_rate == run.config["learning_rate"])
+                     & (table.epochs == run.config["epochs"])
+                     & ((table.lam == run.config.get("lam")) if run.method == "istar" else True)]
+        history = sorted(client.get_metric_history(run.run_id, "accuracy"), key=lambda m: m.step)
+        assert rows.epoch.tolist() == [m.step for m in history] == list(range(1, run.config["epochs"] + 1))
+        assert rows.dev_score.tolist() == [m.value for m in history] and rows.configuration.nunique() == 1
+        times = [m.value for m in sorted(client.get_metric_history(run.run_id, "epoch_time_s"), key=lambda m: m.step)]
+        assert rows.elapsed_s.tolist() == pytest.approx([sum(times[:k]) for k in range(1, len(times) + 1)])
+    base = table[table.method == "base"].drop_duplicates("configuration")
+    assert base.configuration.tolist() == list(range(6))  # numbered from 0 within the model × method
+    assert export_grid(uri, "landscape", "curves", tmp_path / "curves.csv", simulated=True).startswith("wrote ")
+    read = pd.read_csv(tmp_path / "curves.csv")
+    assert read.shape == table.shape and read.dev_score.tolist() == table.dev_score.tolist()
+    assert main(["export", "--tracking-uri", uri, "--experiment", "landscape-seeds", "--format", "curves",
+                 "--output", str(tmp_path / "seeds.parquet"), "--simulated"]) == 2  # a seeds stage is no grid
+
+
+@pytest.fixture(scope="module")
+def synetune(tmp_path_factory) -> Path:
+    """A folder holding Syne Tune's blackbox repository, for ``PYTHONPATH``."""
+    folder = tmp_path_factory.mktemp("synetune")
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                                str(folder), *SYNETUNE], capture_output=True, text=True, timeout=900)
+    if installed.returncode != 0:
+        why = f"{' '.join(SYNETUNE)} did not install from the package registry: {installed.stderr.strip()[-500:]}"
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    return folder
+
+
+def test_syne_tunes_loader_reads_the_blackboxes_back_to_the_long_tables_numbers(rehearsal, synetune, tmp_path):
+    _, uri = rehearsal
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(synetune), *sys.path])}
+    out = tmp_path / "blackboxes"
+    exported = subprocess.run([sys.executable, "-m", "istar_tune", "export", "--tracking-uri", uri, "--experiment",
+                               "landscape", "--format", "synetune", "--output", str(out), "--simulated"],
+                              capture_output=True, text=True, env=env, timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["bert-base", "bert-istar"]
+    metadata = json.loads((out / "bert-istar" / "metadata.json").read_text())
+    assert metadata["tool"] == "istar-tune" and metadata["model"] == "bert" and metadata["metrics"] == {
+        "rte": "accuracy"} and metadata["task_names"] == ["rte"]
+    table = grid_curves(grid_runs(uri, "landscape", simulated=True), tracking.client(uri))
+    for name, method in (("bert-base", "base"), ("bert-istar", "istar")):
+        loaded = subprocess.run([sys.executable, "-c", LOAD, str(out / name)], capture_output=True, text=True,
+                                env=env, timeout=300)
+        assert loaded.returncode == 0, loaded.stderr
+        box = json.loads(loaded.stdout)["rte"]
+        assert box["objectives"] == list(OBJECTIVES) and box["fidelities"] == [1, 2, 3]
+        rows = table[table.method == method]
+        assert len(box["hyperparameters"]) == rows.configuration.nunique()
+        for row in rows.itertuples(index=False):
+            config = box["hyperparameters"][row.configuration]
+            assert (config["learning_rate"], config["epochs"]) == (row.learning_rate, row.epochs)
+            stored = box["values"][row.configuration][row.epoch - 1]
+            assert stored[0] == pytest.approx(row.dev_score, rel=1e-6)  # Syne Tune keeps float32
+        for configuration, values in enumerate(box["values"]):  # past a configuration's own epochs: nothing
+            epochs = box["hyperparameters"][configuration]["epochs"]
+            assert all(math.isnan(v) for epoch in values[epochs:] for v in epoch)
