@@ -4,7 +4,9 @@ run: what the writer continues instead of creating duplicates.
 A run is found again by its trial-id tag. A trial that Tune's restored state does not hold (lost with a state cut
 short, or handed out after its last write) runs its configuration again under a new trial id: its run is then
 taken over by that trial (:class:`Takeover`), matched by the configuration's logged hyperparameters, so every
-configuration keeps one run.
+configuration keeps one run. :class:`KnownRuns` is the writer's book of them, with the runs it creates itself: which
+run a trial writes to, the last epoch it holds, which runs an earlier driver left without params (repaired at the
+trial's next start) or running (ended when Tune says, or when Tune no longer knows the trial).
 """
 
 from __future__ import annotations
@@ -99,6 +101,71 @@ class Takeover:
         with self._lock:
             runs = self._by_identity.get(config_identity(config))
             return runs.pop(0) if runs else None
+
+
+class KnownRuns:
+    """The runs a search's writer knows, by trial id: those an earlier driver of the search left (read once, by
+    :meth:`load`, before the first run is created) and those the writer creates (:meth:`created`)."""
+
+    def __init__(self, restored: set[str] | None = None):
+        self.restored = restored
+        """A resumed search: the trial ids Tune's restored state holds (the runs of its other trials are taken over
+        by the trials that run their configurations again); ``None``: no run is taken over."""
+        self.loaded = False
+        self.logged_epoch: dict[str, int] = {}
+        """The last epoch each trial's run holds."""
+        self.unended: set[str] = set()
+        """Trials whose run is running in the store: created by this writer, or left running by an earlier driver."""
+        self._runs: dict[str, str] = {}
+        self._incomplete: set[str] = set()
+        self._takeover: Takeover | None = None
+        self._lock = threading.Lock()
+
+    def load(self, mlflow_client, experiment_id: str, search_name: str, search_run_id: str) -> None:
+        """The runs of trials an earlier driver of this search created (:func:`earlier_runs`): one paginated read."""
+        with self._lock:
+            if self.loaded:
+                return
+            runs = earlier_runs(mlflow_client, experiment_id, search_name, search_run_id)
+            for run in runs:
+                if run.trial_id not in self._runs:
+                    self._runs[run.trial_id] = run.run_id
+                    self.logged_epoch[run.trial_id] = run.logged_epoch
+                    if not run.has_params:
+                        self._incomplete.add(run.trial_id)
+                    if run.unended:
+                        self.unended.add(run.trial_id)
+            if self.restored is not None:
+                self._takeover = Takeover(runs, self.restored)
+            self.loaded = True
+
+    def find(self, trial_id: str, config: dict[str, Any] | None) -> tuple[str | None, bool]:
+        """The run ``trial_id`` writes to, or one it takes over by its configuration (``None``: it has none yet), and
+        whether its params must be written now (an earlier driver created it without them: repaired at the trial's
+        next start, when its configuration comes along)."""
+        if trial_id in self._runs:
+            repair = bool(config) and trial_id in self._incomplete
+            if repair:
+                self._incomplete.discard(trial_id)
+            return self._runs[trial_id], repair
+        taken = self._takeover.claim(config) if config and self._takeover is not None else None
+        if taken is None:
+            return None, False
+        with self._lock:  # a configuration whose trial Tune's state lost: its run goes on
+            self._runs.pop(taken.trial_id, None)
+            self.unended.discard(taken.trial_id)
+            self._runs[trial_id], self.logged_epoch[trial_id] = taken.run_id, taken.logged_epoch
+            self.unended.add(trial_id)
+        return taken.run_id, False
+
+    def created(self, trial_id: str, run_id: str) -> None:
+        self._runs[trial_id], self.logged_epoch[trial_id] = run_id, 0
+
+    def lost(self, known: set[str], open_trials: set[str]) -> list[str]:
+        """The trials whose runs are left running though Tune does not hold them (``known``) and this writer has no
+        open trial of them: an earlier driver's run of a trial Tune lost with its last snapshot, never reported
+        again. In order."""
+        return sorted(self.unended - set(known) - open_trials)
 
 
 def forget_error(mlflow_client, run_id: str) -> None:

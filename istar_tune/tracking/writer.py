@@ -16,7 +16,7 @@ from typing import Any
 from istar_tune.config import group_key
 from istar_tune.errors import storage_failure
 from istar_tune.tracking.datasets import log_inputs
-from istar_tune.tracking.earlier import Takeover, earlier_runs, forget_error
+from istar_tune.tracking.earlier import KnownRuns, forget_error
 from istar_tune.tracking.naming import logged_params, run_name, task_tags
 from istar_tune.tracking.store import (
     MAX_TAG_CHARS,
@@ -69,10 +69,8 @@ class RunWriter:
                  tags: dict[str, str], retry_for_s: float = 900.0, threads: int = 8, make_client=None,
                  window_s: float = 0.5, settings: dict[str, Any] | None = None, restored: set[str] | None = None):
         self.tracking_uri = tracking_uri
-        self.restored = restored
-        """A resumed search: the trial ids Tune's restored state holds (the runs of its other trials are taken over
-        by the trials that run their configurations again); ``None``: no run is taken over."""
-        self._takeover: Takeover | None = None
+        self.known = KnownRuns(restored)
+        """The runs it writes to, an earlier driver's among them (``restored``: as :class:`KnownRuns` takes it)."""
         self.settings = dict(settings or {})
         """The search's run settings, logged with each run's params (``setting.<name>``)."""
         self.make_client = make_client or client
@@ -85,18 +83,9 @@ class RunWriter:
         self.latencies_ms: list[float] = []
         """Time from each call to its write landing in the store (kept for the first 500,000 calls)."""
         self.errors: list[str] = []
-        self._runs: dict[str, str] = {}
-        self._logged_epoch: dict[str, int] = {}
         self._params: dict[str, list] = {}
         self._open: set[str] = set()
-        self._incomplete: set[str] = set()
-        """Trials whose run an earlier driver created without params (repaired when the trial starts again)."""
-        self._unended: set[str] = set()
-        """Trials whose run is running in the store: created by this writer, or left running by an earlier driver
-        (ended by :meth:`reconcile` when Tune says they ended, by :meth:`end_unknown` when Tune does not know them)."""
         self._client = None
-        self._loaded = False
-        self._load_lock = threading.Lock()
         self._queues: list[queue.Queue[_Event | None]] = [queue.Queue() for _ in range(max(1, threads))]
         self._threads = [threading.Thread(target=self._loop, args=(q,), name=f"istar-tune-mlflow-{i}", daemon=True)
                          for i, q in enumerate(self._queues)]
@@ -154,12 +143,12 @@ class RunWriter:
         again. The trial ids ended, in order."""
         self.flush()
         try:
-            if not self._loaded:  # read by the first write, unless none came
+            if not self.known.loaded:  # read by the first write, unless none came
                 self._load_existing(self.make_client(self.tracking_uri))
         except Exception as err:  # noqa: BLE001 - a store that cannot be read: counted with the lost writes
             self.errors.append(f"{type(err).__name__}: {err}")
             return []
-        lost = sorted(self._unended - set(known) - self._open)
+        lost = self.known.lost(known, self._open)
         for trial_id in lost:
             self._put(_Event("end", trial_id, {"status": status, "state": state, "tags": dict(tags)}))
         return lost
@@ -255,43 +244,19 @@ class RunWriter:
                 delay = min(delay * 2, 10.0)
 
     def _load_existing(self, mlflow_client) -> None:
-        """The runs of trials an earlier driver of this search created (:mod:`~istar_tune.tracking.earlier`): one
-        paginated read, before the first run is created."""
-        with self._load_lock:
-            if self._loaded:
-                return
-            runs = earlier_runs(mlflow_client, self.experiment_id, self.search_name, self.parent_run_id)
-            for run in runs:
-                if run.trial_id not in self._runs:
-                    self._runs[run.trial_id] = run.run_id
-                    self._logged_epoch[run.trial_id] = run.logged_epoch
-                    if not run.has_params:
-                        self._incomplete.add(run.trial_id)
-                    if run.unended:
-                        self._unended.add(run.trial_id)
-            if self.restored is not None:
-                self._takeover = Takeover(runs, self.restored)
-            self._loaded = True
+        """The runs an earlier driver of this search created (:class:`~istar_tune.tracking.earlier.KnownRuns`)."""
+        self.known.load(mlflow_client, self.experiment_id, self.search_name, self.parent_run_id)
 
     def _run_id(self, mlflow_client, trial_id: str, config: dict[str, Any] | None,
                 created_tags: dict[str, str] | None = None) -> tuple[str, bool]:
         """The trial's run id, and whether it was created now."""
-        if not self._loaded:
+        if not self.known.loaded:
             self._load_existing(mlflow_client)
-        if trial_id in self._runs:
-            run_id = self._runs[trial_id]
-            if config and trial_id in self._incomplete:  # repaired with the trial's next start
-                self._incomplete.discard(trial_id)
+        run_id, repair = self.known.find(trial_id, config)
+        if run_id is not None:
+            if repair:
                 self._params[run_id] = _params(config, self.settings)
             return run_id, False
-        taken = self._takeover.claim(config) if config and self._takeover is not None else None
-        if taken is not None:  # a configuration whose trial Tune's state lost: its run goes on
-            with self._load_lock:
-                self._runs.pop(taken.trial_id, None)
-                self._unended.discard(taken.trial_id)
-                self._runs[trial_id], self._logged_epoch[trial_id] = taken.run_id, taken.logged_epoch
-                self._unended.add(trial_id)
-            return taken.run_id, False
         config = config or {}
         tags = {**self.tags, TAG_ROLE: "trial", TAG_SEARCH: self.search_name, TAG_TRIAL_ID: trial_id,
                 TAG_SEARCH_RUN: self.parent_run_id, TAG_STATUS: TrialStatus.RUNNING, "model": str(config.get("model")),
@@ -299,8 +264,8 @@ class RunWriter:
                 TAG_GROUP: group_key(config), **task_tags(config), **(created_tags or {})}
         run = mlflow_client.create_run(self.experiment_id, run_name=run_name(config) if config else trial_id,
                                        tags=tags)
-        run_id = self._runs[trial_id] = run.info.run_id
-        self._logged_epoch[trial_id] = 0
+        run_id = run.info.run_id
+        self.known.created(trial_id, run_id)
         # The params go with the batch that created the run (with its first metrics when they came along): a run
         # never exists for long without them, and a driver killed in between leaves a run the next one repairs.
         self._params[run_id] = _params(config, self.settings)
@@ -325,7 +290,7 @@ class RunWriter:
                                            event.payload.get("created_tags"))
                 if new:
                     created.add(run_id)
-                    self._unended.add(event.trial_id)
+                    self.known.unended.add(event.trial_id)
         return created
 
     def _write(self, mlflow_client, batch: list[_Event]) -> None:
@@ -346,7 +311,7 @@ class RunWriter:
                     restarted.add(run_id)
             elif event.kind == "metrics":
                 epoch = event.payload["epoch"]
-                if epoch <= logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0)):
+                if epoch <= logged.get(event.trial_id, self.known.logged_epoch.get(event.trial_id, 0)):
                     continue  # re-reported after a restore: MLflow already holds this epoch
                 logged[event.trial_id] = epoch
                 metrics.setdefault(run_id, []).extend(
@@ -357,16 +322,16 @@ class RunWriter:
                 log_inputs(mlflow_client, run_id, event.payload["inputs"])
             elif event.kind == "backfill":
                 logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
-                if event.payload["status"] and event.trial_id in self._unended:
+                if event.payload["status"] and event.trial_id in self.known.unended:
                     tags.setdefault(run_id, {})[TAG_STATUS] = event.payload["status"]
                     states[run_id] = "FINISHED"
-                    self._unended.discard(event.trial_id)
-            elif event.kind == "end" or (event.kind == "reconcile" and event.trial_id in self._unended):
+                    self.known.unended.discard(event.trial_id)
+            elif event.kind == "end" or (event.kind == "reconcile" and event.trial_id in self.known.unended):
                 if event.kind == "reconcile":  # the epochs whose writes were lost with the earlier driver
                     logged[event.trial_id] = self._unlogged(event, logged, metrics.setdefault(run_id, []))
                 tags.setdefault(run_id, {}).update({TAG_STATUS: event.payload["status"], **event.payload["tags"]})
                 states[run_id] = event.payload["state"]
-                self._unended.discard(event.trial_id)
+                self.known.unended.discard(event.trial_id)
         # Created runs get their params now; a resumed trial's start event tags its run (a repair writes its params).
         for run_id in dict.fromkeys([*created, *(r for r, m in metrics.items() if m), *tags]):
             self._log_batch(mlflow_client, run_id, metrics.get(run_id, []),
@@ -378,14 +343,14 @@ class RunWriter:
                 mlflow_client.update_run(run_id, status="RUNNING")
             else:
                 mlflow_client.set_terminated(run_id, state)
-        self._logged_epoch.update(logged)
+        self.known.logged_epoch.update(logged)
 
     def _unlogged(self, event: _Event, logged: dict[str, int], into: list) -> int:
         """Add to ``into`` the metrics of the epochs in ``event``'s records the run does not hold yet (a resumed
         trial's backfill, a reconciled trial's lost writes); the last epoch the run then holds."""
         from mlflow.entities import Metric
 
-        done = logged.get(event.trial_id, self._logged_epoch.get(event.trial_id, 0))
+        done = logged.get(event.trial_id, self.known.logged_epoch.get(event.trial_id, 0))
         for epoch, values in event.payload["records"]:
             if epoch > done:
                 into.extend(Metric(k, v, event.payload["time"], epoch) for k, v in values.items())

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from istar_tune import tracking
-from istar_tune.tracking.earlier import EarlierRun, Takeover, config_identity, earlier_runs, identity
+from istar_tune.tracking.earlier import EarlierRun, KnownRuns, Takeover, config_identity, earlier_runs, identity
 
 
 def _run(trial_id: str, config: dict, has_params: bool = True) -> EarlierRun:
@@ -56,3 +56,28 @@ def test_another_shards_running_trials_are_not_this_drivers_to_end(mlflow_store,
     assert writer.end_unknown(set(), "interrupted", "KILLED", {}) == []
     assert writer.close(timeout=30)
     assert client.get_run(found["theirs"].run_id).info.status == "RUNNING"
+
+
+def test_the_writers_book_repairs_a_bare_run_once_takes_over_a_lost_trials_and_names_the_lost(mlflow_store,
+                                                                                                trial_config):
+    uri, client, experiment = mlflow_store
+    other = {**trial_config, "learning_rate": 5e-5}
+    earlier = tracking.RunWriter(uri, experiment, "exp", "p", {}, threads=1)
+    earlier.start("bare", trial_config)
+    earlier.start("lost", other)
+    earlier.metrics("lost", 1, {"accuracy": 0.5})
+    assert earlier.close(timeout=30)
+    bare = next(r for r in earlier_runs(client, experiment, "exp") if r.trial_id == "bare")
+    client.delete_run(bare.run_id)  # an earlier driver that died between creating a run and writing its params:
+    bare_run = client.create_run(experiment, tags={tracking.TAG_ROLE: "trial", tracking.TAG_TRIAL_ID: "bare",
+                                                   tracking.TAG_SEARCH: "exp"}).info.run_id
+    book = KnownRuns(restored={"bare"})
+    book.load(client, experiment, "exp", "p")
+    assert book.find("bare", None) == (bare_run, False)  # no configuration yet: nothing to repair with
+    assert book.find("bare", trial_config) == (bare_run, True) and book.find("bare", trial_config)[1] is False
+    taken, _ = book.find("new", other)  # Tune lost "lost": the trial that runs its configuration again goes on in it
+    assert taken == next(r.run_id for r in earlier_runs(client, experiment, "exp") if r.trial_id == "lost")
+    assert book.logged_epoch["new"] == 1 and book.find("another", other) == (None, False)
+    assert book.lost(known={"new"}, open_trials=set()) == ["bare"]  # left running, not held by Tune
+    book.created("fresh", "run-fresh")
+    assert book.find("fresh", trial_config) == ("run-fresh", False) and book.logged_epoch["fresh"] == 0
