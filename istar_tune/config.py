@@ -19,6 +19,7 @@ from typing import Any
 from istar_tune.errors import ConfigError
 from istar_tune.methods import METHODS, SHRINKAGE_TOKENS, get_method
 from istar_tune.recipes import RECIPES
+from istar_tune.step_modes import STEP_MODES, get_step_mode
 from istar_tune.tasks import EXTRACTIVE_QA, Task, get_task, is_shipped
 from istar_tune.yamlfile import MAX_YAML_BYTES, MAX_YAML_NODES, coerce_value, load_yaml  # noqa: F401 (re-exported)
 
@@ -172,7 +173,6 @@ CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 MATMUL_PRECISIONS = ("highest", "high")
-STEP_MODES = ("eager", "graphs", "compile")
 EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0",
                       "step_mode": "eager"}
 """The settings that change a run's numbers without changing what it trains, with the value a run recorded before
@@ -285,12 +285,8 @@ def _settings_problems(obj: RunSettings) -> list[str]:
                         f"{obj.attn_implementation!r}")
     if obj.step_mode not in STEP_MODES:
         problems.append(f"step_mode must be one of {', '.join(STEP_MODES)}, got {obj.step_mode!r}")
-    if obj.step_mode == "graphs" and obj.length_bucket == 0:
-        problems.append("step_mode graphs needs length_bucket > 0 (a graph per batch shape; without buckets every "
-                        "batch length is a shape of its own): e.g. length_bucket 16")
-    if obj.step_mode == "graphs" and obj.star_sigma == "training":
-        problems.append("step_mode graphs does not take star_sigma training (its covariance counts on the host "
-                        "every step): use star_sigma pass")
+    else:
+        problems += get_step_mode(obj.step_mode).setting_problems(obj.length_bucket, obj.star_sigma)
     if obj.matmul_precision not in MATMUL_PRECISIONS:
         problems.append(f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got "
                         f"{obj.matmul_precision!r}")

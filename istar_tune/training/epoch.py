@@ -14,7 +14,7 @@ from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
 from istar_tune.random_streams import DATA_ORDER, stream_seed
 from istar_tune.recipes import RECIPES
-from istar_tune.training.graphs import GraphedStep
+from istar_tune.training.graphs import EagerSteps, GraphedStep
 from istar_tune.training.run import Run
 
 TRAIN_TOKENS = "train_tokens"
@@ -77,14 +77,14 @@ def forward_backward(loss_fn: LossFn, batch: dict[str, torch.Tensor], accum: int
 
 def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
                 epoch: int, description: str, train_modules: torch.nn.Module | None = None,
-                graphed: GraphedStep | None = None) -> dict[str, float]:
+                stepper: GraphedStep | EagerSteps | None = None) -> dict[str, float]:
     """One pass over the shuffled training data; returns mean losses and the tokens trained on (:data:`TRAIN_TOKENS`).
     Shared by every method and stage.
 
     ``train_modules``: only these modules run in training mode (dropout on); the rest of the model stays in
-    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains. ``graphed``: the stage's CUDA
-    graphs (``step_mode: graphs``), which replay :func:`forward_backward`; the gradients then stay allocated
-    between steps (zeroed in place: the graphs write to them).
+    evaluation mode (IsoLayer's frozen encoder). ``None``: the whole model trains. ``stepper``: how the stage steps
+    (:func:`~istar_tune.training.graphs.stage_steps`: its CUDA graphs, which replay :func:`forward_backward` and
+    keep the gradients allocated, or op by op); default: op by op.
     """
     from tqdm.auto import tqdm
 
@@ -103,11 +103,12 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     tokens = 0
     steps = len(loader)
     bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
-    optimizer.zero_grad(set_to_none=graphed is None)
+    stepper = stepper if stepper is not None else EagerSteps(run.device)
+    stepper.zero_grad(optimizer)
     step_fn = functools.partial(forward_backward, loss_fn, accum=accum, scaler=scaler)
     for step, batch in enumerate(bar):
         tokens += batch["input_ids"].numel()  # as the model computes them: padded to the batch's longest
-        values = step_fn(run.to_device(batch)) if graphed is None else graphed(step_fn, batch)
+        values = stepper(step_fn, batch)
         # The logged values and the non-finite check stay on the device: the host reads them every sync_every steps
         # (each read waits for the GPU to catch up), and the error still names the first bad step and its loss.
         sums += values
@@ -125,7 +126,7 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
             scaler.step(optimizer)
             scaler.update()
             scheduler.step()
-            optimizer.zero_grad(set_to_none=graphed is None)
+            stepper.zero_grad(optimizer)
         if run.heartbeat is not None:
             run.heartbeat(epoch, step + 1, steps)
     totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))

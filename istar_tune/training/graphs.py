@@ -16,6 +16,10 @@ buffers and the graph replayed. The graphs of a stage share one memory pool: eve
 attention mask is all ones runs eagerly (transformers skips an all-ones mask in eager mode, for another attention
 kernel, and keeps it in a capture), so those steps stay eager's too. Length buckets (``length_bucket``) bound the
 shapes, hence the graphs, to ``max_length / length_bucket`` (twice: an epoch's last batch is smaller).
+
+A stage's steps run through :func:`stage_steps`: :class:`GraphedStep` where the run's step mode replays graphs, else
+:class:`EagerSteps`; both say how a step runs, how the gradients are zeroed between steps and how the stage's Σ_S is
+held and refreshed, so the training loop asks the mode nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 import torch
 
 from istar_tune.errors import ConfigError, TrainingError
+from istar_tune.step_modes import StepMode
 
 WARMUP_STEPS = 3
 """Eager steps at the start of each stage before any capture (PyTorch's advice for whole-step capture)."""
@@ -118,6 +123,44 @@ class GraphedStep:
         replay()
         self.replays += 1
         return losses
+
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Zeroed in place, kept allocated: the graphs write the gradients where they were captured."""
+        optimizer.zero_grad(set_to_none=False)
+
+    def own(self, shrinkage_cov: torch.Tensor | None) -> torch.Tensor | None:
+        """The stage's Σ_S: a copy of its own, which the graphs read at one address."""
+        return None if shrinkage_cov is None else shrinkage_cov.clone()
+
+    def refreshed(self, old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+        """The next epoch's Σ_S, copied into the one the graphs read."""
+        return new if old is None else old.copy_(new)
+
+
+class EagerSteps:
+    """A stage's steps op by op (``eager``, ``compile``): each batch moved to the device and stepped, the gradients
+    freed between steps, each epoch's Σ_S a tensor of its own."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def __call__(self, step_fn: StepFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return step_fn(_to(batch, self.device))
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad(set_to_none=True)
+
+    def own(self, shrinkage_cov: torch.Tensor | None) -> torch.Tensor | None:
+        return shrinkage_cov
+
+    def refreshed(self, old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+        return new
+
+
+def stage_steps(mode: StepMode, device: torch.device) -> GraphedStep | EagerSteps:
+    """How one stage of a run steps under ``mode``."""
+    return GraphedStep(device) if mode.graphs else EagerSteps(device)
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

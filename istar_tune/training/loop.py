@@ -40,7 +40,7 @@ from istar_tune.tasks import Task
 from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
 from istar_tune.training.evaluate import evaluate, evaluate_holdout
 from istar_tune.training.forward import forward_pass
-from istar_tune.training.graphs import GraphedStep
+from istar_tune.training.graphs import stage_steps
 from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.training.run import Run, make_optimizer, prepare
 from istar_tune.training.selection import Selection
@@ -156,8 +156,8 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
     # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here (I-STAR). After each
     # epoch one new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's
     # training; a method without Σ_S in its loss draws only where its eval IsoScore* is used (`measures_star`).
-    shrinkage_cov = _first_shrinkage(run, start, sigma_cache) if start < last and in_loss else None
-    graphed, shrinkage_cov = _graphs_of(run, shrinkage_cov)
+    stepper = stage_steps(run.step_mode, run.device)  # a graphed stage holds Σ_S where its graphs read it
+    shrinkage_cov = stepper.own(_first_shrinkage(run, start, sigma_cache) if start < last and in_loss else None)
     for epoch in range(start + 1, last + 1):
         began = time.perf_counter()
         gathered = training_pass_covariance(run, selection, epoch, completes | {epochs}, in_loss)
@@ -165,7 +165,7 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
             lambda hidden, mask, c=gathered: c.update(*token_cloud(run, hidden, mask)))
         with DeviceUsage(run.device) as usage:
             losses = train_epoch(run, method_loss(run, shrinkage_cov, observe), params, optimizer, scheduler, scaler,
-                                 epoch, f"epoch {epoch}/{epochs}", graphed=graphed)
+                                 epoch, f"epoch {epoch}/{epochs}", stepper=stepper)
         trained = time.perf_counter()
         losses.update(usage.record(), train_tokens_per_s=losses.pop(TRAIN_TOKENS) / max(trained - began, 1e-9))
         held_out = evaluate_holdout(run) if selection.holdout else {}
@@ -174,7 +174,7 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
             shrinkage_cov = None
         else:
             new = estimate_shrinkage(run, draw=epoch) if gathered is None else gathered.covariance(torch.float32)
-            shrinkage_cov = _refreshed(shrinkage_cov, new.to(run.device), graphed)
+            shrinkage_cov = stepper.refreshed(shrinkage_cov, new.to(run.device))
         estimated = time.perf_counter()
         metrics = {**evaluate(run, shrinkage_cov), **held_out}
         ended = time.perf_counter()
@@ -197,22 +197,6 @@ def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, 
         if stop:
             break
     return False
-
-
-def _graphs_of(run: Run, shrinkage_cov: torch.Tensor | None) -> tuple[GraphedStep | None, torch.Tensor | None]:
-    """The stage's CUDA graphs (``step_mode: graphs``) and its Σ_S: a copy of its own, which the graphs read at one
-    address, refreshed in place (:func:`_refreshed`)."""
-    if run.settings.step_mode != "graphs":
-        return None, shrinkage_cov
-    return GraphedStep(run.device), None if shrinkage_cov is None else shrinkage_cov.clone()
-
-
-def _refreshed(old: torch.Tensor | None, new: torch.Tensor, graphed: GraphedStep | None) -> torch.Tensor:
-    """The next epoch's Σ_S: ``new``, or with CUDA graphs (which read it where they were captured) ``old`` refreshed
-    in place."""
-    if graphed is None or old is None:
-        return new
-    return old.copy_(new)
 
 
 def _first_shrinkage(run: Run, start: int, sigma_cache) -> torch.Tensor:

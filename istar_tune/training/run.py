@@ -25,6 +25,7 @@ from istar_tune.models import (
     max_positions,
 )
 from istar_tune.recipes import RECIPES
+from istar_tune.step_modes import STEP_MODES, StepMode, get_step_mode
 from istar_tune.tasks import Task, get_task
 from istar_tune.training.data import EncodedData, encode, hold_out
 from istar_tune.training.graphs import check_graphs
@@ -96,6 +97,8 @@ class Run:
     device: torch.device
     amp_dtype: torch.dtype | None
     collate: Callable
+    step_mode: StepMode = STEP_MODES["eager"]
+    """How its training steps run (``settings.step_mode``), chosen when it starts."""
     heartbeat: Callable[[int, int, int], None] | None = None
     """Told ``(epoch, batches done, batches in the epoch)`` after every training batch (a search trial's progress)."""
 
@@ -112,7 +115,7 @@ class Run:
     def autocast(self):
         # A CUDA graph's capture keeps no cast weights past itself: no cache there (the same casts, the same numbers).
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype or torch.float32,
-                              enabled=self.amp_dtype is not None, cache_enabled=self.settings.step_mode != "graphs")
+                              enabled=self.amp_dtype is not None, cache_enabled=not self.step_mode.graphs)
 
 
 def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None = None) -> Run:
@@ -130,7 +133,8 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
         raise ConfigError([f"hyperparameters: {p}" for p in problems])
     device = resolve_device(settings.device)
     amp_dtype = resolve_precision(settings.precision, device, settings.recipe)
-    if settings.step_mode == "graphs":
+    step_mode = get_step_mode(settings.step_mode)
+    if step_mode.graphs:
         check_graphs(device, amp_dtype)
     use_deterministic_algorithms(settings.deterministic)
     torch.set_float32_matmul_precision(settings.matmul_precision)
@@ -154,10 +158,10 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     if (scale := saved_scale(model)) is not None:  # a saved regression model trains on: back to z-scores
         unfold(model, scale)
         delattr(model.config, SCALE_ATTRIBUTE)
-    if settings.step_mode == "compile":  # in place: the state dict keeps its keys (checkpoints, save_pretrained)
+    if step_mode.compiles:  # in place: the state dict keeps its keys (checkpoints, save_pretrained)
         model.compile(mode="reduce-overhead" if device.type == "cuda" else None)
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
-                device=device, amp_dtype=amp_dtype,
+                device=device, amp_dtype=amp_dtype, step_mode=step_mode,
                 collate=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=settings.length_bucket or None))
 
 

@@ -31,6 +31,7 @@ from istar_tune.search.spaces.space import (
     space_keys,
 )
 from istar_tune.search.spaces.strategy import apply_strategy, registered_name
+from istar_tune.step_modes import STEP_MODES
 from istar_tune.tasks import Task, task_of
 
 # -------------------------------------------------------------------------------------------------- loading
@@ -145,8 +146,9 @@ def _check_across_fields(space: SearchSpace, path: Path) -> None:
         raise ConfigError(f"{path}: settings.device is {space.settings['device']!r} but resources.gpu is 0: a trial "
                           "without a GPU share sees no CUDA device; give resources: {gpu: 1} (or a fraction), or "
                           "device: auto")
-    if space.settings.get("step_mode") == "graphs" and space.gpu == 0:
-        raise ConfigError(f"{path}: settings.step_mode is graphs (CUDA graphs) but resources.gpu is 0: give each "
+    mode = STEP_MODES.get(str(space.settings.get("step_mode", RunSettings.step_mode)))
+    if mode is not None and mode.needs_gpu and space.gpu == 0:
+        raise ConfigError(f"{path}: settings.step_mode is {mode.name} (CUDA graphs) but resources.gpu is 0: give each "
                           "trial a GPU share (resources: {gpu: 0.25}), or step_mode eager or compile")
     scheduler = schedulers.get_scheduler(space.scheduler)
     if scheduler.build is not None and space.stage != "seeds":
