@@ -49,6 +49,11 @@ class RandomSearcher:
         """The group's distinct configurations where finite: each is drawn at most once."""
         self.drawn: set[tuple] = set()
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A state saved before draws were distinct (no record of what was drawn) goes on drawing distinct ones from
+        where it stopped."""
+        self.__dict__.update({"distinct": distinct_configurations(state["space"]), "drawn": set(), **state})
+
     def suggest(self, trial_id: str) -> dict[str, Any]:
         if self.points:
             config = self.points.pop(0)

@@ -75,3 +75,11 @@ def test_random_k_of_a_grid_finds_its_best_as_often_as_the_replays_random_search
     rng = np.random.default_rng(0)
     replayed = sum(schedulers.random_search(curves, rng, k=3).chosen[0] == 5 for _ in range(runs))
     assert abs(found / runs - 0.5) < 0.045 and abs(replayed / runs - 0.5) < 0.045
+
+
+def test_a_state_saved_before_draws_were_distinct_restores_and_draws_on():
+    searcher = RANDOM.build_searcher(Sampling(space=GRID, metric="objective", mode="max", seed=4))
+    state = {k: v for k, v in searcher.__dict__.items() if k not in ("distinct", "drawn")}  # an older version's
+    older = RandomSearcher.__new__(RandomSearcher)
+    older.__setstate__(state)
+    assert older.distinct == 6 and len({tuple(older.suggest(str(i)).values()) for i in range(6)}) == 6
