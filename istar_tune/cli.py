@@ -269,20 +269,14 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from istar_tune.replay.export import export_grid
+
     print(export_grid(_tracking_uri(args), args.experiment, args.format, args.output, args.simulated))
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from istar_tune.replay.run import CAPTION, replay_experiment
-    from istar_tune.replay.schedulers import NAMES
 
-    unknown = sorted(set(args.schedulers or ()) - set(NAMES))
-    if unknown:
-        raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from {', '.join(NAMES)}")
-    if args.replays < 1 or args.workers < 1 or (args.processes is not None and args.processes < 1):
-        raise ConfigError(f"replay: --replays, --workers and --processes must be at least 1, got {args.replays}, "
-                          f"{args.workers} and {args.processes}")
     if args.format not in ("md", "csv", "parquet"):
         raise ConfigError(f"replay: unknown format {args.format!r}: choose md, csv or parquet")
     result = replay_experiment(_tracking_uri(args), args.experiment, args.replays, args.workers, args.seed,
@@ -291,6 +285,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                progress=lambda line: print(line, file=sys.stderr), processes=args.processes)
     text = render(result.table, args.format, args.output, caption=CAPTION)
     print(text if text is not None else f"wrote {args.output}", end="" if text is not None else "\n")
+    for line in result.bounds:
+        print(line)
     print(f"{result.recommendation} (replayed in {result.seconds:.0f} s)")
     if result.strategy is not None and not args.no_mlflow:
         print(f"to search with it: istar-tune search SPACE --strategy-from {args.experiment} (same --storage-path "

@@ -3,7 +3,8 @@ the asynchronous schedulers were replayed with), which ``istar-tune search SPACE
 file holding it) applies to the next search. Replayed names and settings are the search's: ``random`` and ``tpe``
 with ``k`` configurations are ``search.algorithm`` with ``num_samples: k`` (each group's grid values then searched
 as choices); ``asha``, ``hyperband`` and ``median`` with ``grace``, ``eta`` and ``workers`` are ``scheduler.type``
-with ``grace_period``, ``reduction_factor`` and the group's ``concurrency``, over the grid."""
+with ``grace_period``, ``reduction_factor`` and the group's ``concurrency``, over the grid; ``conformal`` with
+``alpha`` is ``scheduler.alpha`` too."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def fragment(scheduler: str, setting: str) -> dict[str, Any]:
     stopping: dict[str, Any] = {"type": scheduler, "grace_period": values["grace"]}
     if "eta" in values:
         stopping["reduction_factor"] = values["eta"]
+    if "alpha" in values:
+        stopping["alpha"] = values["alpha"]
     return {"search": {"algorithm": "grid", "num_samples": 1}, "scheduler": stopping,
             "concurrency": values["workers"]}
 

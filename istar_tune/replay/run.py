@@ -7,16 +7,18 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from istar_tune import tracking
+from istar_tune.errors import ConfigError
 from istar_tune.replay.fragment import advised_fragment
 from istar_tune.replay.reading import read_grid
-from istar_tune.replay.summary import TARGET, advice, recommendation, replay_table
+from istar_tune.replay.schedulers import NAMES
+from istar_tune.replay.summary import TARGET, advice, conformal_bounds, recommendation, replay_table
 from istar_tune.results.formats import render
 
 CAPTION = ("Each search strategy replayed on the grid's recorded curves (no training): `chose_best`, the share of "
@@ -39,6 +41,8 @@ class Replay:
     recommendation: str
     seconds: float
     strategy: dict | None = None
+    bounds: list[str] = field(default_factory=list)
+    """Each group's conformal early-stopping rule fitted on the grid, and its guarantee (one line each)."""
 
 
 def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, workers: int = 4, seed: int = 0,
@@ -48,13 +52,20 @@ def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, wor
     """Replay every default strategy (:func:`istar_tune.replay.summary.settings_for`) ``replays`` times on each
     unit of the grid ``experiment``, and log the table and recommendation to its search run (unless told not to).
     ``processes``: as :func:`~istar_tune.replay.summary.replay_table`'s."""
+    unknown = sorted(set(schedulers or ()) - set(NAMES))
+    if unknown:
+        raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from {', '.join(NAMES)}")
+    if replays < 1 or workers < 1 or (processes is not None and processes < 1):
+        raise ConfigError(f"replay: --replays, --workers and --processes must be at least 1, got {replays}, "
+                          f"{workers} and {processes}")
     began = time.monotonic()
     units = read_grid(tracking_uri, experiment, simulated, across_methods, noise_from)
     if progress:
         progress(f"read {sum(len(u.curves) for u in units)} configurations in {len(units)} groups in "
                  f"{time.monotonic() - began:.1f} s")
     table = replay_table(units, replays, workers, seed, schedulers, progress, processes)
-    result = Replay(table, recommendation(table), time.monotonic() - began, advised_fragment(advice(table)))
+    result = Replay(table, recommendation(table), time.monotonic() - began, advised_fragment(advice(table)),
+                    conformal_bounds(units))
     if log_to_mlflow:
         _log(tracking_uri, experiment, result)
     return result
@@ -68,6 +79,8 @@ def _log(tracking_uri: str, experiment: str, result: Replay) -> None:
         for fmt in ("md", "csv"):
             path = Path(folder) / f"replay.{fmt}"
             render(result.table, fmt, path, caption=CAPTION)
+            if fmt == "md" and result.bounds:
+                path.write_text(path.read_text() + "\n" + "\n\n".join(result.bounds) + "\n")
             for parent in parents[:1]:
                 client.log_artifact(parent.info.run_id, str(path), artifact_path=REPLAY_TABLE_ARTIFACT)
         if result.strategy is not None:

@@ -7,7 +7,8 @@ The asynchronous schedulers (ASHA, asynchronous Hyperband, median stopping) run 
 a worker takes the next trial in the order when it is free, each epoch takes its configuration's modelled seconds,
 and the scheduler sees results in the order they finish (ties to the lower worker). The rules are Ray Tune's
 (``ASHAScheduler``, ``AsyncHyperBandScheduler``, ``MedianStoppingRule`` with a hard stop), with a trial's epoch as
-its time.
+its time. A scheduler whose own object needs no Ray (conformal early stopping) is replayed by driving that object
+(:func:`driven`): the search's and the replay's decisions are then one code.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from istar_tune.replay.curves import Choice, Curve, choose
 
-NAMES = ("random", "tpe", "asha", "hyperband", "median")
+NAMES = ("random", "tpe", "asha", "hyperband", "median", "conformal")
 """The strategies a replay knows."""
 CONTINUE, STOP, PAUSE = "continue", "stop", "pause"
 Decide = Callable[[int, int, float], str]
@@ -170,6 +172,37 @@ def median_stopping(curves: Sequence[Curve], rng: np.random.Generator, grace: in
         if math.isfinite(mean):
             bisect.insort(others, mean)
         return action
+
+    order = [int(i) for i in rng.permutation(len(curves))]
+    return run_workers(curves, order, workers, decide, completes, queue)
+
+
+class _Trial:
+    """What a scheduler object reads of a trial (hashable: Ray's key their records by it)."""
+
+    def __init__(self, trial_id: str, config: Mapping[str, Any], status: str = "RUNNING"):
+        self.trial_id, self.config, self.status = trial_id, dict(config), status
+
+
+def driven(curves: Sequence[Curve], rng: np.random.Generator, build: Callable[[], Any], workers: int,
+           metric: str = "objective", completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
+    """The scheduler object ``build()`` returns (a registered scheduler's, as the search builds it for a group) told
+    every result as a search's group scheduler tells it (``training_iteration``, the metric; the trials waiting for a
+    worker are the live pending and paused ones it may ask for), over the trials in a random order."""
+    scheduler, queue, trials = build(), {}, {}
+
+    def live() -> list[_Trial]:
+        waiting = [(i, "PENDING") for i in queue["pending"]] + [(i, "PAUSED") for i in queue["paused"]]
+        return [_Trial(f"t{i}", curves[i].config, status) for i, status in waiting]
+
+    controller = SimpleNamespace(get_live_trials=live, search_alg=None)
+
+    def decide(index: int, epoch: int, value: float) -> str:
+        if index not in trials:
+            trials[index] = _Trial(f"t{index}", curves[index].config)
+            scheduler.on_trial_add(controller, trials[index])
+        action = scheduler.on_trial_result(controller, trials[index], {"training_iteration": epoch, metric: value})
+        return {"STOP": STOP, "PAUSE": PAUSE}.get(action, CONTINUE)
 
     order = [int(i) for i in rng.permutation(len(curves))]
     return run_workers(curves, order, workers, decide, completes, queue)

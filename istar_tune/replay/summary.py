@@ -17,11 +17,15 @@ import pandas as pd
 
 from istar_tune.replay import schedulers
 from istar_tune.replay.curves import Choice, Curve, Unit, arms
+from istar_tune.search.schedulers import Rule
+from istar_tune.search.schedulers.conformal import CONFORMAL, margin, needed
 
 TARGET = 0.95
 """The share of replays a recommended setting must choose the best (or within noise) in."""
 SAMPLE_SHARES = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 """Random search and TPE: the configurations they try, as shares of the grid's."""
+CONFORMAL_ALPHAS = (0.1, 0.2)
+"""Conformal early stopping: the bounds replayed."""
 TPE_LARGEST_SHARE = 1 / 4
 """TPE's largest share (its cost per proposal grows with the trials told: half of a 648-point grid takes 1 s a
 replay)."""
@@ -63,6 +67,11 @@ def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | N
     found += [Setting("median", f"grace={g} workers={workers}",
                       on(lambda c, r, done, g=g: schedulers.median_stopping(c, r, g, workers, completes=done)))
               for g in graces]
+    found += [Setting("conformal", f"grace={g} alpha={a:g} workers={workers}",
+                      on(lambda c, r, done, g=g, a=a: schedulers.driven(
+                          c, r, lambda: CONFORMAL.build(Rule("conformal", horizon, g, alpha=a)), workers,
+                          completes=done)))
+              for g in graces for a in CONFORMAL_ALPHAS]
     return [s for s in found if schedulers_asked is None or s.scheduler in schedulers_asked]
 
 
@@ -144,6 +153,32 @@ def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: i
             ordered = [choice for _, choice in sorted(choices[(u, index)], key=lambda item: item[0])]
             rows.append(summary_row(units[u], setting.scheduler, setting.setting, replays, ordered))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+GUARANTEE = ("Guarantee: for a configuration exchangeable with a group's curves (another draw of its configurations, "
+             "trained alike, in a random order), the chance that the rule stops it although its final score would "
+             "beat the best finished one is at most α = {alpha:g} (split conformal prediction; α shared over the "
+             "epochs a stop can happen at).")
+
+
+def conformal_bounds(units: list[Unit], alpha: float = CONFORMAL_ALPHAS[0], grace: int = 1) -> list[str]:
+    """Per group, conformal early stopping's rule (:mod:`istar_tune.search.schedulers.conformal`) fitted on the
+    grid's curves that reach its last epoch (each shared trial's longest): the margin after each epoch a stop can
+    happen at; then the guarantee, once."""
+    lines = []
+    for unit in units:
+        curves = [unit.curves[i] for i in arms(unit.curves)]
+        horizon = max(c.epochs for c in curves)
+        full = [c for c in curves if c.epochs == horizon and not c.failed and math.isfinite(c.score())]
+        level = alpha / max(1, horizon - grace)
+        cuts = {t: margin([c.score() - c.score(t) for c in full if math.isfinite(c.score(t))], level)
+                for t in range(grace, horizon)}
+        said = ", ".join(f"after epoch {t} {'+inf' if math.isinf(q) else f'{q:+.4f}'}" for t, q in cuts.items())
+        few = "" if len(full) >= needed(level) else f"; it needs {needed(level)} to bound an epoch: it stops nothing"
+        lines.append(f"conformal rule for {unit.model}/{unit.task}/{unit.method} (α {alpha:g}, {len(full)} curves to "
+                     f"epoch {horizon}): stop a trial whose score so far plus its margin ({said or 'no epoch'}) is "
+                     f"below the best finished score{few}")
+    return [*lines, GUARANTEE.format(alpha=alpha)] if lines else []
 
 
 PARALLEL_FROM = 200

@@ -153,7 +153,8 @@ def strategy_line(space: SearchSpace) -> str:
     """``algorithm tpe (Optuna's TPE, …), scheduler asha (grace 1, η 2), from the replay of …``."""
     scheduler = get_scheduler(space.scheduler)
     said = f"algorithm {space.algorithm} ({get_backend(space.algorithm).summary}), scheduler "
-    said += scheduler.describe(space.grace_period, space.reduction_factor) if space.stage != "seeds" else "none"
+    said += (scheduler.describe(space.grace_period, space.reduction_factor, space.alpha) if space.stage != "seeds"
+             else "none")
     return said + (f"; strategy from {space.strategy_source}" if space.strategy_source else "")
 
 

@@ -12,6 +12,8 @@ def test_a_replayed_setting_is_written_with_the_searchs_keys():
     assert fragment("hyperband", "grace=1 eta=3 workers=2")["scheduler"] == {"type": "hyperband", "grace_period": 1,
                                                                             "reduction_factor": 3}
     assert fragment("median", "grace=2 workers=4")["scheduler"] == {"type": "median", "grace_period": 2}
+    assert fragment("conformal", "grace=1 alpha=0.2 workers=4")["scheduler"] == {"type": "conformal",
+                                                                                 "grace_period": 1, "alpha": 0.2}
     assert fragment("tpe", "k=7") == {"search": {"algorithm": "tpe", "num_samples": 7}, "scheduler": {"type": "none"}}
     assert fragment("random", "k=3")["search"] == {"algorithm": "random", "num_samples": 3}
 

@@ -32,7 +32,7 @@ def test_the_command_prints_the_table_and_logs_it_to_the_search_run(rehearsal, c
 def test_bad_flags_are_one_line(capsys):
     assert main(["replay", "--experiment", "x", "--schedulers", "bohb"]) == 2
     assert capsys.readouterr().err.strip() == ("istar-tune: error: replay: unknown scheduler bohb: choose from random, "
-                                               "tpe, asha, hyperband, median")
+                                               "tpe, asha, hyperband, median, conformal")
 
 
 def test_the_next_search_takes_the_recommended_strategy_from_the_replay(rehearsal, capsys):

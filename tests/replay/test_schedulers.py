@@ -238,3 +238,17 @@ def test_the_replays_median_stopping_is_rays_rule_pauses_included(grace, workers
         queue: dict = {}
         theirs = schedulers.run_workers(curves, order, workers, _ray_median(grace, queue), queue=queue)
         assert ours == theirs, (horizon, grace, workers, order)
+
+
+def test_conformal_stopping_is_replayed_by_driving_the_searchs_own_scheduler_object():
+    """The replay builds the registered scheduler as a search's group does and tells it each result: 25 strong
+    curves finish first and calibrate it, then each of 5 weak ones stops after its first epoch."""
+    from istar_tune.search.schedulers import Rule
+    from istar_tune.search.schedulers.conformal import CONFORMAL
+
+    curves = _curves(*([(0.6, 0.7, 0.8)] * 25 + [(0.2, 0.25, 0.3)] * 5))
+    rule = Rule("conformal", horizon=3, grace_period=1, alpha=0.2)
+    choice = schedulers.driven(curves, Fixed(order=range(30)), lambda: CONFORMAL.build(rule), workers=1)
+    assert choice.epochs_trained == 25 * 3 + 5 * 1 and choice.chosen[0] < 25
+    unbounded = schedulers.driven(curves[21:], Fixed(order=range(9)), lambda: CONFORMAL.build(rule), workers=1)
+    assert unbounded.epochs_trained == 9 * 3  # at most 8 finished curves bound nothing: every trial runs to its end

@@ -49,7 +49,8 @@ def test_the_default_settings_and_a_table_of_them():
     assert names == [("random", "k=1"), ("random", "k=2"), ("tpe", "k=1"),
                      *[("asha", f"grace={g} eta={eta} workers=2") for g in (1, 2) for eta in (2, 3, 4)],
                      ("hyperband", "grace=1 eta=2 workers=2"), ("hyperband", "grace=1 eta=3 workers=2"),
-                     ("median", "grace=1 workers=2"), ("median", "grace=2 workers=2")]
+                     ("median", "grace=1 workers=2"), ("median", "grace=2 workers=2"),
+                     *[("conformal", f"grace={g} alpha={a} workers=2") for g in (1, 2) for a in (0.1, 0.2)]]
     table = replay_table([unit], replays=3, workers=2, schedulers_asked=("random", "median"))
     assert list(table.columns) == COLUMNS and set(table.scheduler) == {"random", "median"}
     again = replay_table([unit], replays=3, workers=2, schedulers_asked=("random", "median"))
@@ -122,3 +123,20 @@ def test_the_share_of_the_grids_epochs_pools_the_groups_and_the_exact_choice_is_
     noisy = table.assign(chose_best=[0.28, 1.0, 1.0, 1.0], within_noise=[1.0, 1.0, 1.0, 1.0])
     assert ("chose the best or one within its seed noise in 100% of the replays (the lowest of any group; the grid's "
             "own choice in 28%, judged on the first)") in recommendation(noisy)
+
+
+def test_the_conformal_rule_fitted_on_a_grid_states_its_margins_and_its_guarantee():
+    from istar_tune.replay.summary import conformal_bounds
+
+    finals = [0.80 + 0.01 * i for i in range(10)]  # residuals after epoch 1: 0.20 … 0.29; after epoch 2: 0.10 … 0.19
+    curves = [Curve({"method": "base", "learning_rate": 1e-5 * (i + 1), "epochs": 3}, (0.6, 0.7, f))
+              for i, f in enumerate(finals)]
+    unit = Unit("m", "t", "base", curves, grid_epochs=30, grid_seconds=30.0)
+    lines = conformal_bounds([unit], alpha=0.2)
+    # α 0.2 over 2 epochs: 0.1 each; rank ⌈11 · 0.9⌉ = 10 of 10: the largest residual
+    assert lines[0] == ("conformal rule for m/t/base (α 0.2, 10 curves to epoch 3): stop a trial whose score so far "
+                        "plus its margin (after epoch 1 +0.2900, after epoch 2 +0.1900) is below the best finished "
+                        "score")
+    assert lines[1].startswith("Guarantee: ") and "at most α = 0.2" in lines[1]
+    few = conformal_bounds([Unit("m", "t", "base", curves[:5], grid_epochs=15, grid_seconds=15.0)], alpha=0.2)
+    assert "after epoch 1 +inf" in few[0] and few[0].endswith("it needs 9 to bound an epoch: it stops nothing")

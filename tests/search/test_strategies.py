@@ -2,7 +2,7 @@
 planned, the dry run names it, a short simulated search runs every configuration once under it, its state saves and
 restores mid-search, it shares epoch prefixes where it claims to (a grid's backend; every scheduler over a grid:
 a stopped shared trial completes the configurations it reached), and a scheduler stops a trial far below its
-group's others (one that never stops anything is not early stopping)."""
+group's finished ones (one that never stops anything is not early stopping)."""
 
 from __future__ import annotations
 
@@ -101,18 +101,24 @@ class _Trial(SimpleNamespace):
 
 
 def _stops_a_weak_trial(space, planned) -> None:
-    """Ten trials at 0.9 every epoch, then six at 0.1, their results told epoch by epoch with nothing waiting to
-    start: the group's scheduler stops at least one of the six before its last epoch."""
+    """Twenty trials at 0.9 after every epoch run to their end, then six at 0.1 report their first two epochs, with
+    nothing waiting to start: the group's scheduler stops at least one of the six before its last epoch (a rule that
+    calibrates on finished trials, as conformal stopping does, has twenty)."""
     config = {**base_config(planned[0]), "epochs": 3}
     scheduler = GroupScheduler({trial_group(config): space.stopping_rule(3, "objective")})
     controller = SimpleNamespace(get_live_trials=lambda: [], search_alg=None)
-    trials = [_Trial(trial_id=str(i), config=config, status="RUNNING") for i in range(16)]
-    for trial in trials:
+    good = [_Trial(trial_id=f"good{i}", config=config, status="RUNNING") for i in range(20)]
+    weak = [_Trial(trial_id=f"weak{i}", config=config, status="RUNNING") for i in range(6)]
+    for trial in good + weak:
         scheduler.on_trial_add(controller, trial)
+    for trial in good:
+        for epoch in (1, 2, 3):
+            scheduler.on_trial_result(controller, trial, {"training_iteration": epoch, "objective": 0.9})
+        scheduler.on_trial_complete(controller, trial, {"training_iteration": 3, "objective": 0.9})
     decisions = {}
     for epoch in (1, 2):
-        for i, trial in enumerate(trials):
-            if decisions.get(i) != "STOP":
-                result = {"training_iteration": epoch, "objective": 0.9 if i < 10 else 0.1}
-                decisions[i] = scheduler.on_trial_result(controller, trial, result)
-    assert any(decisions[i] == "STOP" for i in range(10, 16)), f"{space.scheduler} stopped no weak trial: {decisions}"
+        for trial in weak:
+            if decisions.get(trial.trial_id) != "STOP":
+                result = {"training_iteration": epoch, "objective": 0.1}
+                decisions[trial.trial_id] = scheduler.on_trial_result(controller, trial, result)
+    assert "STOP" in decisions.values(), f"{space.scheduler} stopped no weak trial: {decisions}"

@@ -1,9 +1,10 @@
 """Early-stopping schedulers: what stops a group's weak trials. ``scheduler`` says what a scheduler is (the
 ``scheduler.*`` settings it reads, a group's ``Rule``, how it builds one group's Tune scheduler); one module each:
-``fifo`` (none), ``asha``, ``hyperband``, ``median``. A scheduler is one module here and one line in
-:data:`SCHEDULERS`, or :func:`register` from anywhere, or an entry point of the group ``istar_tune.strategies``
-(:mod:`istar_tune.search.plugins`); ``scheduler.type`` names it. Each group of a search gets its own instance
-(:class:`istar_tune.search.tune.scheduler.GroupScheduler`), so trials are compared only within their group."""
+``fifo`` (none), ``asha``, ``hyperband``, ``median``, ``conformal`` (conformal early stopping, with its bound). A
+scheduler is one module here and one line in :data:`SCHEDULERS`, or :func:`register` from anywhere, or an entry point
+of the group ``istar_tune.strategies`` (:mod:`istar_tune.search.plugins`); ``scheduler.type`` names it. Each group of
+a search gets its own instance (:class:`istar_tune.search.tune.scheduler.GroupScheduler`), so trials are compared
+only within their group."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from istar_tune.errors import ConfigError
 from istar_tune.search import plugins
 from istar_tune.search.backends import Backend
 from istar_tune.search.schedulers.asha import ASHA
+from istar_tune.search.schedulers.conformal import CONFORMAL
 from istar_tune.search.schedulers.fifo import NONE
 from istar_tune.search.schedulers.hyperband import HYPERBAND
 from istar_tune.search.schedulers.median import MEDIAN
 from istar_tune.search.schedulers.scheduler import Rule, Scheduler
 
-SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (NONE, ASHA, HYPERBAND, MEDIAN)}
+SCHEDULERS: dict[str, Scheduler] = {s.name: s for s in (NONE, ASHA, HYPERBAND, MEDIAN, CONFORMAL)}
 ALIASES = {"fifo": "none", "async_hyperband": "hyperband", "median_stopping": "median"}
 """Other names a scheduler is read by (with a note that says its name)."""
 

@@ -19,6 +19,8 @@ class Rule:
     reduction_factor: float = 3.0
     metric: str = "objective"
     mode: str = "max"
+    alpha: float = 0.1
+    """conformal: the chance bound (:mod:`istar_tune.search.schedulers.conformal`)."""
 
     @property
     def grace(self) -> int:
@@ -41,8 +43,9 @@ class Scheduler:
     """It may pause a trial and resume it later from its checkpoint (a trial needs ``settings.checkpoint`` other
     than ``none``)."""
 
-    def describe(self, grace_period: int, reduction_factor: float) -> str:
+    def describe(self, grace_period: int, reduction_factor: float, alpha: float = 0.1) -> str:
         """``asha (grace 1, η 2)``: the name and the settings it reads."""
-        said = {"grace_period": f"grace {grace_period}", "reduction_factor": f"η {reduction_factor:g}"}
+        said = {"grace_period": f"grace {grace_period}", "reduction_factor": f"η {reduction_factor:g}",
+                "alpha": f"α {alpha:g}"}
         settings = ", ".join(said[key] for key in self.reads if key in said)
         return f"{self.name} ({settings})" if settings else self.name

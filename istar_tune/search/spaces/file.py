@@ -153,6 +153,9 @@ def _check_across_fields(space: SearchSpace, path: Path) -> None:
     scheduler = schedulers.get_scheduler(space.scheduler)
     if scheduler.build is not None and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
+        if "alpha" in scheduler.reads and space.alpha >= 1:
+            raise ConfigError(f"{path}: scheduler.alpha: {space.alpha:g} bounds a share of trials: give a value "
+                              "below 1 (e.g. 0.1)")
         if "grace_period" in scheduler.reads and space.grace_period > horizon:
             raise ConfigError(f"{path}: scheduler.grace_period: {space.grace_period} is more than the {horizon} "
                               f"epochs the longest trial reports, so {scheduler.name} could never stop a trial: "
@@ -267,7 +270,7 @@ def _scheduler_section(raw: dict, problem, path: Path) -> dict[str, Any]:
     scheduler_type = registered_name(scheduler.get("type", space_default("scheduler")), "scheduler.type", schedulers,
                                       problem, path)
     return {"scheduler": scheduler_type, **{f: _scalar(scheduler, f, problem) for f in ("grace_period",
-                                                                                        "reduction_factor")}}
+                                                                                        "reduction_factor", "alpha")}}
 
 
 def _resources_section(raw: dict, problem) -> dict[str, Any]:

@@ -177,6 +177,9 @@ class SearchSpace:
     """asha, hyperband, median: epochs every trial runs before it can be stopped."""
     reduction_factor: float = _yaml("scheduler.reduction_factor", above=1, default=3.0)
     """asha, hyperband: the share of trials kept at each rung is 1/reduction_factor."""
+    alpha: float = _yaml("scheduler.alpha", above=0, default=0.1)
+    """conformal: at most this share of the trials that would have beaten their group's best finished score are
+    stopped (below 1; docs/searching.md)."""
     cpu: float = _yaml("resources.cpu", above=0, default=1.0)
     """CPUs per trial."""
     gpu: float = _yaml("resources.gpu", minimum=0, default=0.0)
@@ -298,7 +301,7 @@ class SearchSpace:
 
     def stopping_rule(self, horizon: int, metric: str) -> Rule:
         """A group's early stopping (:mod:`istar_tune.search.schedulers`), its longest trial ``horizon`` epochs."""
-        return Rule(self.scheduler, horizon, self.grace_period, self.reduction_factor, metric)
+        return Rule(self.scheduler, horizon, self.grace_period, self.reduction_factor, metric, alpha=self.alpha)
 
     def sharing_problem(self, group: Group) -> str | None:
         """Why the configurations of ``group`` that differ only in ``epochs`` do not share a trial (``None``: they

@@ -50,7 +50,7 @@ BAD_SPACES = {
     "negative gpu": (BASE + "resources: {cpu: 1, gpu: -1}\n", "resources.gpu: must be a non-negative number"),
     "empty models": (BASE.replace("[tiny-bert]", "[]"), "models: must be a non-empty list"),
     "unknown scheduler": (BASE + "scheduler: {type: bohb}\n",
-                          "scheduler.type: must be one of none, asha, hyperband, median, got 'bohb'"),
+                          "scheduler.type: must be one of none, asha, hyperband, median, conformal, got 'bohb'"),
     "unknown setting": (BASE + "settings: {max_len: 64}\n", "unknown key 'max_len'"),
     "seeds stage without seeds": (BASE + "stage: seeds\nbest_of: [x]\n", "seeds: must be a non-empty list"),
     "not YAML": ("name: [unclosed\n", "not valid YAML"),

@@ -54,4 +54,4 @@ def test_an_earlier_name_is_read_as_the_new_one_with_a_note(caplog):
                                "s.yaml") == "median"
     assert not problems and "s.yaml: search.algorithm: optuna is now called tpe" in caplog.text
     assert registered_name(7, "scheduler.type", schedulers, lambda *a: problems.append(a), "s.yaml") == "none"
-    assert problems == [("scheduler.type", "must be one of none, asha, hyperband, median, got 7")]
+    assert problems == [("scheduler.type", "must be one of none, asha, hyperband, median, conformal, got 7")]
