@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from istar_tune.replay.summary import Advice
+from istar_tune.replay.summary import SHORT, Advice
 
 KEEP_GRID: dict[str, Any] = {"search": {"algorithm": "grid", "num_samples": 1}, "scheduler": {"type": "none"}}
 """The fragment of "keep the grid"."""
@@ -31,11 +31,8 @@ def fragment(scheduler: str, setting: str) -> dict[str, Any]:
     values = parameters(setting)
     if scheduler in ("random", "tpe"):
         return {"search": {"algorithm": scheduler, "num_samples": values["k"]}, "scheduler": {"type": "none"}}
-    stopping: dict[str, Any] = {"type": scheduler, "grace_period": values["grace"]}
-    if "eta" in values:
-        stopping["reduction_factor"] = values["eta"]
-    if "alpha" in values:
-        stopping["alpha"] = values["alpha"]
+    stopping: dict[str, Any] = {"type": scheduler}
+    stopping.update({key: values[short] for key, short in SHORT.items() if short in values})
     return {"search": {"algorithm": "grid", "num_samples": 1}, "scheduler": stopping,
             "concurrency": values["workers"]}
 

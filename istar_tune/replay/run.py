@@ -17,8 +17,14 @@ from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.replay.fragment import advised_fragment
 from istar_tune.replay.reading import read_grid
-from istar_tune.replay.schedulers import NAMES
-from istar_tune.replay.summary import TARGET, advice, conformal_bounds, recommendation, replay_table
+from istar_tune.replay.summary import (
+    TARGET,
+    advice,
+    conformal_bounds,
+    recommendation,
+    replay_table,
+    strategy_names,
+)
 from istar_tune.results.formats import render
 
 CAPTION = ("Each search strategy replayed on the grid's recorded curves (no training): `chose_best`, the share of "
@@ -52,9 +58,10 @@ def replay_experiment(tracking_uri: str, experiment: str, replays: int = 50, wor
     """Replay every default strategy (:func:`istar_tune.replay.summary.settings_for`) ``replays`` times on each
     unit of the grid ``experiment``, and log the table and recommendation to its search run (unless told not to).
     ``processes``: as :func:`~istar_tune.replay.summary.replay_table`'s."""
-    unknown = sorted(set(schedulers or ()) - set(NAMES))
+    unknown = sorted(set(schedulers or ()) - set(strategy_names()))
     if unknown:
-        raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from {', '.join(NAMES)}")
+        raise ConfigError(f"replay: unknown scheduler {', '.join(unknown)}: choose from "
+                          f"{', '.join(strategy_names())}")
     if replays < 1 or workers < 1 or (processes is not None and processes < 1):
         raise ConfigError(f"replay: --replays, --workers and --processes must be at least 1, got {replays}, "
                           f"{workers} and {processes}")

@@ -24,8 +24,6 @@ import numpy as np
 
 from istar_tune.replay.curves import Choice, Curve, choose
 
-NAMES = ("random", "tpe", "asha", "hyperband", "median", "conformal")
-"""The strategies a replay knows."""
 CONTINUE, STOP, PAUSE = "continue", "stop", "pause"
 Decide = Callable[[int, int, float], str]
 """(trial index, epoch, reported score) → ``CONTINUE``, ``STOP`` or ``PAUSE`` (the trial yields its worker: it goes

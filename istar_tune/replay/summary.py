@@ -15,17 +15,21 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from istar_tune.errors import ConfigError
 from istar_tune.replay import schedulers
 from istar_tune.replay.curves import Choice, Curve, Unit, arms
-from istar_tune.search.schedulers import Rule
-from istar_tune.search.schedulers.conformal import CONFORMAL, margin, needed
+from istar_tune.search.schedulers import Rule, registered
+from istar_tune.search.schedulers.conformal import margin, needed
 
 TARGET = 0.95
 """The share of replays a recommended setting must choose the best (or within noise) in."""
 SAMPLE_SHARES = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 """Random search and TPE: the configurations they try, as shares of the grid's."""
-CONFORMAL_ALPHAS = (0.1, 0.2)
-"""Conformal early stopping: the bounds replayed."""
+TWINS = ("asha", "hyperband", "median")
+"""Schedulers the replay runs as pure functions of its own (each cross-checked against Ray's object, and fast on
+grids of hundreds); every other registered scheduler is replayed by driving the object it builds."""
+SHORT = {"grace_period": "grace", "reduction_factor": "eta", "alpha": "alpha"}
+"""A ``scheduler.*`` setting as a replay row's setting names it (``replay/fragment.py`` reads it back)."""
 TPE_LARGEST_SHARE = 1 / 4
 """TPE's largest share (its cost per proposal grows with the trials told: half of a 648-point grid takes 1 s a
 replay)."""
@@ -67,12 +71,27 @@ def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | N
     found += [Setting("median", f"grace={g} workers={workers}",
                       on(lambda c, r, done, g=g: schedulers.median_stopping(c, r, g, workers, completes=done)))
               for g in graces]
-    found += [Setting("conformal", f"grace={g} alpha={a:g} workers={workers}",
-                      on(lambda c, r, done, g=g, a=a: schedulers.driven(
-                          c, r, lambda: CONFORMAL.build(Rule("conformal", horizon, g, alpha=a)), workers,
-                          completes=done)))
-              for g in graces for a in CONFORMAL_ALPHAS]
+    found += [_driven(scheduler, values, horizon, workers, on) for scheduler in registered().values()
+              if scheduler.build is not None and scheduler.name not in TWINS for values in scheduler.replayed(horizon)]
     return [s for s in found if schedulers_asked is None or s.scheduler in schedulers_asked]
+
+
+def strategy_names() -> tuple[str, ...]:
+    """Every strategy a replay knows: random search, TPE and each registered scheduler that stops trials."""
+    return ("random", "tpe", *(name for name, s in registered().items() if s.build is not None))
+
+
+def _named(values: dict[str, float], workers: int) -> str:
+    return " ".join([*(f"{SHORT.get(k, k)}={v:g}" for k, v in values.items()), f"workers={workers}"])
+
+
+def _driven(scheduler, values: dict[str, float], horizon: int, workers: int, on) -> Setting:
+    """A registered scheduler with ``values`` of its settings, replayed by driving the object it builds."""
+    rule = Rule(scheduler.name, horizon, int(values.get("grace_period", 1)),
+                float(values.get("reduction_factor", 3.0)), alpha=float(values.get("alpha", 0.1)))
+    return Setting(scheduler.name, _named(values, workers),
+                   on(lambda c, r, done: schedulers.driven(c, r, lambda: scheduler.build(rule), workers,
+                                                           completes=done)))
 
 
 def _on_arms(found: dict[int, list[int]]):
@@ -139,10 +158,11 @@ def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: i
 
     if processes <= 1:
         for u, index, first in pieces:
-            done((u, index, first), _replays(units[u], workers, schedulers_asked, index, first, replays, seed))
+            done((u, index, first), _replays(units[u], workers, schedulers_asked, _name(settings[u][index]), first,
+                                             replays, seed))
     else:  # spawned, not forked: the caller may hold threads (MLflow's, Ray's)
         with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-            pending = {pool.submit(_replays, units[u], workers, schedulers_asked, index, first,
+            pending = {pool.submit(_replays, units[u], workers, schedulers_asked, _name(settings[u][index]), first,
                                    min(first + step, replays), seed): (u, index, first)
                        for u, index, first in pieces}
             for future in as_completed(pending):
@@ -161,7 +181,7 @@ GUARANTEE = ("Guarantee: for a configuration exchangeable with a group's curves 
              "epochs a stop can happen at).")
 
 
-def conformal_bounds(units: list[Unit], alpha: float = CONFORMAL_ALPHAS[0], grace: int = 1) -> list[str]:
+def conformal_bounds(units: list[Unit], alpha: float = 0.1, grace: int = 1) -> list[str]:
     """Per group, conformal early stopping's rule (:mod:`istar_tune.search.schedulers.conformal`) fitted on the
     grid's curves that reach its last epoch (each shared trial's longest): the margin after each epoch a stop can
     happen at; then the guarantee, once."""
@@ -181,6 +201,10 @@ def conformal_bounds(units: list[Unit], alpha: float = CONFORMAL_ALPHAS[0], grac
     return [*lines, GUARANTEE.format(alpha=alpha)] if lines else []
 
 
+def _name(setting: Setting) -> tuple[str, str]:
+    return setting.scheduler, setting.setting
+
+
 PARALLEL_FROM = 200
 """Configurations from which :func:`replay_table` replays in several processes by default (below, starting them, a
 second or two each, costs more than they save)."""
@@ -191,11 +215,15 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _replays(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None, index: int, first: int, end: int,
-             seed: int) -> list[Choice]:
-    """Replays ``first``..``end - 1`` of the ``index``-th setting of ``unit`` (settings hold closures, so a process
-    builds its own)."""
-    setting = settings_for(unit, workers, schedulers_asked)[index]
+def _replays(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None, name: tuple[str, str],
+             first: int, end: int, seed: int) -> list[Choice]:
+    """Replays ``first``..``end - 1`` of the setting ``name`` (scheduler, setting) of ``unit`` (settings hold
+    closures, so a process builds its own, from the schedulers registered there)."""
+    setting = {(s.scheduler, s.setting): s for s in settings_for(unit, workers, schedulers_asked)}.get(name)
+    if setting is None:
+        raise ConfigError(f"replay: scheduler {name[0]} is registered in the replaying process only (register() "
+                          "there), not in the processes replaying beside it: replay with --processes 1, or install "
+                          "it as an entry point (docs/searching.md)")
     return [setting.run(unit.curves, np.random.default_rng([seed, r])) for r in range(first, end)]
 
 

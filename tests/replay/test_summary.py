@@ -140,3 +140,35 @@ def test_the_conformal_rule_fitted_on_a_grid_states_its_margins_and_its_guarante
     assert lines[1].startswith("Guarantee: ") and "at most α = 0.2" in lines[1]
     few = conformal_bounds([Unit("m", "t", "base", curves[:5], grid_epochs=15, grid_seconds=15.0)], alpha=0.2)
     assert "after epoch 1 +inf" in few[0] and few[0].endswith("it needs 9 to bound an epoch: it stops nothing")
+
+
+class _StopBelow:
+    """A scheduler of one's own: after epoch 2, a trial below 0.8 stops."""
+
+    def on_trial_add(self, tune_controller, trial):
+        pass
+
+    def on_trial_result(self, tune_controller, trial, result):
+        return "STOP" if result["training_iteration"] == 2 and result["objective"] < 0.8 else "CONTINUE"
+
+
+def test_a_scheduler_of_ones_own_is_replayed_by_driving_its_object_and_can_be_recommended():
+    from istar_tune.replay.fragment import advised_fragment
+    from istar_tune.search import schedulers
+
+    saved = dict(schedulers.SCHEDULERS)
+    try:
+        schedulers.register(schedulers.Scheduler(name="below", summary="stop below 0.8 after epoch 2",
+                                                 build=lambda rule: _StopBelow()))
+        unit = _unit()  # the best, c1, reads 0.9 after epoch 2; every other is below 0.8 there
+        assert ("below", "workers=2") in [(s.scheduler, s.setting) for s in settings_for(unit, workers=2)]
+        table = replay_table([unit], replays=80, workers=2, schedulers_asked=("below",))
+        row = table.iloc[0]
+        assert (row.scheduler, row.chose_best, row.epochs_share) == ("below", 1.0, (3 + 2 + 2 + 2) / 12)
+        found = advice(table)
+        assert (found.kind, found.scheduler) == ("setting", "below")
+        assert advised_fragment(found) == {"search": {"algorithm": "grid", "num_samples": 1},
+                                           "scheduler": {"type": "below"}, "concurrency": 2}
+    finally:
+        schedulers.SCHEDULERS.clear()
+        schedulers.SCHEDULERS.update(saved)

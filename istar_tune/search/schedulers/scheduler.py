@@ -7,6 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+REPLAYED: dict[str, tuple[float, ...]] = {"grace_period": (1, 2), "reduction_factor": (2, 3, 4),
+                                          "alpha": (0.1, 0.2)}
+"""The values ``replay`` tries of each ``scheduler.*`` setting a scheduler reads."""
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -42,6 +46,15 @@ class Scheduler:
     pauses: bool = False
     """It may pause a trial and resume it later from its checkpoint (a trial needs ``settings.checkpoint`` other
     than ``none``)."""
+
+    def replayed(self, horizon: int) -> list[dict[str, float]]:
+        """The settings ``replay`` tries it with over a grid of ``horizon`` epochs: of the settings it reads, every
+        combination of :data:`REPLAYED` (a grace period below the horizon)."""
+        grid: list[dict[str, float]] = [{}]
+        for key in self.reads:
+            values = [v for v in REPLAYED.get(key, ()) if key != "grace_period" or v < horizon]
+            grid = [{**found, key: value} for found in grid for value in values] if values else grid
+        return grid
 
     def describe(self, grace_period: int, reduction_factor: float, alpha: float = 0.1) -> str:
         """``asha (grace 1, η 2)``: the name and the settings it reads."""
