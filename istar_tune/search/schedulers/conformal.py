@@ -31,8 +31,13 @@ STOP, CONTINUE = "STOP", "CONTINUE"
 def margin(residuals: list[float], alpha: float) -> float:
     """The split-conformal upper margin of ``residuals`` at level ``alpha``: the ⌈(n + 1)(1 − α)⌉-th smallest, or
     infinity where that rank exceeds n (too few to bound)."""
-    rank = _rank(len(residuals), alpha)
-    return sorted(residuals)[rank - 1] if rank <= len(residuals) else math.inf
+    return _ranked(sorted(residuals), alpha)
+
+
+def _ranked(ordered: list[float], alpha: float) -> float:
+    """:func:`margin` of residuals already in order."""
+    rank = _rank(len(ordered), alpha)
+    return ordered[rank - 1] if rank <= len(ordered) else math.inf
 
 
 def _rank(n: int, alpha: float) -> int:
@@ -56,28 +61,31 @@ class ConformalStopping:
         self.level = alpha / max(1, horizon - grace)
         """α over the epochs a stop can happen at."""
         self.scores: dict[str, dict[int, float]] = {}
+        self.epochs: dict[str, int] = {}
+        """A trial's epochs (:func:`~istar_tune.config.trial_epochs` of its configuration)."""
         self.residuals: dict[int, list[float]] = {}
         """Epoch t → the finished trials' final score − score after t, sorted."""
         self.best = -math.inf
 
     def margins(self) -> dict[int, float]:
         """Epoch → the margin a trial's score after it gets now."""
-        return {t: margin(self.residuals.get(t, []), self.level) for t in range(self.grace, self.horizon)}
+        return {t: _ranked(self.residuals.get(t, []), self.level) for t in range(self.grace, self.horizon)}
 
     def on_trial_add(self, tune_controller, trial) -> None:
         self.scores.setdefault(trial.trial_id, {})
+        self.epochs[trial.trial_id] = trial_epochs(trial.config)
 
     def on_trial_result(self, tune_controller, trial, result: dict[str, Any]) -> str:
         epoch, value = int(result["training_iteration"]), self.sign * float(result[self.metric])
         scores = self.scores.setdefault(trial.trial_id, {})
         scores[epoch] = value if math.isfinite(value) else -math.inf
-        epochs = trial_epochs(trial.config)
+        epochs = self.epochs.get(trial.trial_id) or self.epochs.setdefault(trial.trial_id, trial_epochs(trial.config))
         if epoch >= epochs:
             self._finished(scores, epoch)
             return CONTINUE
         if epoch < self.grace or epochs != self.horizon:  # the margins are of curves to the horizon
             return CONTINUE
-        cut = margin(self.residuals.get(epoch, []), self.level)
+        cut = _ranked(self.residuals.get(epoch, []), self.level)
         return STOP if scores[epoch] + cut < self.best else CONTINUE
 
     def _finished(self, scores: dict[int, float], last: int) -> None:
@@ -97,6 +105,7 @@ class ConformalStopping:
 
     def on_trial_remove(self, tune_controller, trial) -> None:
         self.scores.pop(trial.trial_id, None)
+        self.epochs.pop(trial.trial_id, None)
 
 
 def build_conformal(rule: Rule) -> ConformalStopping:
