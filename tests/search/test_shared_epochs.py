@@ -106,6 +106,6 @@ def _replays_agree(uri: str, names: list[str], best, patience: bool) -> None:
     assert [u.grid_epochs for u in shared] == [6, 6] and [u.grid_epochs for u in unshared] == [12, 12]
     assert [u.curves for u in shared] == [u.curves for u in unshared]  # each in the configurations' order
     tables = [replay_table(units, replays=5) for units in (shared, unshared)]
-    costs = ["epochs_share", "gpu_hours_share"]
+    costs = ["epochs_share", "grid_epochs", "gpu_hours_share"]
     assert tables[0].drop(columns=costs).equals(tables[1].drop(columns=costs))
     assert (tables[0].epochs_share == 2 * tables[1].epochs_share).all()
