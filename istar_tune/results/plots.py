@@ -47,6 +47,18 @@ def pyplot():
     return plt
 
 
+def _save(plt, fig, ax, path: Path, legend: int | None, where: str = "best") -> Path:
+    """Every figure's ending: a light grid, the legend (at font size ``legend``; ``None``: none), written at 120 dpi
+    and closed."""
+    ax.grid(alpha=0.3)
+    if legend is not None:
+        ax.legend(fontsize=legend, loc=where)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text.strip("/"))
 
@@ -82,12 +94,7 @@ def pooled_isoscore_vs_metric(runs: list[TrialRun], model: str, task: Task, path
     ax.set_ylabel(metric)
     ax.set_title(f"{model} on {task.display_name}: all runs pooled per λ\n(bars: every other "
                  "hyperparameter's spread and seed noise)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, legend=7)
 
 
 def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, task: Task, path: Path) -> Path:
@@ -101,13 +108,7 @@ def metric_per_epoch(histories: dict[str, list[tuple[int, float]]], model: str, 
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
     ax.set_title(f"{model} on {task.display_name}: {metric} per epoch of every trial")
-    ax.grid(alpha=0.3)
-    if len(histories) <= 12:
-        ax.legend(fontsize=6, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, legend=6 if len(histories) <= 12 else None)
 
 
 # ------------------------------------------------------------------------------ studies around a configuration
@@ -195,13 +196,7 @@ def study_figure(runs: list[TrialRun], output: Path) -> Path | None:
     what = f"{method_label(method)}, {AXIS_LABELS.get(key, key)} varied" if key else "each method"
     ax.set_title(f"{model} on {the_task.display_name}: {what}\n(mean ± std over seeds, every other "
                  "hyperparameter fixed)", fontsize=9)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = output / f"{stem}.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = _save(plt, fig, ax, output / f"{stem}.png", legend=7 if ax.get_legend_handles_labels()[0] else None)
     path.with_suffix(".json").write_text(json.dumps({"model": model, "task": task, "method": method, "metric": metric,
                                                      "varied": key, "points": points}, indent=1), encoding="utf-8")
     return path
@@ -228,11 +223,7 @@ def budget_figure(runs: list[TrialRun], model: str, task: Task, path: Path) -> P
     ax.set_ylabel(f"expected best {task.metric} (percent)")
     ax.set_title(f"{model} on {task.display_name}: expected validation performance\n(mean ± sd over draws of n; "
                  "dashed: the dev score of the configuration chosen)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, ax, path, legend=7, where="lower right")
     path.with_suffix(".json").write_text(json.dumps({"model": model, "task": task.name, "metric": task.metric,
                                                      "points": table.to_dict("records")}, indent=1), encoding="utf-8")
     return path
