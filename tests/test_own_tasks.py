@@ -263,6 +263,14 @@ def test_a_rehearsal_dry_run_and_seeds_stage_of_ones_own_task(own_data, tmp_path
     table = _run("table", "--experiment", "own-seeds", "--kind", "seeds", "--simulated", "--storage-path", "runs",
                  cwd=tmp_path).stdout
     assert table.splitlines()[0] == "| model | method | scores |" and "| bert | Base |" in table
+    # the grid as a public benchmark: its task's own name and metric, each configuration's whole curve
+    _run("export", "--experiment", "own-sim", "--simulated", "--format", "curves", "--output", "curves.csv",
+         "--storage-path", "runs", cwd=tmp_path)
+    import pandas as pd
+
+    curves = pd.read_csv(tmp_path / "curves.csv")
+    assert set(curves.task) == {"scores"} and set(curves.metric) == {"spearman"}
+    assert sorted(curves.groupby("configuration").epoch.max()) == [3, 3] and curves.dev_score.notna().all()
 
 
 @pytest.mark.parametrize(("source", "fmt", "extra", "metric"), [
