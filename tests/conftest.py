@@ -75,6 +75,36 @@ def trial_config() -> dict:
             "epochs": 2, "lam": -1.0, "zeta": 0.2}
 
 
+SPACE = {"name": "tiny", "models": ["tiny-bert"], "tasks": ["sst2"], "methods": ["base"],
+         "hyperparameters": {"batch_size": 16, "epochs": 1, "learning_rate": {"grid": [1.0e-3]}},
+         "settings": {"max_length": 32, "shrinkage_tokens": 1000}}
+"""The search space most tests start from: tiny-bert, Base on SST-2, one epoch at batch 16, 32 tokens."""
+MERGED = ("hyperparameters", "method_hyperparameters", "settings", "search", "scheduler", "resources")
+"""Keys whose mappings ``space_yaml``'s overrides merge into the default's (a value ``None`` drops a key)."""
+
+
+def _space_yaml(**overrides) -> str:
+    import yaml
+
+    space = {key: dict(value) if isinstance(value, dict) else value for key, value in SPACE.items()}
+    for key, value in overrides.items():
+        if key in MERGED and isinstance(value, dict):
+            merged = {**space.get(key, {}), **value}
+            space[key] = {k: v for k, v in merged.items() if v is not None}
+        elif value is None:
+            space.pop(key, None)
+        else:
+            space[key] = value
+    return yaml.safe_dump(space, sort_keys=False)
+
+
+@pytest.fixture(scope="session")
+def space_yaml():
+    """``space_yaml(**overrides)``: the text of :data:`SPACE` with ``overrides`` (a top-level key replaced; those of
+    :data:`MERGED` merged key by key; ``None`` drops a key)."""
+    return _space_yaml
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _new_stores_from_a_migrated_copy(tmp_path_factory):
     """MLflow builds a new sqlite store by running every one of its schema migrations (4 s on an idle core, 10 s on

@@ -30,7 +30,7 @@ def _run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def searched(glue_tiny, write_own, tmp_path_factory):
+def searched(glue_tiny, write_own, tmp_path_factory, space_yaml):
     """A two-trial search of a definition file (SST-2 as a CSV with words as labels, ranked by F1), run once."""
     root = tmp_path_factory.mktemp("own")
     write_own(glue_tiny, root / "data", "sst2", "csv", string_labels=True)
@@ -38,18 +38,9 @@ def searched(glue_tiny, write_own, tmp_path_factory):
     (root / "tasks" / "reviews.yaml").write_text(
         "name: reviews\ndisplay_name: Reviews\ntrain: ../data/train.csv\nvalidation: ../data/dev.csv\nmetric: f1\n"
         "positive_label: positive\n")
-    (root / "space.yaml").write_text("""\
-name: own-search
-models: [tiny-bert]
-tasks: [tasks/reviews.yaml]
-methods: [istar]
-hyperparameters:
-  batch_size: 16
-  epochs: 1
-  learning_rate: {grid: [1.0e-3, 3.0e-3]}
-  lam: -1.0
-settings: {max_length: 32, shrinkage_tokens: 1000, eval_batch_size: 32}
-""")
+    (root / "space.yaml").write_text(space_yaml(
+        name="own-search", tasks=["tasks/reviews.yaml"], methods=["istar"],
+        hyperparameters={"learning_rate": {"grid": [1.0e-3, 3.0e-3]}, "lam": -1.0}, settings={"eval_batch_size": 32}))
     done = _run("search", "space.yaml", "--storage-path", "runs", cwd=root)
     return root, done.stdout
 

@@ -238,11 +238,10 @@ def _gcs(head: str, env: dict, **auth: str) -> str:
     return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else probe.stderr[-300:]
 
 
-def _eight_trials(env: dict, root: Path, tmp_path: Path, name: str, settings: str = "") -> tuple[str, Path]:
+def _eight_trials(env: dict, root: Path, tmp_path: Path, space_yaml, name: str, **settings) -> tuple[str, Path]:
     """A job of eight one-at-a-time trials submitted (its id, and its results folder)."""
     space = tmp_path / f"{name}.yaml"
-    grid = "[" + ", ".join(f"{i}.0e-3" for i in range(1, 9)) + "]"
-    space.write_text(SPACE.format(name=name, grid=grid, concurrency=1, settings=settings))
+    space.write_text(_grid(space_yaml, name, [float(f"{i}.0e-3") for i in range(1, 9)], 1, **settings))
     results = tmp_path / "shared"
     return _submit(env, root, space, results), results
 
@@ -294,19 +293,10 @@ def _readable(log: str, head: int = 5000, tail: int = 2000) -> str:
 COMPUTED = ("accuracy", "train_loss", "task_loss", "eval_isoscore")
 """What a trial computes (its other metrics are timings)."""
 
-SPACE = """\
-name: {name}
-models: [tiny-bert]
-tasks: [sst2]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 3
-  learning_rate: {{grid: {grid}}}
-concurrency: {concurrency}
-resources: {{cpu: 1, gpu: 1}}
-settings: {{max_length: 32, shrinkage_tokens: 1000{settings}}}
-"""
+def _grid(space_yaml, name: str, rates: list[float], concurrency: int, **settings) -> str:
+    """Base on SST-2, three epochs a trial, a trial per learning rate, each asking for a CPU and a GPU."""
+    return space_yaml(name=name, hyperparameters={"epochs": 3, "learning_rate": {"grid": rates}},
+                      concurrency=concurrency, resources={"cpu": 1, "gpu": 1}, settings=settings)
 
 
 def _table(env: dict, name: str, storage: Path) -> str:
@@ -325,15 +315,15 @@ def test_template_pins_the_ray_it_is_tested_with():
     assert pinned is not None and pinned.group(1) == ray.__version__
 
 
-def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_table(slurm, glue, tmp_path):
+def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_table(slurm, glue, tmp_path,
+                                                                                  space_yaml):
     env, root = slurm
     space = tmp_path / "slurmgrid.yaml"
     rates = [1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2]
     # Trials of some seconds (SST-2's first 6,000 sentences): Tune hands a trial waiting for its new worker process
     # on the second node to the head's idle one instead (reuse_actors), so trials shorter than that process's start
     # (importing torch, a few seconds on a busy machine) would all run on the head.
-    space.write_text(SPACE.format(name="slurmgrid", grid=str(rates), concurrency=2,
-                                  settings=f", data_dir: {glue}, max_train_samples: 6000"))
+    space.write_text(_grid(space_yaml, "slurmgrid", rates, 2, data_dir=str(glue), max_train_samples=6000))
     results = tmp_path / "shared"
     job = _submit(env, root, space, results)
     _wait_for(env, root, job, "trial ")  # the search runs: the job's Ray is up on both nodes
@@ -384,11 +374,12 @@ def _in_flight(log: str) -> str | None:
     return next((trial for trial in reported if trial not in ended), None)
 
 
-def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, glue, tmp_path):
+def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_duplicated(slurm, glue, tmp_path,
+                                                                                         space_yaml):
     env, root = slurm
     # Epochs of some seconds (SST-2's first 3,000 sentences): a trial is in flight, between checkpoints, at the signal.
-    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, "slurmrequeue",
-                                 settings=f", data_dir: {glue}, max_train_samples: 3000")
+    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, space_yaml,
+                                 "slurmrequeue", data_dir=str(glue), max_train_samples=3000)
     _wait_for(env, root, job, "[2/8]")  # two trials finished: stop it as the time limit's signal would
     deadline = time.monotonic() + 60  # the store copied to the results folder while the job runs, not at its end alone
     seen: list[str] = []
@@ -432,9 +423,9 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
         assert sorted(m.step for m in client.get_metric_history(run.run_id, "accuracy")) == [1, 2, 3]
 
 
-def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_path):
+def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_path, space_yaml):
     env, root = slurm
-    job, results = _eight_trials(env, root, tmp_path, "slurmcancel")
+    job, results = _eight_trials(env, root, tmp_path, space_yaml, "slurmcancel")
     _wait_for(env, root, job, "[2/8]")
     subprocess.run(["scancel", job], env=env, check=True)  # as a researcher frees the GPUs
     _wait_until_ended(env, root, job, tmp_path)
@@ -452,25 +443,12 @@ def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_p
     assert any(r.status == "finished" for r in runs)
 
 
-ARRAY_SPACE = """\
-name: slurmarray
-models: [tiny-bert]
-tasks: [sst2, rte]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 1
-  learning_rate: {grid: [1.0e-3, 2.0e-3]}
-concurrency: 1
-resources: {cpu: 1, gpu: 1}
-settings: {max_length: 32, shrinkage_tokens: 1000}
-"""
-
-
-def test_a_job_array_of_two_tasks_fills_one_table(slurm, tmp_path):
+def test_a_job_array_of_two_tasks_fills_one_table(slurm, tmp_path, space_yaml):
     env, root = slurm
     space = tmp_path / "slurmarray.yaml"
-    space.write_text(ARRAY_SPACE)
+    space.write_text(space_yaml(name="slurmarray", tasks=["sst2", "rte"], concurrency=1,
+                                hyperparameters={"learning_rate": {"grid": [1.0e-3, 2.0e-3]}},
+                                resources={"cpu": 1, "gpu": 1}))
     results = tmp_path / "shared"
     array = ("--array=0-1", "--nodes=1", f"--output={root}/job-%A_%a.out")
     # Without a server the tasks would each need the one SQLite store: refused, with the fix, before any Ray.

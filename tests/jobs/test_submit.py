@@ -64,24 +64,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-RESUME_SPACE = """\
-name: resume
-models: [tiny-bert]
-tasks: [sst2]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 3
-  learning_rate: {grid: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3]}
-concurrency: 1
-settings: {max_length: 32, shrinkage_tokens: 1000}
-"""
-
-
 def test_killed_search_resumes_without_rerunning_finished_trials_or_duplicating_runs(glue_tiny, tmp_path,
-                                                                                   migrated_store):
+                                                                                   migrated_store, space_yaml):
     space = tmp_path / "resume.yaml"
-    space.write_text(RESUME_SPACE)
+    space.write_text(space_yaml(name="resume", concurrency=1, hyperparameters={
+        "epochs": 3, "learning_rate": {"grid": [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3]}}))
     storage = tmp_path / "runs"
     migrated_store(storage)
     command = [str(BIN / "istar-tune"), "search", str(space), "--storage-path", str(storage)]

@@ -59,23 +59,18 @@ def test_percent_follows_the_problem_type_and_axes_show_what_the_runs_hold():
         axes(runs, None, ["tickets"], None)  # runs that do not hold it: no process-wide memory of it either
 
 
-def _space(folder: Path, glue_tiny: Path, method: str, attention: str) -> Path:
+def _space(folder: Path, glue_tiny: Path, space_yaml, method: str, attention: str) -> Path:
     space = folder / f"{method}.yaml"
-    space.write_text(f"""\
-name: {method}
-models: [tiny-bert]
-tasks: [rte]
-methods: [{method}]
-hyperparameters: {{batch_size: 16, epochs: 1, learning_rate: 1.0e-3, lam: -1.0}}
-resources: {{cpu: 1, gpu: 0}}
-settings: {{data_dir: {glue_tiny}, max_length: 32, shrinkage_tokens: 500, attn_implementation: {attention}}}
-""")
+    space.write_text(space_yaml(name=method, tasks=["rte"], methods=[method], resources={"cpu": 1, "gpu": 0},
+                                hyperparameters={"learning_rate": 1.0e-3, "lam": -1.0},
+                                settings={"data_dir": str(glue_tiny), "shrinkage_tokens": 500,
+                                          "attn_implementation": attention}))
     return space
 
 
 @pytest.mark.slow
 def test_runs_record_their_attention_and_a_table_mixing_two_kernels_is_refused(glue_tiny, tmp_path, capsys,
-                                                                              monkeypatch):
+                                                                              monkeypatch, space_yaml):
     """Two real tiny-bert searches into one MLflow experiment, one with eager attention and one with sdpa: each run
     records its kernel, and `table` refuses to compare them in one line (exit 2) unless asked."""
     from istar_tune import tracking
@@ -84,7 +79,7 @@ def test_runs_record_their_attention_and_a_table_mixing_two_kernels_is_refused(g
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for method, attention in (("base", "eager"), ("istar", "sdpa")):
-        space = _space(tmp_path, glue_tiny, method, attention)
+        space = _space(tmp_path, glue_tiny, space_yaml, method, attention)
         assert main(["search", str(space), "--name", "mixed", "--tracking-uri", uri,
                      "--storage-path", str(tmp_path / method)]) == 0
     runs = tracking.trial_runs(uri, "mixed")

@@ -18,23 +18,14 @@ from istar_tune.tracking.storage import tracking_uri
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent / "istar-tune"
-SPACE = """\
-name: {name}
-models: [tiny-bert]
-tasks: [sst2]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 3
-  learning_rate: {{grid: {rates}}}
-scheduler: {scheduler}
-resources: {{cpu: 1}}
-settings: {{max_length: 32, eval_batch_size: 128, max_train_samples: 320, checkpoint: resume}}
-"""
 
 
-def _search(root: Path, glue: Path, name: str, scheduler: str, rates: list[float]) -> tuple[str, str, list]:
-    (root / f"{name}.yaml").write_text(SPACE.format(name=name, scheduler=scheduler, rates=rates))
+def _search(root: Path, glue: Path, space_yaml, name: str, scheduler: dict,
+            rates: list[float]) -> tuple[str, str, list]:
+    (root / f"{name}.yaml").write_text(space_yaml(
+        name=name, tasks=["sst2"], hyperparameters={"epochs": 3, "learning_rate": {"grid": rates}}, scheduler=scheduler,
+        resources={"cpu": 1}, settings={"eval_batch_size": 128, "max_train_samples": 320, "checkpoint": "resume",
+                                        "shrinkage_tokens": None}))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "GLUE_DIR")}
     env = {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     command = [str(BIN), "search", f"{name}.yaml", "--data-dir", str(glue), "--storage-path", "runs"]
@@ -53,18 +44,18 @@ def _check(runs: list, rates: list[float]) -> None:
         assert run.metrics["epoch"] == 3 if run.status == "finished" else 1 <= run.metrics["epoch"] < 3
 
 
-def test_hyperband_searches_a_real_grid(glue, tmp_path):
+def test_hyperband_searches_a_real_grid(glue, tmp_path, space_yaml):
     rates = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
-    dry, out, runs = _search(tmp_path, glue, "bands", "{type: hyperband, grace_period: 1, reduction_factor: 2}",
-                             rates)
+    dry, out, runs = _search(tmp_path, glue, space_yaml, "bands",
+                             {"type": "hyperband", "grace_period": 1, "reduction_factor": 2}, rates)
     assert "scheduler hyperband (grace 1, η 2)" in dry
     _check(runs, rates)
     assert any(r.status == "stopped_early" for r in runs), out[-2000:]
 
 
-def test_median_stopping_pauses_and_stops_a_real_grid(glue, tmp_path):
+def test_median_stopping_pauses_and_stops_a_real_grid(glue, tmp_path, space_yaml):
     rates = [1e-5, 1e-4, 1e-3, 5e-3]
-    dry, out, runs = _search(tmp_path, glue, "medians", "{type: median, grace_period: 1}", rates)
+    dry, out, runs = _search(tmp_path, glue, space_yaml, "medians", {"type": "median", "grace_period": 1}, rates)
     assert "scheduler median (grace 1)" in dry
     _check(runs, rates)
     assert " started again: " in out  # paused for want of others to judge against, and resumed from its checkpoint

@@ -17,22 +17,14 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent / "istar-tune"
 
 
-def _search(root: Path, dev: str) -> tuple[str, list]:
+def _search(root: Path, space_yaml, dev: str) -> tuple[str, list]:
     (root / "task.yaml").write_text(f"name: reviews\ntrain: data/train.csv\nvalidation: data/{dev}\n")
-    (root / "space.yaml").write_text("""\
-name: held
-models: [tiny-bert]
-tasks: [task.yaml]
-methods: [base]
-hyperparameters:
-  batch_size: 16
-  epochs: 3
-  learning_rate: {loguniform: [1.0e-4, 3.0e-3]}
-search: {algorithm: tpe, num_samples: 4, seed: 3}
-scheduler: {type: asha, grace_period: 1, reduction_factor: 2}
-concurrency: 1
-settings: {max_length: 32, holdout: 0.3, eval_batch_size: 32}
-""")
+    (root / "space.yaml").write_text(space_yaml(
+        name="held", tasks=["task.yaml"],
+        hyperparameters={"epochs": 3, "learning_rate": {"loguniform": [1.0e-4, 3.0e-3]}},
+        search={"algorithm": "tpe", "num_samples": 4, "seed": 3}, concurrency=1,
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        settings={"holdout": 0.3, "eval_batch_size": 32, "shrinkage_tokens": None}))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "GLUE_DIR")}
     env = {**env, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     done = subprocess.run([str(BIN), "search", "space.yaml", "--storage-path", f"runs-{dev}"], cwd=root,
@@ -46,7 +38,7 @@ settings: {max_length: 32, holdout: 0.3, eval_batch_size: 32}
     return uri, runs
 
 
-def test_a_poisoned_dev_set_changes_no_proposal_no_stop_and_no_choice(glue, tmp_path):
+def test_a_poisoned_dev_set_changes_no_proposal_no_stop_and_no_choice(glue, tmp_path, space_yaml):
     (tmp_path / "data").mkdir()
     for split, name, rows in (("train", "train", 400), ("dev", "dev", 96)):
         table = pd.read_csv(glue / "SST-2" / f"{name}.tsv", sep="\t", quoting=3).head(rows)
@@ -54,8 +46,8 @@ def test_a_poisoned_dev_set_changes_no_proposal_no_stop_and_no_choice(glue, tmp_
     dev = pd.read_csv(tmp_path / "data" / "dev.csv")
     dev["label"] = 1 - dev["label"]  # every dev label wrong: a search that read it would choose otherwise
     dev.to_csv(tmp_path / "data" / "poisoned.csv", index=False)
-    clean_uri, clean = _search(tmp_path, "dev.csv")
-    poisoned_uri, poisoned = _search(tmp_path, "poisoned.csv")
+    clean_uri, clean = _search(tmp_path, space_yaml, "dev.csv")
+    poisoned_uri, poisoned = _search(tmp_path, space_yaml, "poisoned.csv")
 
     def seen(runs):  # what the searcher proposed, where the scheduler stopped it, and what chose
         return [(r.config["learning_rate"], r.status, r.metrics["objective"]) for r in runs]

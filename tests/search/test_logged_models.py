@@ -27,19 +27,15 @@ from istar_tune.training.state import STATE_FILE
 
 pytestmark = pytest.mark.slow
 RAY_CPUS = 2
-SPACE = """\
-name: models
-models: [tiny-bert]
-tasks: {tasks}
-methods: [base, istar]
-hyperparameters:
-  batch_size: 16
-  epochs: 2
-  learning_rate: {{grid: {grid}}}
-method_hyperparameters:
-  istar: {{lam: -1.0, zeta: 0.2}}
-settings: {{max_length: 48, shrinkage_tokens: 1000, checkpoint: {checkpoint}{holdout}}}
-"""
+
+
+def _models_space(space_yaml, tasks: list[str], rate: float, checkpoint: str, name: str = "models",
+                  methods: tuple[str, ...] = ("base", "istar"), **settings) -> str:
+    """Two epochs, one learning rate, 48 tokens, the checkpoint setting given (I-STAR at λ −1, ζ 0.2)."""
+    return space_yaml(name=name, tasks=tasks, methods=list(methods),
+                      hyperparameters={"epochs": 2, "learning_rate": {"grid": [rate]}},
+                      method_hyperparameters={"istar": {"lam": -1.0, "zeta": 0.2}},
+                      settings={"max_length": 48, "checkpoint": checkpoint, **settings})
 
 
 def _search(folder, glue_tiny, lines, resume=False):
@@ -51,16 +47,14 @@ def _search(folder, glue_tiny, lines, resume=False):
 
 
 @pytest.fixture(scope="module")
-def searched(local_ray, glue_tiny, user_tasks, tmp_path_factory):
+def searched(local_ray, glue_tiny, user_tasks, tmp_path_factory, space_yaml):
     """The shipped task and the four tasks of one's own (:data:`conftest.USER_TASKS`), searched once."""
     folder = tmp_path_factory.mktemp("logged")
     definitions = user_tasks(glue_tiny, folder)
-    tasks = "[sst2, " + ", ".join(definitions[kind].name for kind in ("words", "coded", "scores")) + "]"
-    (folder / "models.yaml").write_text(SPACE.format(tasks=tasks, grid="[3.0e-3]", checkpoint="state",
-                                                     holdout=", holdout: 0.25"))
-    (folder / "models-qa.yaml").write_text(SPACE.format(tasks="[answers.yaml]", grid="[3.0e-3]", checkpoint="state",
-                                                        holdout="").replace("name: models", "name: models-qa")
-                                           .replace("methods: [base, istar]", "methods: [base]"))
+    tasks = ["sst2", *(definitions[kind].name for kind in ("words", "coded", "scores"))]
+    (folder / "models.yaml").write_text(_models_space(space_yaml, tasks, 3.0e-3, "state", holdout=0.25))
+    (folder / "models-qa.yaml").write_text(_models_space(space_yaml, ["answers.yaml"], 3.0e-3, "state",
+                                                         name="models-qa", methods=("base",)))
     lines: list[str] = []
     summary, qa = _search(folder, glue_tiny, lines)
     return summary, lines, folder, qa
@@ -254,9 +248,8 @@ def test_a_seeds_stage_logs_every_seeds_run_as_a_model_of_its_own(searched, glue
     assert set(predicted["label"]) <= {"negative", "positive"}
 
 
-def test_no_models_when_asked_and_a_records_only_checkpoint_says_why(local_ray, glue_tiny, tmp_path):
-    (tmp_path / "models.yaml").write_text(SPACE.format(tasks="[sst2]", grid="[1.0e-3]", checkpoint="resume",
-                                                       holdout=""))
+def test_no_models_when_asked_and_a_records_only_checkpoint_says_why(local_ray, glue_tiny, tmp_path, space_yaml):
+    (tmp_path / "models.yaml").write_text(_models_space(space_yaml, ["sst2"], 1.0e-3, "resume"))
     space = load_search_space(tmp_path / "models.yaml")
     lines: list[str] = []
     summary = run_search(space, storage_path=tmp_path / "off", data_dir=str(glue_tiny), write=lines.append,

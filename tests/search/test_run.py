@@ -81,22 +81,14 @@ def test_smoke_search_runs_trials_on_both_nodes_and_tracks_them(two_node_cluster
         assert row.trial_id in tied
 
 
-COMPILED = """\
-name: compiled
-models: [tiny-bert]
-tasks: [rte]
-methods: [base]
-hyperparameters: {batch_size: 16, epochs: 1, learning_rate: 1.0e-3}
-resources: {cpu: 1, gpu: 0}
-settings: {max_length: 48, length_bucket: 8, step_mode: compile, max_train_samples: 32}
-"""
-
-
-def test_a_compiled_bucketed_trial_records_both_settings_in_its_mlflow_run(two_node_cluster, tmp_path):
+def test_a_compiled_bucketed_trial_records_both_settings_in_its_mlflow_run(two_node_cluster, tmp_path, space_yaml):
     """``step_mode: compile`` with length buckets runs in a real trial (torch.compile on the CPU) and its MLflow run
     holds both, as the tables' exactness check reads them."""
     space_file = tmp_path / "compiled.yaml"
-    space_file.write_text(COMPILED)
+    space_file.write_text(space_yaml(
+        name="compiled", tasks=["rte"], resources={"cpu": 1, "gpu": 0}, hyperparameters={"learning_rate": 1.0e-3},
+        settings={"max_length": 48, "length_bucket": 8, "step_mode": "compile", "max_train_samples": 32,
+                  "shrinkage_tokens": None}))
     summary = run_search(load_search_space(space_file), storage_path=tmp_path / "runs",
                          address=two_node_cluster.address, write=lambda _: None)
     assert not summary.failed

@@ -23,19 +23,6 @@ from istar_tune.training.loop import MEASURED_KEYS
 
 pytestmark = pytest.mark.slow
 
-SPACE = """\
-name: {name}
-models: [tiny-bert]
-tasks: [rte]
-methods: [base, istar]
-hyperparameters:
-  batch_size: 16
-  epochs: {{grid: [1, 2, 3]}}
-  learning_rate: {{grid: [1.0e-3, 3.0e-3]}}
-resources: {{cpu: 1}}
-search: {{algorithm: grid, share_epochs: {share}}}
-settings: {{recipe: paper, max_length: 32, shrinkage_tokens: 400, checkpoint: resume{extra}}}
-"""
 UNCOMPARED = (*MEASURED_KEYS, "checkpoint_bytes")
 RAY_CPUS = 2  # real trials: a worker per core (tests/conftest.py, local_ray)
 
@@ -56,13 +43,17 @@ def _records(uri: str, name: str) -> dict[tuple, dict]:
     return out
 
 
-@pytest.mark.parametrize("extra", ["", ", holdout: 0.25, patience: 1"], ids=["last-epoch", "holdout-patience"])
-def test_shared_and_unshared_grids_give_the_same_runs_and_table(extra, local_ray, glue_tiny, tmp_path):
+@pytest.mark.parametrize("extra", [{}, {"holdout": 0.25, "patience": 1}], ids=["last-epoch", "holdout-patience"])
+def test_shared_and_unshared_grids_give_the_same_runs_and_table(extra, local_ray, glue_tiny, tmp_path, space_yaml):
     names, summaries = [], []
-    for share in ("true", "false"):
-        name = f"grid-{'shared' if share == 'true' else 'unshared'}"
+    for share in (True, False):
+        name = f"grid-{'shared' if share else 'unshared'}"
         path = tmp_path / f"{name}.yaml"
-        path.write_text(SPACE.format(name=name, share=share, extra=extra))
+        path.write_text(space_yaml(
+            name=name, tasks=["rte"], methods=["base", "istar"], resources={"cpu": 1},
+            hyperparameters={"epochs": {"grid": [1, 2, 3]}, "learning_rate": {"grid": [1.0e-3, 3.0e-3]}},
+            search={"algorithm": "grid", "share_epochs": share},
+            settings={"recipe": "paper", "shrinkage_tokens": 400, "checkpoint": "resume", **extra}))
         space = load_search_space(path)
         summaries.append(run_search(space, storage_path=tmp_path / "runs", data_dir=str(glue_tiny),
                                     write=lambda _: None))
