@@ -50,7 +50,7 @@ fuzz: $(STAMP)
 # train, a two-trial search tracked in MLflow and its table (tests/test_versions_smoke.py). CI runs the two at once.
 SMOKE_TESTS := tests/test_api.py tests/test_versions_smoke.py
 # The image's versions also run the GPU device check on a CPU (tiny-bert), as it runs there.
-DEVICE_CHECK_TEST := tests/benchmarks/test_device_check.py
+DEVICE_CHECK_TEST := tests/benchmarks/device/test_check.py
 
 # Each environment's tests and the image's device check run as jobs of their own, so `make -j2` keeps both cores busy.
 smoke-image: smoke-image-env

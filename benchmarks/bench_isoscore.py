@@ -27,7 +27,7 @@ def released_formula(points: torch.Tensor, shrinkage_cov: torch.Tensor, zeta: fl
     return ((d - defect**2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))
 
 
-def _time(fn, points: torch.Tensor, repeats: int) -> float:
+def time_backward(fn, points: torch.Tensor, repeats: int) -> float:
     def once() -> float:
         x = points.detach().clone().requires_grad_(True)
         if x.is_cuda:
@@ -59,8 +59,8 @@ def main() -> None:
         shrink = (a @ a.T / (2 * args.dim)).to(device)
         for n in args.sizes:
             points = (torch.randn(n, args.dim, generator=gen) * torch.linspace(3, 0.1, args.dim)).to(device)
-            ours = _time(lambda x, s=shrink: isoscore_star(x, s, args.zeta), points, args.repeats)
-            released = _time(lambda x, s=shrink: released_formula(x, s, args.zeta), points, args.repeats)
+            ours = time_backward(lambda x, s=shrink: isoscore_star(x, s, args.zeta), points, args.repeats)
+            released = time_backward(lambda x, s=shrink: released_formula(x, s, args.zeta), points, args.repeats)
             print(f"{device:>6} {n:>7} {ours:>16.4f} {released:>17.4f} {released / ours:>8.2f}x")
 
 

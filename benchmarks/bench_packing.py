@@ -2,7 +2,7 @@
 one experiment) on a local Ray instance of logical GPUs, once with one trial a GPU (``gpu: 1``) and once with
 ``--packing`` trials a GPU (``gpu: 1/packing``), in one run.
 
-    python benchmarks/bench_packing.py [--models bert] [--tasks rte] [--gpus 8] [--packing 4] [--time-factor 0.05]
+    python -m benchmarks.bench_packing [--models bert] [--tasks rte] [--gpus 8] [--packing 4] [--time-factor 0.05]
                                        [--throughput FILE | --gain 2.0]
 
 Each simulated trial waits for the time the cost model gives it at the rate of its packing (``--throughput``: the
@@ -24,14 +24,12 @@ import argparse
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_paper_scale import STAGES, check_tables, trial_configs  # noqa: E402
+from benchmarks.bench_paper_scale import STAGES, check_tables, trial_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -161,7 +161,7 @@ def check_tables(tracking_uri: str, models: list[str], tasks: list[str] | None, 
     return exact
 
 
-def main() -> None:
+def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["bert", "albert", "distilbert"])
     parser.add_argument("--tasks", nargs="+", default=None, help="a subset of the nine tasks (default: all)")
@@ -180,9 +180,161 @@ def main() -> None:
     parser.add_argument("--max-pending", type=int, default=None,
                         help="TUNE_MAX_PENDING_TRIALS_PG (default: the search's choice)")
     parser.add_argument("--log", default=None, help="file for the progress lines (default: a temporary file)")
-    args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers and the cluster on a kill too
+    return parser.parse_args()
 
+
+def start_cluster(args):
+    """``args.nodes`` Ray nodes on 127.0.0.1 of ``args.gpus_per_node`` logical GPUs and 4 CPUs each, connected to."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4 * args.gpus_per_node,
+                                                            "num_gpus": args.gpus_per_node})
+    for _ in range(args.nodes - 1):
+        cluster.add_node(num_cpus=4 * args.gpus_per_node, num_gpus=args.gpus_per_node)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    return cluster
+
+
+class Rehearsal:
+    """The stages' searches on one cluster and MLflow server, and what each of them measured."""
+
+    def __init__(self, args, spaces: list, cluster, tracking_uri: str, storage: Path, log: LineLog):
+        self.args, self.spaces, self.cluster, self.tracking_uri = args, spaces, cluster, tracking_uri
+        self.storage, self.log, self.gpus = storage, log, args.nodes * args.gpus_per_node
+        self.stages: dict[str, dict] = {}
+        self.durations_of: dict[str, list[float]] = {}
+        self.latencies: list[float] = []
+        self.phases: list[dict] = []
+        self.seeds_alone: dict = {}
+        self.wall = self.cpu = 0.0
+
+    def search(self, spaces: list, simulation) -> list:
+        from istar_tune.search.run import run_searches
+
+        return run_searches(spaces, storage_path=self.storage, tracking_uri=self.tracking_uri,
+                            address=self.cluster.address, simulation=simulation, write=self.log)
+
+    def run(self, simulation) -> None:
+        """The stages as one experiment (or one search each with ``--separate``), then the seeds stage alone."""
+        stage_of = {space.name: stage for stage, space in zip(self.args.stages, self.spaces)}
+        for batch in [[space] for space in self.spaces] if self.args.separate else [self.spaces]:
+            cpu_before, began, began_unix = time.process_time(), time.monotonic(), time.time()
+            summaries = self.search(batch, simulation)
+            wall = time.monotonic() - began
+            self.wall += wall
+            self.cpu += time.process_time() - cpu_before
+            self.phases.append({k: round(v, 1) for k, v in summaries[0].phases_s.items()})
+            for space, summary in zip(batch, summaries):
+                self.record(stage_of[space.name], summary, began_unix, wall)
+            print(f"run of {', '.join(s.name for s in batch)}: {wall:.1f} s; phases {self.phases[-1]}", flush=True)
+        if "paper_seeds" in self.args.stages and not self.args.separate:
+            self.seeds_alone_run()
+
+    def record(self, stage: str, summary, began_unix: float, wall: float) -> None:
+        from istar_tune.config import trial_epochs
+        from istar_tune.search.spaces.cost import trial_seconds
+
+        outcomes = [t for g in summary.groups for t in g.trials]
+        trained = trial_configs(outcomes)
+        durations = self.durations_of[stage] = [trial_seconds(c) * self.args.time_factor for c in trained]
+        ended = max((t.ended_at for t in outcomes if t.ended_at), default=began_unix) - began_unix
+        self.stages[stage] = {
+            "configurations": len(outcomes), "trials": len(trained),
+            "trained_epochs": sum(trial_epochs(c) for c in trained),
+            "unshared_epochs": sum(trial_epochs(t.config) for t in outcomes),
+            "gpu_hours": round(sum(durations) / self.args.time_factor / 3600, 1),
+            "unshared_gpu_hours": round(sum(trial_seconds(t.config) for t in outcomes) / 3600, 1),
+            "failed": len(summary.failed), "last_trial_ended_s": round(ended, 1),
+            "min_makespan_s": round(stage_minimum(durations, self.gpus), 1),
+            "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
+            "mlflow_log_p99_ms": round(percentile(summary.mlflow_latencies_ms, 99), 1)}
+        if self.args.separate:
+            self.stages[stage].update(wall_s=round(wall, 1), ratio=round(wall / stage_minimum(durations, self.gpus), 3))
+        self.latencies += summary.mlflow_latencies_ms
+        print(f"{stage}: {json.dumps(self.stages[stage])}", flush=True)
+
+    def seeds_alone_run(self) -> None:
+        """The seeds stage on its own, as a user re-running it would (its configurations read from MLflow)."""
+        from istar_tune.search.spaces.cost import trial_seconds
+        from istar_tune.search.tune.simulate import Simulation
+
+        space = replace(next(s for s in self.spaces if s.stage == "seeds"), name="paper-seeds-alone")
+        alone = Simulation(time_factor=self.args.seeds_time_factor or self.args.time_factor,
+                           checkpoint_bytes=self.args.checkpoint_bytes)
+        began = time.monotonic()
+        summary = self.search([space], alone)[0]
+        wall = time.monotonic() - began
+        durations = [trial_seconds(c) * alone.time_factor
+                     for c in trial_configs([t for g in summary.groups for t in g.trials])]
+        minimum = stage_minimum(durations, self.gpus)
+        self.seeds_alone = {"trials": len(durations), "wall_s": round(wall, 1), "min_makespan_s": round(minimum, 1),
+                            "ratio": round(wall / minimum, 3), "time_factor": alone.time_factor,
+                            "phases_s": {k: round(v, 1) for k, v in summary.phases_s.items()}}
+        print(f"paper_seeds alone: {json.dumps(self.seeds_alone)}", flush=True)
+
+    def minimum_makespan(self) -> float:
+        """The larger of all GPU-seconds over the GPUs and the longest grid trial followed by the longest seed."""
+        every = [d for durations in self.durations_of.values() for d in durations]
+        seeds_longest = max(self.durations_of.get("paper_seeds", []), default=0.0)
+        grid_longest = max((d for stage, durations in self.durations_of.items() if stage != "paper_seeds"
+                            for d in durations), default=0.0)
+        return max(sum(every) / self.gpus, grid_longest + seeds_longest)
+
+
+def mlflow_trial_runs(tracking_uri: str) -> tuple[int, list[str]]:
+    """The trial runs in the four experiments, and their Tune trial ids."""
+    from istar_tune import tracking
+
+    client = tracking.client(tracking_uri)
+    runs, trial_ids = 0, []
+    for experiment in ("paper-base", "paper-cosreg", "paper-istar", "paper-seeds"):
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            continue
+        children = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"})
+        runs += len(children)
+        trial_ids += [r.data.tags.get(tracking.TAG_TRIAL_ID) for r in children]
+    return runs, trial_ids
+
+
+def figures_of(rehearsal: Rehearsal, runs: int, trial_ids: list[str], exact: dict, workers: int, peak_rss: int,
+               storage: Path) -> dict:
+    """The run's figures, in total and per stage (the last line printed)."""
+    args, stages, latencies = rehearsal.args, rehearsal.stages, rehearsal.latencies
+    trials = sum(s["trials"] for s in stages.values())
+    total = {key: sum(s[key] for s in stages.values()) for key in ("configurations", "trained_epochs",
+                                                                   "unshared_epochs", "failed")}
+    minimum = rehearsal.minimum_makespan()
+    every = sum(d for durations in rehearsal.durations_of.values() for d in durations)
+    return {
+        "configurations": total["configurations"], "trials": trials, "mlflow_runs": runs,
+        "trained_epochs": total["trained_epochs"], "unshared_epochs": total["unshared_epochs"],
+        "epochs_ratio": round(total["trained_epochs"] / max(total["unshared_epochs"], 1), 3),
+        "gpu_hours": round(sum(s["gpu_hours"] for s in stages.values()), 1),
+        "unshared_gpu_hours": round(sum(s["unshared_gpu_hours"] for s in stages.values()), 1),
+        "duplicate_trial_ids": len(trial_ids) - len(set(trial_ids)),
+        "tables_exact": bool(exact) and all(exact.values()), "tables": exact,
+        "makespan_s": round(rehearsal.wall, 1), "min_makespan_s": round(minimum, 1),
+        "ratio": round(rehearsal.wall / minimum, 3),
+        "seeds_ratio": rehearsal.seeds_alone.get("ratio", stages.get("paper_seeds", {}).get("ratio")),
+        "seeds_alone": rehearsal.seeds_alone, "mode": "separate" if args.separate else "one experiment",
+        "phases_s": rehearsal.phases, "worker_processes_started": workers,
+        "max_pending_trials": os.environ.get("TUNE_MAX_PENDING_TRIALS_PG", "per search"),
+        "utilisation": round(every / (rehearsal.gpus * rehearsal.wall), 3),
+        "driver_cpu_s_per_trial": round(rehearsal.cpu / max(trials, 1), 4),
+        "mlflow_log_p50_ms": round(percentile(latencies, 50), 1),
+        "mlflow_log_p99_ms": round(percentile(latencies, 99), 1),
+        "peak_driver_rss_mb": round(peak_rss / 2**20, 1), "storage_bytes": folder_bytes(storage),
+        "time_factor": args.time_factor, "gpus": rehearsal.gpus, "failed": total["failed"], "stages": stages,
+        "mlflow_log_mean_ms": round(statistics.fmean(latencies), 1) if latencies else None,
+    }
+
+
+def main() -> None:
+    args = options()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers and the cluster on a kill too
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if args.max_pending:
         os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(args.max_pending)
@@ -190,163 +342,41 @@ def main() -> None:
 
     loopback_only()
     import ray
-    from ray.cluster_utils import Cluster
 
-    from istar_tune import tracking
-    from istar_tune.config import trial_epochs
-    from istar_tune.search.run import run_searches
-    from istar_tune.search.spaces.cost import trial_seconds
     from istar_tune.search.spaces.file import load_search_space
     from istar_tune.search.tune.simulate import Simulation
     from istar_tune.testing import MlflowServer, PostgresServer
 
     simulation = Simulation(time_factor=args.time_factor, checkpoint_bytes=args.checkpoint_bytes)
-    gpus = args.nodes * args.gpus_per_node
     tmp = Path(tempfile.mkdtemp(prefix="istar-scale-"))
-    storage = tmp / "storage"
-    log_file = Path(args.log) if args.log else tmp / "progress.log"
+    storage, log_file = tmp / "storage", Path(args.log) if args.log else tmp / "progress.log"
     print(f"rehearsal: models {', '.join(args.models)}; {args.nodes} nodes × {args.gpus_per_node} GPUs; "
           f"time factor {args.time_factor}; progress in {log_file}", flush=True)
-
     sampler = MemorySampler()
     sampler.start()
-    figures: dict = {}
+    spaces = [load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models, tasks=args.tasks)
+              for stage in args.stages]
     with PostgresServer() as postgres, MlflowServer(backend=postgres.url, workers=2) as server:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4 * args.gpus_per_node,
-                                                                "num_gpus": args.gpus_per_node})
-        for _ in range(args.nodes - 1):
-            cluster.add_node(num_cpus=4 * args.gpus_per_node, num_gpus=args.gpus_per_node)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        cluster = start_cluster(args)
         print(f"cluster: {len(ray.nodes())} nodes, {ray.cluster_resources().get('GPU', 0):.0f} GPUs; MLflow "
               f"{server.uri} over {postgres.url}", flush=True)
         session = Path(ray._private.worker._global_node.get_session_dir_path())
-        stages: dict[str, dict] = {}
-        latencies: list[float] = []
-        durations_of: dict[str, list[float]] = {}
-        spaces = [load_search_space(ROOT / "search_spaces" / f"{stage}.yaml").narrow(models=args.models,
-                                                                                   tasks=args.tasks)
-                  for stage in args.stages]
-        stage_of = {space.name: stage for stage, space in zip(args.stages, spaces)}
-        runs_of = [[space] for space in spaces] if args.separate else [spaces]
-        total_wall = total_cpu = 0.0
-        phases: list[dict] = []
-        seeds_alone: dict = {}
+        rehearsal = Rehearsal(args, spaces, cluster, server.uri, storage, LineLog(log_file))
         try:
-            for batch in runs_of:
-                cpu_before = time.process_time()
-                began = time.monotonic()
-                began_unix = time.time()
-                summaries = run_searches(batch, storage_path=storage, tracking_uri=server.uri,
-                                         address=cluster.address, simulation=simulation, write=LineLog(log_file))
-                wall = time.monotonic() - began
-                total_wall += wall
-                total_cpu += time.process_time() - cpu_before
-                phases.append({k: round(v, 1) for k, v in summaries[0].phases_s.items()})
-                for space, summary in zip(batch, summaries):
-                    stage = stage_of[space.name]
-                    outcomes = [t for g in summary.groups for t in g.trials]
-                    trained = trial_configs(outcomes)
-                    durations = [trial_seconds(c) * args.time_factor for c in trained]
-                    durations_of[stage] = durations
-                    unshared = [trial_seconds(t.config) for t in outcomes]
-                    ended = max((t.ended_at for t in outcomes if t.ended_at), default=began_unix) - began_unix
-                    stages[stage] = {"configurations": len(outcomes), "trials": len(trained),
-                                     "trained_epochs": sum(trial_epochs(c) for c in trained),
-                                     "unshared_epochs": sum(trial_epochs(t.config) for t in outcomes),
-                                     "gpu_hours": round(sum(durations) / args.time_factor / 3600, 1),
-                                     "unshared_gpu_hours": round(sum(unshared) / 3600, 1),
-                                     "failed": len(summary.failed),
-                                     "last_trial_ended_s": round(ended, 1),
-                                     "min_makespan_s": round(stage_minimum(durations, gpus), 1),
-                                     "mlflow_log_p50_ms": round(percentile(summary.mlflow_latencies_ms, 50), 1),
-                                     "mlflow_log_p99_ms": round(percentile(summary.mlflow_latencies_ms, 99), 1)}
-                    if args.separate:
-                        minimum = stage_minimum(durations, gpus)
-                        stages[stage].update(wall_s=round(wall, 1), ratio=round(wall / minimum, 3))
-                    latencies += summary.mlflow_latencies_ms
-                    print(f"{stage}: {json.dumps(stages[stage])}", flush=True)
-                print(f"run of {', '.join(s.name for s in batch)}: {wall:.1f} s; phases {phases[-1]}", flush=True)
-            if "paper_seeds" in args.stages and not args.separate:
-                # The seeds stage on its own, as a user re-running it would (its configurations read from MLflow).
-                space = replace(next(s for s in spaces if s.stage == "seeds"), name="paper-seeds-alone")
-                alone = Simulation(time_factor=args.seeds_time_factor or args.time_factor,
-                                   checkpoint_bytes=args.checkpoint_bytes)
-                began = time.monotonic()
-                summary = run_searches([space], storage_path=storage, tracking_uri=server.uri,
-                                       address=cluster.address, simulation=alone, write=LineLog(log_file))[0]
-                wall = time.monotonic() - began
-                durations = [trial_seconds(c) * alone.time_factor
-                             for c in trial_configs([t for g in summary.groups for t in g.trials])]
-                minimum = stage_minimum(durations, gpus)
-                seeds_alone = {"trials": len(durations), "wall_s": round(wall, 1), "min_makespan_s": round(minimum, 1),
-                               "ratio": round(wall / minimum, 3), "time_factor": alone.time_factor,
-                               "phases_s": {k: round(v, 1) for k, v in summary.phases_s.items()}}
-                print(f"paper_seeds alone: {json.dumps(seeds_alone)}", flush=True)
+            rehearsal.run(simulation)
         finally:
             # Worker processes Ray started (one log each): trial actors, including any started and then discarded.
-            workers_started = len(list((session / "logs").glob("python-core-worker-*.log")))
+            workers = len(list((session / "logs").glob("python-core-worker-*.log")))
             ray.shutdown()
             cluster.shutdown()
-        all_durations = [d for durations in durations_of.values() for d in durations]
-        seeds_longest = max(durations_of.get("paper_seeds", []), default=0.0)
-        grid_longest = max((d for stage, durations in durations_of.items() if stage != "paper_seeds"
-                            for d in durations), default=0.0)
-
-        client = tracking.client(server.uri)
-        runs, trial_ids = 0, []
-        for experiment in ("paper-base", "paper-cosreg", "paper-istar", "paper-seeds"):
-            found = client.get_experiment_by_name(experiment)
-            if found is None:
-                continue
-            children = tracking.find_runs(client, found.experiment_id, **{tracking.TAG_ROLE: "trial"})
-            runs += len(children)
-            trial_ids += [r.data.tags.get(tracking.TAG_TRIAL_ID) for r in children]
+        runs, trial_ids = mlflow_trial_runs(server.uri)
         exact = (check_tables(server.uri, args.models, args.tasks, simulation.seed, simulation.noise)
                  if set(args.stages) == set(STAGES) else {})
     sampler.running = False
-    trials = sum(s["trials"] for s in stages.values())
-    configurations = sum(s["configurations"] for s in stages.values())
-    trained_epochs = sum(s["trained_epochs"] for s in stages.values())
-    unshared_epochs = sum(s["unshared_epochs"] for s in stages.values())
-    chain = grid_longest + seeds_longest
-    minimum = max(sum(all_durations) / gpus, chain)
-    figures = {
-        "configurations": configurations,
-        "trials": trials,
-        "mlflow_runs": runs,
-        "trained_epochs": trained_epochs,
-        "unshared_epochs": unshared_epochs,
-        "epochs_ratio": round(trained_epochs / max(unshared_epochs, 1), 3),
-        "gpu_hours": round(sum(s["gpu_hours"] for s in stages.values()), 1),
-        "unshared_gpu_hours": round(sum(s["unshared_gpu_hours"] for s in stages.values()), 1),
-        "duplicate_trial_ids": len(trial_ids) - len(set(trial_ids)),
-        "tables_exact": bool(exact) and all(exact.values()),
-        "tables": exact,
-        "makespan_s": round(total_wall, 1),
-        "min_makespan_s": round(minimum, 1),
-        "ratio": round(total_wall / minimum, 3),
-        "seeds_ratio": seeds_alone.get("ratio", stages.get("paper_seeds", {}).get("ratio")),
-        "seeds_alone": seeds_alone,
-        "mode": "separate" if args.separate else "one experiment",
-        "phases_s": phases,
-        "worker_processes_started": workers_started,
-        "max_pending_trials": os.environ.get("TUNE_MAX_PENDING_TRIALS_PG", "per search"),
-        "utilisation": round(sum(all_durations) / (gpus * total_wall), 3),
-        "driver_cpu_s_per_trial": round(total_cpu / max(trials, 1), 4),
-        "mlflow_log_p50_ms": round(percentile(latencies, 50), 1),
-        "mlflow_log_p99_ms": round(percentile(latencies, 99), 1),
-        "peak_driver_rss_mb": round(max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-                                    / 2**20, 1),
-        "storage_bytes": folder_bytes(storage),
-        "time_factor": args.time_factor,
-        "gpus": gpus,
-        "failed": sum(s["failed"] for s in stages.values()),
-        "stages": stages,
-        "mlflow_log_mean_ms": round(statistics.fmean(latencies), 1) if latencies else None,
-    }
+    peak_rss = max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    figures = figures_of(rehearsal, runs, trial_ids, exact, workers, peak_rss, storage)
     print(json.dumps(figures), flush=True)
-    sys.exit(0 if figures["failed"] == 0 and figures["mlflow_runs"] == configurations else 1)
+    sys.exit(0 if figures["failed"] == 0 and figures["mlflow_runs"] == figures["configurations"] else 1)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GRIDS = ("paper_base", "paper_cosreg", "paper_istar")
 
 
-def main() -> None:
+def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["bert"])
     parser.add_argument("--tasks", nargs="+", default=None, help="a subset of the nine tasks (default: all)")
@@ -33,7 +33,11 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=32, help="logical GPUs of the local Ray instance")
     parser.add_argument("--processes", type=int, default=None,
                         help="the replay's processes (default: replay's own, a process per core for a large grid)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = options()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
     import pandas as pd

@@ -21,7 +21,7 @@ from istar_tune.models import hidden_size, load_model
 from istar_tune.tasks import get_task
 
 
-def _step(model, optimizer, batch, method: str, shrinkage_cov, amp_dtype, device) -> None:
+def train_step(model, optimizer, batch, method: str, shrinkage_cov, amp_dtype, device) -> None:
     with torch.autocast(device_type=device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
         outputs = model(**batch, output_hidden_states=method == "istar")
     loss = outputs.loss.float()
@@ -54,7 +54,7 @@ def measure(model_name: str, batch_size: int, seq_len: int, steps: int, device: 
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        _step(model, optimizer, batch, method, shrinkage_cov, amp_dtype, device)
+        train_step(model, optimizer, batch, method, shrinkage_cov, amp_dtype, device)
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - start

@@ -131,16 +131,65 @@ def test_imports_inside_functions_are_read(tmp_path):
     assert imports(source) == {"istar_tune.tracking", "istar_tune.search.preflight", "istar_tune.results.tables"}
 
 
-def test_modules_and_functions_fit_one_sitting():
-    long_modules = {name: n for name, path in MODULES.items()
+def too_long(modules: dict[str, Path]) -> tuple[dict[str, int], dict[str, int]]:
+    """The modules over :data:`MAX_MODULE_LINES` lines and the functions over :data:`MAX_FUNCTION_LINES`."""
+    long_modules = {name: n for name, path in modules.items()
                     if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     long_functions = {}
-    for name, path in MODULES.items():
+    for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
                     long_functions[f"{name}.{node.name}"] = n
-    assert long_modules == {} and long_functions == {}
+    return long_modules, long_functions
+
+
+def test_modules_and_functions_fit_one_sitting():
+    assert too_long(MODULES) == ({}, {})
+
+
+BENCHMARKS = {module_name(path): path for path in (ROOT / "benchmarks").rglob("*.py")}
+
+
+def local_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that module ``name`` (at ``path``) imports, absolutely or relatively, at any
+    depth."""
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            source = node.module if node.level == 0 else ".".join(filter(None, (base, node.module)))
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                found.add(full if full in modules else source)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {m for m in found if m in modules and m != name}
+
+
+def test_the_benchmarks_fit_one_sitting_and_import_in_no_circle():
+    """The package's size, function-length and circle rules hold for ``benchmarks/`` too, whose modules import one
+    another as a package (``python -m benchmarks.device``), never through ``sys.path`` edits."""
+    assert len(BENCHMARKS) > 20 and too_long(BENCHMARKS) == ({}, {})
+    edges = {name: local_imports(name, path, BENCHMARKS) for name, path in BENCHMARKS.items()}
+    assert edges["benchmarks.device.sections.step"] >= {"benchmarks.device.common", "benchmarks.bench_step"}
+    assert cycle(edges) is None
+    edits = [f"{name}:{number}" for name, path in BENCHMARKS.items()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if re.search(r"sys\.path\.(insert|append)", line)]
+    assert edits == []
+
+
+def test_relative_imports_are_resolved_and_a_planted_circle_found(tmp_path):
+    (tmp_path / "a.py").write_text("from ..common import table\nfrom ... import bench_step\n")
+    modules = {"benchmarks.device.sections.a": tmp_path / "a.py", "benchmarks.device.common": tmp_path / "c.py",
+               "benchmarks.bench_step": tmp_path / "b.py"}
+    assert local_imports("benchmarks.device.sections.a", tmp_path / "a.py", modules) == {
+        "benchmarks.device.common", "benchmarks.bench_step"}
+    edges = {"benchmarks.device.common": {"benchmarks.device.sections.a"},
+             "benchmarks.device.sections.a": {"benchmarks.device.common"}}
+    assert cycle(edges) is not None
 
 
 LIGHT = ["istar_tune", "istar_tune.config", "istar_tune.tracking", "istar_tune.results.tables",
@@ -307,8 +356,8 @@ def unnamed_in_docstring(package: Path) -> list[str]:
     return sorted(name for name in found if f"``{name}``" not in text and f"``{name}/``" not in text)
 
 
-@pytest.mark.parametrize("package", sorted(str(p.parent.relative_to(ROOT)) for p in PACKAGE.rglob("__init__.py")
-                                           if p.parent != PACKAGE))
+@pytest.mark.parametrize("package", sorted(str(p.parent.relative_to(ROOT)) for folder in (PACKAGE, ROOT / "benchmarks")
+                                           for p in folder.rglob("__init__.py") if p.parent != PACKAGE))
 def test_each_package_names_every_module_of_it_in_its_docstring(package):
     assert unnamed_in_docstring(ROOT / package) == [], f"{package}/__init__.py's docstring says nothing of these"
 

@@ -1,6 +1,6 @@
-"""Assemble what travels to a lent GPU machine for ``benchmarks/device_check.py``, on a development machine.
+"""Assemble what travels to a lent GPU machine for ``python -m benchmarks.device``, on a development machine.
 
-    python benchmarks/device_prepare.py [--out .devicekit] [--data-dir ../shared/data/glue] [--limit-mib 60]
+    python -m benchmarks.device.prepare [--out .devicekit] [--data-dir ../shared/data/glue] [--limit-mib 60]
 
 The GPU machine's image has torch, transformers, pyarrow's neighbours and most of what istar-tune needs, but no
 ``datasets`` (nor Ray, MLflow, Optuna: the check needs none of them), and it reaches no registry. This writes into
@@ -31,14 +31,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WHEELS = ("datasets", "dill", "multiprocess", "pyarrow", "fsspec")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 INSTALL = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
            "/tmp/dk/site-packages {wheels}/*.whl && export PYTHONPATH=/tmp/dk/site-packages:$PWD PYTHONUNBUFFERED=1 "
            "HF_HUB_OFFLINE=1 RAY_AUTH_MODE=disabled")
-RUN = (INSTALL.format(wheels=".devicekit/whl") + " && python3 benchmarks/device_check.py --out $OUT --model "
+RUN = (INSTALL.format(wheels=".devicekit/whl") + " && python3 -m benchmarks.device --out $OUT --model "
        ".devicekit/bert-base --data-dir .devicekit/glue --search-reference /tmp/dk/search_reference.json")
 SEARCH = ("ray[tune]", "mlflow-skinny", "sqlalchemy", "alembic", "optuna")
 """The second call's packages (``--search``): Ray Tune, MLflow on SQLite, Optuna; with what they need that the
@@ -50,7 +50,7 @@ IN_IMAGE = frozenset("annotated-doc anyio attrs certifi charset-normalizer click
 RAY_LEFT_OUT = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/serve/", "ray/llm/")
 """Ray's Java jar (31 MB), the dashboard's web client (the search starts no dashboard) and libraries a search never
 imports; the dashboard's Python stays."""
-SEARCH_RUN = (INSTALL.format(wheels=".devicekit-search/rest") + " && python3 benchmarks/device_search.py --out $OUT "
+SEARCH_RUN = (INSTALL.format(wheels=".devicekit-search/rest") + " && python3 -m benchmarks.device.search --out $OUT "
               "--model .devicekit/bert-base --data-dir .devicekit/glue --reference /tmp/dk/search_reference.json")
 
 

@@ -1,13 +1,13 @@
 """The device check's second call: a real search (Ray Tune + MLflow) on the GPU machine, against the same
 configurations trained one by one.
 
-    python benchmarks/device_search.py --out DIR --model PATH --data-dir DIR [--reference FILE]
+    python -m benchmarks.device.search --out DIR --model PATH --data-dir DIR [--reference FILE]
                                        [--gpu 0.25] [--logical-gpus N] [--train-samples 512]
 
 Four configurations (Base and I-STAR × two learning rates, one epoch of RTE, deterministic kernels) run as one grid
 search, ``gpu: 0.25`` a trial (four trials on one GPU at once), MLflow on SQLite under ``DIR``. The reference is the
 same four trained one by one without Ray (:func:`reference`; the first call's ``reference`` section writes it, and
-``benchmarks/device_prepare.py`` keeps it on the warm machine for this call); without the file they are trained here
+``benchmarks/device/prepare.py`` keeps it on the warm machine for this call); without the file they are trained here
 first. It writes ``DIR/device_search.json`` and ``.md``: the search's wall time, every run's numbers against its
 reference (equal bit for bit, the machine's measurements aside), and the best table against the best of the
 reference. Exit 1 when anything differs or failed.
@@ -28,8 +28,7 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # device_check beside this file
-from device_check import _table, compare, model_source  # noqa: E402
+from .common import compare, model_source, table
 
 NAME = "device-search"
 CONFIGURATIONS = [{"method": method, "learning_rate": rate} for method in ("base", "istar") for rate in (2e-5, 5e-5)]
@@ -112,7 +111,7 @@ def compare_best(tracking_uri: str, expected: dict[str, dict[str, Any]]) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.device.search", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder for device_search.json and .md, and MLflow")
     parser.add_argument("--model", required=True, help="short name or model folder")
     parser.add_argument("--data-dir", required=True, help="a folder in the GLUE layout holding RTE")
@@ -168,10 +167,10 @@ def summary_text(results: dict[str, Any]) -> str:
              f"reference: **{results['equal']}**.", ""]
     runs = [{**r, "differing": ", ".join(r.get("differing", []))} for r in results["runs"]]
     best = [{**r, "reference_best": ", ".join(r["reference_best"])} for r in results["best"]]
-    lines += _table(runs, {"configuration": "configuration", "status": "status", "equal": "equal",
+    lines += table(runs, {"configuration": "configuration", "status": "status", "equal": "equal",
                                       "keys_compared": "keys compared", "differing": "differing",
                                       "largest_gap": "largest gap", "problem": "problem"})
-    lines += _table(best, {"method": "method", "reference_best": "reference best",
+    lines += table(best, {"method": "method", "reference_best": "reference best",
                                       "search_best": "search best", "equal": "equal"})
     return "\n".join(lines)
 

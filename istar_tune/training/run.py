@@ -70,7 +70,7 @@ def use_attention_kernels(device: torch.device) -> None:
     """On CUDA, sdpa without cuDNN's attention kernel (PyTorch then picks its flash or memory-efficient kernel).
     cuDNN's builds a plan for every sequence length it has not seen, and each epoch's batches come padded to their
     own longest: on an H200 (BERT-base, batch 8, bf16) the first step at a new length took 173 ms (median of 16
-    lengths; up to 1.9 s) against 38 ms once seen, and with it off 38 ms either way (``benchmarks/device_check.py``
+    lengths; up to 1.9 s) against 38 ms once seen, and with it off 38 ms either way (``benchmarks/device/``
     section shapes). Process-wide, like the matmul precision; set by every run for itself."""
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)

@@ -1,23 +1,18 @@
-"""What the benchmark tests share: a module of ``benchmarks/`` loaded from its file (the folder is no package)."""
+"""What the benchmark tests share: a module of ``benchmarks/`` imported by its name in that package (which is not
+installed: the repository's root goes on the path for the test)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def benchmark_module():
-    """``benchmark_module("device_check")``: that file of ``benchmarks/``, loaded."""
-
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load
+def benchmark_module(monkeypatch):
+    """``benchmark_module("device.common")``: ``benchmarks.device.common``, imported."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    return lambda name: importlib.import_module(f"benchmarks.{name}")

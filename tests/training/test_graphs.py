@@ -1,6 +1,6 @@
 """``step_mode: graphs``: its refusals, and its bookkeeping rehearsed on a CPU (a backend whose replay reruns the
 captured step on its static buffers, as a CUDA graph replays its kernels on theirs). What needs CUDA — a real capture
-and its bit-for-bit equality with eager — is the device check's (``benchmarks/device_check.py``, determinism)."""
+and its bit-for-bit equality with eager — is the device check's (``python -m benchmarks.device``, determinism)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The prepared device check runs on a CPU (tiny-bert, glue-tiny): every figure a CPU can give, what needs CUDA listed
-as skipped; the prepare step's model folder is BERT-base's shape with MiniLM's tokenizer."""
+as skipped (``python -m benchmarks.device``, as the device call runs it)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.smoke  # run by `make smoke-image-device`, in the GPU image's versions
 def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "device_check.py"), "--out", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "benchmarks.device", "--out", str(tmp_path),
                            "--model", "tiny-bert", "--data-dir", str(glue_tiny), "--steps", "2",
                            "--train-samples-small", "32", "--search-train-samples", "64", "--budget-s", "300"],
-                          env=env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "device_check.json").read_text())
     sections = results["sections"]
@@ -57,33 +56,9 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
 
 
 def test_the_comparison_of_two_records_leaves_the_machines_figures_out(benchmark_module):
-    check = benchmark_module("device_check")
+    check = benchmark_module("device.common")
     a = {"epoch": 2, "accuracy": 0.5, "train_loss": 0.69, "train_time_s": 1.0}
     assert check.compare(a, {**a, "train_time_s": 9.0})["equal"]
     differs = check.compare(a, {**a, "train_loss": 0.7})
     assert not differs["equal"] and differs["differing"] == ["train_loss"]
     assert differs["largest_gap"] == pytest.approx(0.01)
-
-
-def test_a_model_folder_without_weights_gets_seeded_ones_and_loads(tmp_path, benchmark_module):
-    from transformers import BertConfig
-
-    from istar_tune.models import load_model
-    from istar_tune.tasks import get_task
-
-    prepare, check = benchmark_module("device_prepare"), benchmark_module("device_check")
-    folder = tmp_path / "bert-base"
-    prepare.model_folder(folder)
-    config = json.loads((folder / "config.json").read_text())
-    assert {k: config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")} == {
-        k: getattr(BertConfig(), k) for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
-    assert (folder / "vocab.txt").is_file() and not list(folder.glob("*.safetensors"))
-    small = tmp_path / "small"  # the same path with a smaller shape, so the test stays light
-    small.mkdir()
-    for item in folder.iterdir():
-        (small / item.name).write_bytes(item.read_bytes())
-    (small / "config.json").write_text(json.dumps({**config, "hidden_size": 32, "num_hidden_layers": 2,
-                                                   "num_attention_heads": 2, "intermediate_size": 64}))
-    assert check.model_source(str(small)) == str(small) and list(small.glob("*.safetensors"))
-    model = load_model(str(small), get_task("rte"))
-    assert model.config.hidden_size == 32
