@@ -3,17 +3,16 @@ trial reported, so a replay is exact arithmetic, no training. Each function take
 generator (the strategy's own randomness: the order trials start in, which trials it samples) and its setting, and
 returns a :class:`~istar_tune.replay.curves.Choice`.
 
-The asynchronous schedulers (ASHA, asynchronous Hyperband, median stopping) run on ``workers`` parallel workers:
-a worker takes the next trial in the order when it is free, each epoch takes its configuration's modelled seconds,
-and the scheduler sees results in the order they finish (ties to the lower worker). The rules are Ray Tune's
-(``ASHAScheduler``, ``AsyncHyperBandScheduler``, ``MedianStoppingRule`` with a hard stop), with a trial's epoch as
-its time. A scheduler whose own object needs no Ray (conformal early stopping) is replayed by driving that object
-(:func:`driven`): the search's and the replay's decisions are then one code.
+Every early-stopping scheduler (ASHA, asynchronous Hyperband, median stopping, conformal early stopping, and any one
+registered) is replayed by driving the very object a search's group builds (:func:`driven`, Ray's own for the first
+three): the search's and the replay's decisions are one code. It runs on ``workers`` parallel workers
+(:func:`run_workers`): a worker takes the next trial in the order when it is free, each epoch takes its
+configuration's modelled seconds, and the scheduler sees results in the order they finish (ties to the lower worker).
+Random search and TPE, which no scheduler object runs, are replayed by functions of their own here.
 """
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -88,93 +87,6 @@ def random_search(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> 
     return Choice(choose(curves, ended), epochs, seconds)
 
 
-class _Bracket:
-    """One bracket of asynchronous successive halving (Ray's ``_Bracket``): rungs at ``grace · η^(k + s)`` epochs
-    below the horizon; a trial reaching a rung goes on if its score is at least the ``1 - 1/η`` quantile (numpy's
-    linear one, NaNs left out) of the scores recorded there before it."""
-
-    def __init__(self, grace: int, horizon: int, eta: float, s: int) -> None:
-        count = int(np.log(horizon / grace) / np.log(eta) - s + 1)
-        self.quantile = 1 - 1 / eta
-        # Per rung: its epoch, the trials recorded there, their finite scores sorted.
-        self.rungs: list[tuple[float, set[int], list[float]]] = [(grace * eta ** (k + s), set(), [])
-                                                                 for k in reversed(range(count))]
-
-    def on_result(self, index: int, epoch: int, value: float) -> str:
-        for milestone, recorded, scores in self.rungs:
-            if epoch < milestone or index in recorded:
-                continue
-            cutoff = _quantile(scores, self.quantile) if scores else None
-            recorded.add(index)
-            if not math.isnan(value):
-                bisect.insort(scores, value)
-            return STOP if cutoff is not None and value < cutoff else CONTINUE
-        return CONTINUE
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    """numpy's linear quantile of sorted values (its interpolation, to the last bit)."""
-    position = (len(ordered) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    a, b, t = ordered[low], ordered[high], position - low
-    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
-
-
-def asha(curves: Sequence[Curve], rng: np.random.Generator, grace: int, eta: float, workers: int,
-         brackets: int = 1, completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
-    """Asynchronous successive halving (``brackets`` > 1: asynchronous Hyperband, each trial drawn into a bracket
-    with Ray's weights) over every configuration in a random order, the horizon the largest ``epochs``."""
-    horizon = max(c.epochs for c in curves)
-    grace = min(grace, horizon)
-    count = max(1, min(brackets, int(np.log(horizon / grace) / np.log(eta)) + 1))
-    built = [_Bracket(grace, horizon, eta, s) for s in range(count)]
-    sizes = np.array([len(b.rungs) for b in built])
-    weights = np.e ** (sizes - sizes.max())
-    order = [int(i) for i in rng.permutation(len(curves))]
-    draws = rng.choice(len(built), size=len(curves), p=weights / weights.sum())
-    bracket_of = {index: built[int(draw)] for index, draw in zip(order, draws)}
-
-    def decide(index: int, epoch: int, value: float) -> str:
-        if epoch >= horizon:
-            return STOP
-        return bracket_of[index].on_result(index, epoch, value)
-
-    return run_workers(curves, order, workers, decide, completes)
-
-
-def median_stopping(curves: Sequence[Curve], rng: np.random.Generator, grace: int, workers: int,
-                    min_samples: int = 3, completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
-    """Ray's median stopping rule with a hard stop: from epoch ``grace`` on, a trial whose best score so far is below
-    the median of the other trials' mean scores over epochs ``grace..t`` (trials that reached epoch t) stops; with
-    fewer than ``min_samples`` such trials it pauses while other trials wait to start or go on (yielding its worker,
-    as Ray's rule does), else it goes on."""
-    queue: dict = {}
-    sums: dict[int, float] = {}
-    best: dict[int, float] = {}
-    means_at: dict[int, list[float]] = {}  # epoch t → the sorted finite means over grace..t of trials that reached t
-
-    def decide(index: int, epoch: int, value: float) -> str:
-        best[index] = value if epoch == 1 else max(best[index], value)  # max() as Ray's: a NaN stays where it is
-        if epoch < grace:
-            return CONTINUE
-        sums[index] = sums.get(index, 0.0) + value
-        others = means_at.setdefault(epoch, [])
-        if len(others) >= min_samples:
-            middle = len(others) // 2
-            median = others[middle] if len(others) % 2 else (others[middle - 1] + others[middle]) / 2
-            action = STOP if median > best[index] else CONTINUE
-        else:  # too few to judge: Ray's rule yields the worker when a trial waits for one
-            action = PAUSE if queue["pending"] or queue["paused"] else CONTINUE
-        mean = sums[index] / (epoch - grace + 1)
-        if math.isfinite(mean):
-            bisect.insort(others, mean)
-        return action
-
-    order = [int(i) for i in rng.permutation(len(curves))]
-    return run_workers(curves, order, workers, decide, completes, queue)
-
-
 class _Trial:
     """What a scheduler object reads of a trial (hashable: Ray's key their records by it)."""
 
@@ -186,24 +98,31 @@ def driven(curves: Sequence[Curve], rng: np.random.Generator, build: Callable[[]
            metric: str = "objective", completes: Mapping[int, Sequence[int]] | None = None) -> Choice:
     """The scheduler object ``build()`` returns (a registered scheduler's, as the search builds it for a group) told
     every result as a search's group scheduler tells it (``training_iteration``, the metric; the trials waiting for a
-    worker are the live pending and paused ones it may ask for), over the trials in a random order."""
-    scheduler, queue, trials = build(), {}, {}
-
-    def live() -> list[_Trial]:
-        waiting = [(i, "PENDING") for i in queue["pending"]] + [(i, "PAUSED") for i in queue["paused"]]
-        return [_Trial(f"t{i}", curves[i].config, status) for i, status in waiting]
-
-    controller = SimpleNamespace(get_live_trials=live, search_alg=None)
-
-    def decide(index: int, epoch: int, value: float) -> str:
-        if index not in trials:
-            trials[index] = _Trial(f"t{index}", curves[index].config)
-            scheduler.on_trial_add(controller, trials[index])
-        action = scheduler.on_trial_result(controller, trials[index], {"training_iteration": epoch, metric: value})
-        return {"STOP": STOP, "PAUSE": PAUSE}.get(action, CONTINUE)
-
+    worker are the live pending and paused ones it may ask for), over the trials in a random order. A scheduler that
+    draws from numpy's global generator (Ray's asynchronous Hyperband draws each trial's bracket there) draws from one
+    seeded from ``rng``; the caller's global state is put back after."""
     order = [int(i) for i in rng.permutation(len(curves))]
-    return run_workers(curves, order, workers, decide, completes, queue)
+    saved = np.random.get_state()
+    np.random.seed(int(rng.integers(2**32)))
+    try:
+        scheduler, queue, trials = build(), {}, {}
+
+        def live() -> list[_Trial]:
+            waiting = [(i, "PENDING") for i in queue["pending"]] + [(i, "PAUSED") for i in queue["paused"]]
+            return [_Trial(f"t{i}", curves[i].config, status) for i, status in waiting]
+
+        controller = SimpleNamespace(get_live_trials=live, search_alg=None)
+
+        def decide(index: int, epoch: int, value: float) -> str:
+            if index not in trials:
+                trials[index] = _Trial(f"t{index}", curves[index].config)
+                scheduler.on_trial_add(controller, trials[index])
+            action = scheduler.on_trial_result(controller, trials[index], {"training_iteration": epoch, metric: value})
+            return {"STOP": STOP, "PAUSE": PAUSE}.get(action, CONTINUE)
+
+        return run_workers(curves, order, workers, decide, completes, queue)
+    finally:
+        np.random.set_state(saved)
 
 
 def tpe(curves: Sequence[Curve], rng: np.random.Generator, k: int) -> Choice:

@@ -25,9 +25,6 @@ TARGET = 0.95
 """The share of replays a recommended setting must choose the best (or within noise) in."""
 SAMPLE_SHARES = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 """Random search and TPE: the configurations they try, as shares of the grid's."""
-TWINS = ("asha", "hyperband", "median")
-"""Schedulers the replay runs as pure functions of its own (each cross-checked against Ray's object, and fast on
-grids of hundreds); every other registered scheduler is replayed by driving the object it builds."""
 SHORT = {"grace_period": "grace", "reduction_factor": "eta", "alpha": "alpha"}
 """A ``scheduler.*`` setting as a replay row's setting names it (``replay/fragment.py`` reads it back)."""
 TPE_LARGEST_SHARE = 1 / 4
@@ -50,29 +47,20 @@ class Setting:
 
 def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | None = None) -> list[Setting]:
     """The default settings replayed on ``unit``: random search over :data:`SAMPLE_SHARES` of its configurations,
-    TPE over those up to :data:`TPE_LARGEST_SHARE`; ASHA with grace 1 and 2 × η 2, 3, 4; asynchronous Hyperband
-    with η 2 and 3; median stopping with grace 1 and 2 (the early-stopping ones wherever their first rung, the grace
-    period, lies below the largest epochs: at 3 epochs, grace 1 with η 3 or 4 cuts once, after epoch 1; on the
-    unit's :func:`~istar_tune.replay.curves.arms`: with shared prefixes, ``epochs`` is their budget, not a
-    hyperparameter)."""
+    TPE over those up to :data:`TPE_LARGEST_SHARE`; every registered scheduler that stops trials with each of the
+    settings it declares (:meth:`~istar_tune.search.schedulers.Scheduler.replayed`: ASHA with grace 1 and 2 × η 2,
+    3, 4; asynchronous Hyperband with η 2 and 3; median stopping with grace 1 and 2; conformal with grace 1 and 2 ×
+    α 0.1 and 0.2), wherever its first rung, the grace period, lies below the largest epochs (at 3 epochs, grace 1
+    with η 3 or 4 cuts once, after epoch 1), driven on the unit's :func:`~istar_tune.replay.curves.arms` (with shared
+    prefixes, ``epochs`` is their budget, not a hyperparameter)."""
     count, horizon = len(unit.curves), max(c.epochs for c in unit.curves)
     sizes = sorted({max(1, round(count * share)) for share in SAMPLE_SHARES if round(count * share) < count})
     found = [Setting("random", f"k={k}", lambda c, r, k=k: schedulers.random_search(c, r, k)) for k in sizes]
     found += [Setting("tpe", f"k={k}", lambda c, r, k=k: schedulers.tpe(c, r, k)) for k in sizes
               if k <= count * TPE_LARGEST_SHARE]
-    graces = [g for g in (1, 2) if g < horizon]
     on = _on_arms(arms(unit.curves))
-    found += [Setting("asha", f"grace={g} eta={eta} workers={workers}",
-                      on(lambda c, r, done, g=g, eta=eta: schedulers.asha(c, r, g, eta, workers, completes=done)))
-              for g in graces for eta in (2, 3, 4)]
-    found += [Setting("hyperband", f"grace=1 eta={eta} workers={workers}",
-                      on(lambda c, r, done, eta=eta: schedulers.asha(c, r, 1, eta, workers, horizon, done)))
-              for eta in (2, 3) if 1 in graces]
-    found += [Setting("median", f"grace={g} workers={workers}",
-                      on(lambda c, r, done, g=g: schedulers.median_stopping(c, r, g, workers, completes=done)))
-              for g in graces]
     found += [_driven(scheduler, values, horizon, workers, on) for scheduler in registered().values()
-              if scheduler.build is not None and scheduler.name not in TWINS for values in scheduler.replayed(horizon)]
+              if scheduler.build is not None for values in scheduler.replayed(horizon)]
     return [s for s in found if schedulers_asked is None or s.scheduler in schedulers_asked]
 
 

@@ -4,6 +4,7 @@ in a folder of its own, from the package registry) reads the blackbox export bac
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -98,3 +100,95 @@ def test_syne_tunes_loader_reads_the_blackboxes_back_to_the_long_tables_numbers(
         for configuration, values in enumerate(box["values"]):  # past a configuration's own epochs: nothing
             epochs = box["hyperparameters"][configuration]["epochs"]
             assert all(math.isnan(v) for epoch in values[epochs:] for v in epoch)
+
+
+WIDE = """\
+name: wide
+models: [bert]
+tasks: [rte]
+methods: [istar]
+hyperparameters:
+  batch_size: 32
+  epochs: {grid: [1, 2, 3, 4]}
+  learning_rate: {grid: [1.0e-5, 2.0e-5, 3.0e-5, 5.0e-5]}
+method_hyperparameters:
+  istar: {lam: {grid: [-1, 1, 3]}, zeta: 0.2}
+resources: {cpu: 1}
+settings: {recipe: paper, checkpoint: resume}
+"""
+"""48 configurations sharing 12 trials of 4 epochs: rungs at epochs 1 and 2 at grace 1, η 2."""
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATE = """\
+import json, sys
+from benchmarks.bench_synetune import simulate
+print(json.dumps(simulate(sys.argv[1], "rte", "dev_score", int(sys.argv[2]), 1, 2.0, json.loads(sys.argv[3]))))
+"""
+"""Syne Tune's ASHA simulated on an exported blackbox (``benchmarks/bench_synetune.py``), at grace 1 and η 2."""
+
+
+def _bench_synetune():
+    """``benchmarks/bench_synetune.py``, loaded from its file (its rung rule needs no Syne Tune)."""
+    spec = importlib.util.spec_from_file_location("bench_synetune", ROOT / "benchmarks" / "bench_synetune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_syne_tunes_asha_simulated_on_the_export_is_the_replays_worker_model_with_syne_tunes_rung_rule(
+        local_ray, synetune, tmp_path):
+    """Syne Tune's own simulator (``UserBlackboxBackend``, its ASHA) on the exported blackbox, the grid's 12 trials
+    started in the replay's orders on 1 and 4 workers: each trial's epochs are those of the replay's worker model
+    driven by Syne Tune's rung rule (written out from its source in ``benchmarks/bench_synetune.py``); the replay's
+    ASHA (Ray's rule) differs by that rule alone (docs/searching.md)."""
+    from istar_tune.replay import schedulers
+    from istar_tune.replay.curves import arms
+    from istar_tune.replay.reading import read_grid
+    from istar_tune.search.run import run_searches
+    from istar_tune.search.schedulers import Rule
+    from istar_tune.search.schedulers.asha import ASHA
+    from istar_tune.search.spaces.file import load_search_space
+    from istar_tune.search.tune.simulate import Simulation
+
+    bench = _bench_synetune()
+    (tmp_path / "wide.yaml").write_text(WIDE)
+    summary = run_searches([load_search_space(tmp_path / "wide.yaml")], storage_path=tmp_path / "runs",
+                           write=lambda _: None, simulation=Simulation(time_factor=0.0005))[0]
+    uri = summary.tracking_uri
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(synetune), *sys.path]),
+           "SYNETUNE_FOLDER": str(tmp_path / "syne-tune")}
+    exported = subprocess.run([sys.executable, "-m", "istar_tune", "export", "--tracking-uri", uri, "--experiment",
+                               "wide", "--format", "synetune", "--output", str(tmp_path / "boxes"), "--simulated"],
+                              capture_output=True, text=True, env=env, timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    unit = read_grid(uri, "wide", simulated=True)[0]
+    indices = list(arms(unit.curves))
+    curves = [unit.curves[i] for i in indices]
+    rng = np.random.default_rng(3)
+    orders = [[int(i) for i in rng.permutation(len(curves))] for _ in range(6)]
+    differ = 0
+    for workers in (1, 4):
+        keys = [[{k: curves[i].config[k] for k in ("learning_rate", "lam")} for i in order] for order in orders]
+        simulated = subprocess.run([sys.executable, "-c", SIMULATE, str(tmp_path / "boxes" / "bert-istar"),
+                                    str(workers), json.dumps(keys)],
+                                   capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        assert simulated.returncode == 0, simulated.stderr[-3000:]
+        for order, epochs in zip(orders, json.loads(simulated.stdout.strip().splitlines()[-1]), strict=True):
+            rule = bench.SyneTuneRung(1, 2, 4)  # Syne Tune's trial t is the configuration order[t]
+            schedulers.run_workers(curves, order, workers, rule)
+            assert [rule.trained[i] for i in order] == epochs, (workers, order)
+            ray = schedulers.driven(curves, Fixed(order), lambda: ASHA.build(Rule("asha", 4, 1, 2.0)), workers)
+            differ += ray.epochs_trained != sum(epochs)
+    assert differ > 0  # the rules differ on this grid: Ray's quantile is the stricter where one trial is recorded
+
+
+class Fixed:
+    """A generator whose permutation is given."""
+
+    def __init__(self, order):
+        self.order = order
+
+    def permutation(self, n):
+        return np.array(self.order)
+
+    def integers(self, high):
+        return 0

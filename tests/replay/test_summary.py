@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from istar_tune.replay.curves import Choice, Curve, Unit
-from istar_tune.replay.schedulers import _quantile
 from istar_tune.replay.summary import (
     COLUMNS,
     Z_95,
@@ -104,14 +103,6 @@ def test_shares_carry_wilson_intervals_and_the_recommendation_says_how_sure_it_i
     assert "the most reliable, median g" in recommendation(partial.assign(replays=50))
 
 
-def test_the_quantile_is_numpys_to_the_last_bit():
-    rng = np.random.default_rng(1)
-    for n in range(1, 40):
-        values = sorted(rng.normal(size=n).tolist())
-        for eta in (2, 3, 4):
-            assert _quantile(values, 1 - 1 / eta) == np.percentile(values, (1 - 1 / eta) * 100)
-
-
 def test_the_share_of_the_grids_epochs_pools_the_groups_and_the_exact_choice_is_said_beside_the_noise():
     nan = math.nan
     table = _rows(("asha", "a", "m", "t1", "base", 1.0, nan, 0.5, 10), ("asha", "a", "m", "t2", "base", 1.0, nan, 1.0,
@@ -172,3 +163,39 @@ def test_a_scheduler_of_ones_own_is_replayed_by_driving_its_object_and_can_be_re
     finally:
         schedulers.SCHEDULERS.clear()
         schedulers.SCHEDULERS.update(saved)
+
+
+BEFORE_DRIVING = {
+    ("asha", "grace=1 eta=2 workers=4"): (0.13333333333333333, 0.03025, 0.5733333333333334),
+    ("asha", "grace=1 eta=3 workers=4"): (0.13333333333333333, 0.03916999999999999, 0.5280555555555556),
+    ("asha", "grace=1 eta=4 workers=4"): (0.03333333333333333, 0.05481999999999997, 0.5019444444444444),
+    ("asha", "grace=2 eta=2 workers=4"): (0.36666666666666664, 0.020380000000000002, 0.8127777777777777),
+    ("asha", "grace=2 eta=3 workers=4"): (0.1, 0.030403333333333334, 0.7980555555555555),
+    ("asha", "grace=2 eta=4 workers=4"): (0.1, 0.030243333333333334, 0.7691666666666667),
+    ("median", "grace=1 workers=4"): (0.03333333333333333, 0.041459999999999976, 0.6247222222222223),
+    ("median", "grace=2 workers=4"): (0.4, 0.02358, 0.8658333333333333),
+}
+"""(chose_best, mean_regret, epochs_share) of each ASHA and median stopping row on :func:`_fixed_unit`, 30 replays,
+as the replay gave them on 2026-11-29 when it ran its own implementations of the two rules (commit e9153df)."""
+
+
+def _fixed_unit():
+    """36 I-STAR configurations (4 learning rates × 3 λ × 2, 3 and 5 epochs) with seeded random curves."""
+    rng = np.random.default_rng(7)
+    curves = []
+    for lr in (1e-5, 2e-5, 3e-5, 5e-5):
+        for lam in (-1.0, 0.5, 1.0):
+            for epochs in (2, 3, 5):
+                values = rng.uniform(0.5, 0.9, size=epochs).round(4)
+                curves.append(Curve({"method": "istar", "learning_rate": lr, "lam": lam, "epochs": epochs},
+                                    tuple(float(x) for x in values), epoch_seconds=float(rng.choice([1.0, 1.5, 2.0]))))
+    return Unit("tiny", "rte", "istar", curves, grid_epochs=sum(c.epochs for c in curves),
+                grid_seconds=sum(c.epochs * c.epoch_seconds for c in curves), noise=0.01)
+
+
+def test_driving_rays_schedulers_gives_the_figures_the_replays_own_implementations_gave():
+    table = replay_table([_fixed_unit()], replays=30, processes=1, schedulers_asked=("asha", "median"))
+    found = {(r.scheduler, r.setting): (r.chose_best, r.mean_regret, r.epochs_share) for r in table.itertuples()}
+    assert found.keys() == BEFORE_DRIVING.keys()
+    for key, figures in BEFORE_DRIVING.items():
+        assert found[key] == pytest.approx(figures, rel=1e-12, abs=1e-15), key

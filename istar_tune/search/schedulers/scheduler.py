@@ -3,7 +3,7 @@ it reads, and how it builds the Tune scheduler of one group (:class:`Rule`: its 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +46,16 @@ class Scheduler:
     pauses: bool = False
     """It may pause a trial and resume it later from its checkpoint (a trial needs ``settings.checkpoint`` other
     than ``none``)."""
+    replay_values: Mapping[str, tuple[float, ...]] | None = None
+    """Its own values for ``replay`` to try of a setting it reads, where :data:`REPLAYED`'s do not suit it."""
 
     def replayed(self, horizon: int) -> list[dict[str, float]]:
         """The settings ``replay`` tries it with over a grid of ``horizon`` epochs: of the settings it reads, every
-        combination of :data:`REPLAYED` (a grace period below the horizon)."""
+        combination of its :attr:`replay_values`, else :data:`REPLAYED`'s (a grace period below the horizon)."""
         grid: list[dict[str, float]] = [{}]
         for key in self.reads:
-            values = [v for v in REPLAYED.get(key, ()) if key != "grace_period" or v < horizon]
+            tried = (self.replay_values or {}).get(key, REPLAYED.get(key, ()))
+            values = [v for v in tried if key != "grace_period" or v < horizon]
             grid = [{**found, key: value} for found in grid for value in values] if values else grid
         return grid
 
