@@ -51,11 +51,14 @@ class Scheduler:
 
     def replayed(self, horizon: int) -> list[dict[str, float]]:
         """The settings ``replay`` tries it with over a grid of ``horizon`` epochs: of the settings it reads, every
-        combination of its :attr:`replay_values`, else :data:`REPLAYED`'s (a grace period below the horizon)."""
+        combination of its :attr:`replay_values`, else :data:`REPLAYED`'s (a grace period below the horizon; none
+        where no grace period fits below it)."""
         grid: list[dict[str, float]] = [{}]
         for key in self.reads:
             tried = (self.replay_values or {}).get(key, REPLAYED.get(key, ()))
             values = [v for v in tried if key != "grace_period" or v < horizon]
+            if key == "grace_period" and not values:
+                return []  # its first rung would lie at the grid's last epoch: it could stop nothing
             grid = [{**found, key: value} for found in grid for value in values] if values else grid
         return grid
 
