@@ -293,10 +293,11 @@ def _readable(log: str, head: int = 5000, tail: int = 2000) -> str:
 COMPUTED = ("accuracy", "train_loss", "task_loss", "eval_isoscore")
 """What a trial computes (its other metrics are timings)."""
 
-def _grid(space_yaml, name: str, rates: list[float], concurrency: int, **settings) -> str:
-    """Base on SST-2, three epochs a trial, a trial per learning rate, each asking for a CPU and a GPU."""
+def _grid(space_yaml, name: str, rates: list[float], concurrency: int, gpu: int = 1, **settings) -> str:
+    """Base on SST-2, three epochs a trial, a trial per learning rate, each asking for a CPU and ``gpu`` GPUs."""
+    resources = {"cpu": 1, "gpu": gpu} if gpu else {"cpu": 1}
     return space_yaml(name=name, hyperparameters={"epochs": 3, "learning_rate": {"grid": rates}},
-                      concurrency=concurrency, resources={"cpu": 1, "gpu": 1}, settings=settings)
+                      concurrency=concurrency, resources=resources, settings=settings)
 
 
 def _table(env: dict, name: str, storage: Path) -> str:
@@ -354,7 +355,7 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     # (a trial's resources decide where it runs, not what it computes).
     local, alone = tmp_path / "local", tmp_path / "local-space" / space.name
     alone.parent.mkdir()
-    alone.write_text(space.read_text().replace("{cpu: 1, gpu: 1}", "{cpu: 1}"))
+    alone.write_text(_grid(space_yaml, "slurmgrid", rates, 2, gpu=0, data_dir=str(glue), max_train_samples=6000))
     searched = subprocess.run([str(BIN / "istar-tune"), "search", str(alone), "--storage-path", str(local)],
                               capture_output=True, text=True, env={**env, "HF_HUB_OFFLINE": "1"}, timeout=600)
     assert searched.returncode == 0, searched.stdout[-3000:] + searched.stderr[-3000:]

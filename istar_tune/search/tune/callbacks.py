@@ -147,6 +147,7 @@ class MlflowTrialLogger(Callback):
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         if result.get(RESTORED_RECORDS):
             self._backfill(trial, json.loads(result[RESTORED_RECORDS]))
+        self._started_over(trial, epoch, result)
         for run_id, _, epochs in self._open(trial):
             if node and self._nodes.get(run_id) != node:
                 self._nodes[run_id] = node
@@ -161,6 +162,17 @@ class MlflowTrialLogger(Callback):
             if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration of a shared trial ends here
                 self.writer.end(run_id, TrialStatus.FINISHED, "FINISHED")
                 self._nodes.pop(run_id, None)
+
+    def _started_over(self, trial, epoch: int, result: dict[str, Any]) -> None:
+        """A shorter configuration of a shared trial whose run is not open though the trial reports one of its epochs:
+        Tune restored the trial from an earlier point than its last result (a driver killed after the result, before
+        the checkpoint was registered), so the trial trains those epochs again. Their records go where the run lacks
+        them, and the configuration ends at its last epoch if an earlier driver left its run open."""
+        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            if run_id != trial.trial_id and epoch <= epochs and not self.writer.is_open(run_id):
+                status = TrialStatus.FINISHED if epoch == epochs else ""
+                self.writer.backfill(run_id, config, [(epoch, _values_for(result, epochs))], status,
+                                     self._trained_by(trial, run_id))
 
     def _backfill(self, trial, records: list[dict[str, Any]]) -> None:
         """A resumed trial's earlier epochs into its runs where an earlier driver did not write them; a configuration

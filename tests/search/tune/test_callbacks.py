@@ -193,6 +193,35 @@ def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_st
     assert history("k-e1", "eval_isoscore_star") == [(1, 0.3)] and history("k-e2", "eval_isoscore_star") == [(2, 0.4)]
 
 
+def test_a_resumed_trial_that_starts_over_though_tune_knew_of_a_later_epoch_still_writes_its_shorter_configuration(
+        mlflow_store):
+    """The driver died after a shared trial of epochs {1, 2} reported epoch 1 (Tune's restored state knows of it) but
+    before the epoch's checkpoint was registered and before MLflow got the epoch: the resumed trial trains from its
+    start, reporting epoch 1 again without restored records; the 1-epoch configuration gets it and ends (seen in CI
+    under kill -9: its run had stayed running and empty)."""
+    uri, client, experiment = mlflow_store
+    parent = tracking.parent_run(client, experiment, "s", {})
+    trial = _shared_trial("k", counts=(1, 2))
+    first = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    first.on_trial_start(0, [], trial)
+    assert first.close(timeout=60)
+    trial.last_result = {"epoch": 1}
+    second = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    second.on_trial_start(0, [], trial)  # the 1-epoch configuration looks passed: its run is not reopened
+    for epoch in (1, 2):
+        trial.last_result = {"epoch": epoch, "accuracy": 0.5 + epoch / 10, "objective": 0.5 + epoch / 10}
+        second.on_trial_result(0, [], trial, trial.last_result)
+    second.on_trial_complete(0, [], trial)
+    assert second.close(timeout=60)
+    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
+                                                                               **{tracking.TAG_ROLE: "trial"})}
+    assert ({k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} ==
+            {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")})
+    steps = {k: [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "accuracy")]
+             for k, r in runs.items()}
+    assert steps == {"k-e1": [(1, 0.6)], "k-e2": [(1, 0.6), (2, 0.7)]}
+
+
 def test_a_resumed_experiment_whose_trials_had_all_ended_repairs_their_runs_though_tune_takes_no_step(mlflow_store):
     uri, client, experiment = mlflow_store
     killed = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
