@@ -162,19 +162,26 @@ def test_a_shared_trial_gives_each_configuration_its_run_ended_where_its_epochs_
         assert "objective_at_epoch_1" not in runs[f"a-e{epochs}"].data.metrics
 
 
-def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_store):
-    """The driver died after a shared trial of epochs {1, 2} reported epoch 1 and before that epoch reached MLflow; the
-    resumed trial's first report carries epoch 1 again, so both configurations get it and the 1-epoch one ends."""
+def _resumed_after_a_kill(mlflow_store, trial) -> MlflowTrialLogger:
+    """A first driver that started ``trial`` and died before writing more (its runs exist, empty), and the resumed
+    driver's logger, Tune's restored state knowing of the trial's epoch 1."""
     uri, client, experiment = mlflow_store
     parent = tracking.parent_run(client, experiment, "s", {})
-    trial = _shared_trial("k", counts=(1, 2))
     first = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
     first.on_trial_start(0, [], trial)
     assert first.close(timeout=60)  # the runs exist, nothing else was written: the driver is gone
+    trial.last_result = {"epoch": 1}
+    return MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+
+
+def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_store):
+    """The driver died after a shared trial of epochs {1, 2} reported epoch 1 and before that epoch reached MLflow; the
+    resumed trial's first report carries epoch 1 again, so both configurations get it and the 1-epoch one ends."""
+    _, client, experiment = mlflow_store
+    trial = _shared_trial("k", counts=(1, 2))
+    second = _resumed_after_a_kill(mlflow_store, trial)
     record = {"epoch": 1, "accuracy": 0.6, "objective": 0.6, "eval_isoscore_star": 0.3,
               CLOSING_ONLY: "eval_isoscore_star,eval_zeta"}
-    trial.last_result = {"epoch": 1}  # Tune's restored state knew of epoch 1
-    second = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
     second.on_trial_start(0, [], trial)
     trial.last_result = {"epoch": 2, "accuracy": 0.7, "objective": 0.7, "eval_isoscore_star": 0.4,
                          RESTORED_RECORDS: json.dumps([record])}
@@ -199,14 +206,9 @@ def test_a_resumed_trial_that_starts_over_though_tune_knew_of_a_later_epoch_stil
     before the epoch's checkpoint was registered and before MLflow got the epoch: the resumed trial trains from its
     start, reporting epoch 1 again without restored records; the 1-epoch configuration gets it and ends (seen in CI
     under kill -9: its run had stayed running and empty)."""
-    uri, client, experiment = mlflow_store
-    parent = tracking.parent_run(client, experiment, "s", {})
+    _, client, experiment = mlflow_store
     trial = _shared_trial("k", counts=(1, 2))
-    first = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
-    first.on_trial_start(0, [], trial)
-    assert first.close(timeout=60)
-    trial.last_result = {"epoch": 1}
-    second = MlflowTrialLogger(uri, "s", parent, experiment, {}, threads=2)
+    second = _resumed_after_a_kill(mlflow_store, trial)
     second.on_trial_start(0, [], trial)  # the 1-epoch configuration looks passed: its run is not reopened
     for epoch in (1, 2):
         trial.last_result = {"epoch": epoch, "accuracy": 0.5 + epoch / 10, "objective": 0.5 + epoch / 10}
