@@ -259,7 +259,7 @@ def _job(env: dict, job: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
 
 
-def _wait_until_ended(env: dict, root: Path, job: str, keep: Path, seconds: float = 420) -> dict[str, str]:
+def _wait_until_ended(env: dict, root: Path, job: str, keep: Path, seconds: float = 600) -> dict[str, str]:
     try:
         return _wait(env, root, job, seconds)
     finally:  # the job's log and the daemons', kept in ``keep`` (the test's folder: the cluster's goes)
@@ -342,6 +342,10 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert "On head node. Starting Ray cluster head" in log and "On worker node. Connecting to Ray cluster" in log
     assert "search slurmgrid: 6 trials, 6 finished" in log
     assert f"MLflow store kept in {results}/mlflow.db" in log
+    # The job ended with the search, not a minute later when the worker node's Ray would have noticed the head gone.
+    ended = int(re.search(rf"job {job}: ended (\d+) s after the search", log).group(1))
+    print(f"search to the job's end: {ended} s")
+    assert ended < 30, _readable(log)
 
     runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmgrid")
     assert len(runs) == 6 and len({r.trial_id for r in runs}) == 6
