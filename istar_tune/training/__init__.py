@@ -6,5 +6,7 @@ the one pass over a split; ``sigma`` draws Σ_S; ``epoch`` is one training pass 
 ``step_mode: graphs``, a step replayed as one CUDA graph per batch shape); ``evaluate`` measures the task and the
 token cloud; ``selection`` chooses the scored epoch; ``state`` writes checkpoints and outputs; ``isolayer`` is
 IsoLayer's layer and loss; ``memory`` is one trial's peak memory, known before it starts; ``usage`` what an epoch
-asked of the GPU; ``loop`` (``train``) runs them all.
+asked of the GPU; ``loop`` (``train``) runs them all. ``fused`` runs K configurations' steps as one stacked model
+(a bundle: each member its own weights, optimizer, loss and dropout draws), the mechanism of fused trials, which
+neither ``loop`` nor the search uses yet.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -57,12 +58,40 @@ def host_sync_steps(device: torch.device) -> int:
     return 1 if device.type == "cpu" else HOST_SYNC_STEPS
 
 
+def non_finite_loss(run: Run, epoch: int, step: int, loss: float) -> str:
+    """What a run whose loss became non-finite is told: the step, the value and the fix."""
+    return (f"the loss became {loss} at epoch {epoch}, step {step}: lower the learning rate "
+            f"({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+
+
+def non_finite_weights(run: Run, epoch: int) -> str:
+    """What a run whose weights became non-finite (a finite loss, an update that overflowed) is told."""
+    return (f"the weights became non-finite in epoch {epoch}: lower the learning rate ({run.hparams.learning_rate}) "
+            f"or |lam| ({run.hparams.lam})")
+
+
 def _raise_if_bad(run: Run, epoch: int, first_bad: torch.Tensor, bad_loss: torch.Tensor) -> None:
     """One host read: a non-finite loss since the last read fails the epoch, naming its step and value."""
     step = int(first_bad.item())
     if step:
-        raise TrainingError(f"the loss became {bad_loss.item()} at epoch {epoch}, step {step}: lower the "
-                            f"learning rate ({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+        raise TrainingError(non_finite_loss(run, epoch, step, bad_loss.item()))
+
+
+def all_finite(params: list[torch.nn.Parameter]) -> bool:
+    """Every weight finite (one host read)."""
+    return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+
+
+def update(run: Run, params: list[torch.nn.Parameter], optimizer, scheduler, scaler, stepper) -> None:
+    """The update closing an accumulation window: the recipe's clipping to the run's norm, the optimizer's step
+    (through the gradient scaler), the schedule's, and the gradients zeroed as the stage's stepper keeps them."""
+    if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(params, run.settings.max_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+    stepper.zero_grad(optimizer)
 
 
 def forward_backward(loss_fn: LossFn, batch: dict[str, torch.Tensor], accum: int, scaler) -> torch.Tensor:
@@ -73,6 +102,18 @@ def forward_backward(loss_fn: LossFn, batch: dict[str, torch.Tensor], accum: int
                           pen.detach() if pen is not None else torch.zeros_like(loss)]).double()
     scaler.scale(loss / accum).backward()
     return values
+
+
+def epoch_batches(run: Run, epoch: int, description: str) -> tuple[Any, int]:
+    """An epoch's shuffled training batches (their order seeded by the run's seed and the epoch, independent across
+    both) behind its progress bar, and their count. The order is the one the bar's iteration draws: tqdm.auto's bar
+    opens an iterator of the loader when it is made, so the loader's generator has given one seed before the
+    epoch's own iterator starts (every path that trains a run's epoch reads its batches here)."""
+    from tqdm.auto import tqdm
+
+    order_seed = stream_seed(run.hparams.seed, DATA_ORDER, epoch)
+    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=order_seed)
+    return tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch"), len(loader)
 
 
 def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], optimizer, scheduler, scaler,
@@ -86,23 +127,18 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     (:func:`~istar_tune.training.graphs.stage_steps`: its CUDA graphs, which replay :func:`forward_backward` and
     keep the gradients allocated, or op by op); default: op by op.
     """
-    from tqdm.auto import tqdm
-
     if train_modules is None:
         run.model.train()
     else:
         run.model.eval()
         train_modules.train()
     accum = run.hparams.grad_accum
-    order_seed = stream_seed(run.hparams.seed, DATA_ORDER, epoch)  # independent across seeds and epochs
-    loader = run.loader(run.data.train, run.hparams.batch_size, shuffle_seed=order_seed)
+    bar, steps = epoch_batches(run, epoch, description)
     sync_every = host_sync_steps(run.device)
     sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # train_loss, task_loss, penalty, on the device
     first_bad = torch.zeros((), dtype=torch.int64, device=run.device)  # the first step with a non-finite loss (0: none)
     bad_loss = torch.zeros((), dtype=torch.float64, device=run.device)
     tokens = 0
-    steps = len(loader)
-    bar = tqdm(loader, desc=description, disable=not run.settings.progress, leave=False, unit="batch")
     stepper = stepper if stepper is not None else EagerSteps(run.device)
     stepper.zero_grad(optimizer)
     step_fn = functools.partial(forward_backward, loss_fn, accum=accum, scaler=scaler)
@@ -120,18 +156,11 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
             if run.settings.progress:
                 bar.set_postfix(loss=f"{sums[0].item() / (step + 1):.4f}")
         if (step + 1) % accum == 0 or step + 1 == steps:
-            if RECIPES[run.settings.recipe].clip and run.settings.max_grad_norm > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(params, run.settings.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            stepper.zero_grad(optimizer)
+            update(run, params, optimizer, scheduler, scaler, stepper)
         if run.heartbeat is not None:
             run.heartbeat(epoch, step + 1, steps)
     totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))
     # A finite last loss can still leave non-finite weights (its update overflowed): one check per epoch, one sync.
-    if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
-        raise TrainingError(f"the weights became non-finite in epoch {epoch}: lower the learning rate "
-                            f"({run.hparams.learning_rate}) or |lam| ({run.hparams.lam})")
+    if params and not all_finite(params):
+        raise TrainingError(non_finite_weights(run, epoch))
     return {**{k: v / max(steps, 1) for k, v in totals.items()}, TRAIN_TOKENS: tokens}

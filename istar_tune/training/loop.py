@@ -5,7 +5,8 @@
 a reporter (the CLI prints it; a Ray trial reports it to Tune with a checkpoint). Methods differ only in the loss
 (:func:`~istar_tune.training.epoch.method_loss`); a method with a second stage (IsoLayer) runs it through the same
 epoch pass with its own loss and hook (``isolayer.py``), and every epoch of every stage ends with the same
-bookkeeping (:func:`_close_epoch`).
+bookkeeping (``fitting.py``: a fine-tuning stage set up by ``begin_fit``, each epoch closed by ``end_epoch``, every
+stage's epochs ending in ``close_epoch``; a bundle of configurations shares them, ``bundle.py``).
 
 Per epoch: the model trains with AdamW and the recipe's schedule (gradient accumulation, clipping, mixed precision on
 CUDA with the penalty in float32) against a Σ_S estimated from up to ``shrinkage_tokens`` training tokens (no
@@ -17,15 +18,10 @@ from a separate pass or, with ``star_sigma: training``, from its training pass.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -33,24 +29,26 @@ import yaml
 
 from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.methods import get_method
-from istar_tune.metrics import CLOSING_ONLY, FINETUNED_PREFIX, STAR_KEYS
-from istar_tune.models import hidden_size
-from istar_tune.shrinkage import StreamingCovariance
+from istar_tune.metrics import FINETUNED_PREFIX
 from istar_tune.tasks import Task
-from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
-from istar_tune.training.evaluate import evaluate, evaluate_holdout
+from istar_tune.training.epoch import method_loss, train_epoch
+from istar_tune.training.evaluate import evaluate_holdout
+from istar_tune.training.fitting import (
+    TrainResult,
+    begin_fit,
+    close_epoch,
+    end_epoch,
+    training_pass_covariance,
+)
 from istar_tune.training.forward import forward_pass
-from istar_tune.training.graphs import stage_steps
 from istar_tune.training.isolayer import IsoLayerHook, IsoLayerLoss, IsoLayerResult, SentenceSpace, sentence_space
 from istar_tune.training.run import Run, make_optimizer, prepare
 from istar_tune.training.selection import Selection
-from istar_tune.training.sigma import estimate_shrinkage, reused_shrinkage, token_cloud
+from istar_tune.training.sigma import token_cloud
 from istar_tune.training.state import (
-    BEST_CHECKPOINT,
     CONFIG_FILE,
     ISOLAYER_FILE,
     METRICS_FILE,
-    STATE_FILE,
     Checkpointer,
     Reporter,
     Saved,
@@ -67,38 +65,6 @@ log = logging.getLogger(__name__)
 MEASURED_KEYS = ("shrinkage_time_s", "train_time_s", "eval_time_s", "epoch_time_s", "train_tokens_per_s",
                  PEAK_MEMORY, UTILIZATION)
 """An epoch record's keys that measure the machine, not the run: they differ between two runs of one configuration."""
-
-SCHEDULED_LR = "scheduled_lr"
-"""An epoch record's key of the optimizer's learning rate after its last step (the schedule's value; the
-``learning_rate`` hyperparameter is the peak or constant rate)."""
-
-
-@dataclass
-class TrainResult:
-    metric: str
-    """The task's selection metric (``accuracy``, ``mcc``, ``pearson`` or ``f1``)."""
-    epochs: list[dict[str, Any]]
-    best_epoch: int
-    status: str = TrialStatus.FINISHED
-    second_stage: IsoLayerResult | None = None
-    """What a method's second stage measured (IsoLayer: the sentence space before and after its layer trained)."""
-    error: str = ""
-
-    @property
-    def final(self) -> dict[str, Any]:
-        return self.epochs[-1] if self.epochs else {}
-
-    @property
-    def best(self) -> dict[str, Any]:
-        return next((r for r in self.epochs if r["epoch"] == self.best_epoch), {})
-
-    def as_json(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {"error": self.error} if self.error else {}
-        if self.second_stage is not None:
-            extra["second_stage"] = dataclasses.asdict(self.second_stage)
-        return {"status": self.status, "metric": self.metric, "best_epoch": self.best_epoch, "final": self.final,
-                "best": self.best, "epochs": self.epochs, **extra}
-
 
 # ---------------------------------------------------------------------------------------------- the loop
 
@@ -140,111 +106,21 @@ def train(hparams: Hyperparameters, settings: RunSettings, reporter: Reporter | 
 def _fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None,
          completes: set[int], sigma_cache: str | os.PathLike | None = None) -> bool:
     """The fine-tuning epochs; True when a resumed state says the whole run had finished."""
-    hp = run.hparams
-    second_stage = get_method(hp.method).second_stage
-    epochs = 0 if run.settings.init_checkpoint and second_stage else hp.epochs
-    in_loss = get_method(hp.method).uses_zeta
-    named = list(run.model.named_parameters())
-    optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
-    checkpointer = Checkpointer(run, optimizer, scheduler, scaler)
-    selection = Selection(run, run.model)
-    start, stopped, finished = _resumed(checkpointer, result, selection, resume_from, epochs)
-    if finished:
+    fit = begin_fit(run, result, reporter, resume_from, output_dir, completes, sigma_cache)
+    if fit is None:
         return True
-    last = start if stopped else epochs
-    params = [p for _, p in named if p.requires_grad]
-    # Σ_S of the model as it is now (draw `start`): it shrinks the first epoch trained here (I-STAR). After each
-    # epoch one new draw from the updated model serves both that epoch's eval IsoScore* and the next epoch's
-    # training; a method without Σ_S in its loss draws only where its eval IsoScore* is used (`measures_star`).
-    stepper = stage_steps(run.step_mode, run.device)  # a graphed stage holds Σ_S where its graphs read it
-    shrinkage_cov = stepper.own(_first_shrinkage(run, start, sigma_cache) if start < last and in_loss else None)
-    for epoch in range(start + 1, last + 1):
+    for epoch in range(fit.start + 1, fit.last + 1):
         began = time.perf_counter()
-        gathered = training_pass_covariance(run, selection, epoch, completes | {epochs}, in_loss)
+        gathered = training_pass_covariance(run, fit.selection, epoch, completes | {fit.epochs}, fit.in_loss)
         observe = None if gathered is None else (
             lambda hidden, mask, c=gathered: c.update(*token_cloud(run, hidden, mask)))
         with DeviceUsage(run.device) as usage:
-            losses = train_epoch(run, method_loss(run, shrinkage_cov, observe), params, optimizer, scheduler, scaler,
-                                 epoch, f"epoch {epoch}/{epochs}", stepper=stepper)
-        trained = time.perf_counter()
-        losses.update(usage.record(), train_tokens_per_s=losses.pop(TRAIN_TOKENS) / max(trained - began, 1e-9))
-        held_out = evaluate_holdout(run) if selection.holdout else {}
-        measured = in_loss or measures_star(run, selection, epoch, held_out, completes | {epochs})
-        if not measured:
-            shrinkage_cov = None
-        else:
-            new = estimate_shrinkage(run, draw=epoch) if gathered is None else gathered.covariance(torch.float32)
-            shrinkage_cov = stepper.refreshed(shrinkage_cov, new.to(run.device))
-        estimated = time.perf_counter()
-        metrics = {**evaluate(run, shrinkage_cov), **held_out}
-        ended = time.perf_counter()
-        record = {"epoch": epoch, **metrics, **losses, SCHEDULED_LR: scheduler.get_last_lr()[0],
-                  "shrinkage_time_s": estimated - trained, "train_time_s": trained - began,
-                  "eval_time_s": ended - estimated, "epoch_time_s": ended - began}
-        if measured and not (in_loss or selection.holdout or run.settings.isoscore_star_every_epoch or epoch == epochs):
-            record[CLOSING_ONLY] = ",".join(STAR_KEYS)  # measured for the shorter configuration ending here
-        stop, ends = _close_epoch(run, result, selection, record, epochs, output_dir,
-                                  lambda folder: save_pretrained(run, folder))
-        if stop:
-            log.info("no better held-out %s for %d epochs: fine-tuning ends after epoch %d, scored at epoch %d",
-                     run.task.metric, run.settings.patience, epoch, selection.best[0])
-        final = ends and not second_stage
-        contents = ({"resume": "records", "weights": "weights"}.get(run.settings.checkpoint, "state") if final
-                    else "state")
-        saved = Saved(epoch, result.epochs, selection.best, contents, stopped=stop,
-                      best_model=None if ends else selection.kept_unless(epoch), finished=final)
-        report_epoch(reporter, record, checkpointer.writer(saved))
-        if stop:
+            losses = train_epoch(run, method_loss(run, fit.shrinkage_cov, observe), fit.params, fit.optimizer,
+                                 fit.scheduler, fit.scaler, epoch, f"epoch {epoch}/{fit.epochs}", stepper=fit.stepper)
+        losses.update(usage.record())
+        if end_epoch(fit, epoch, losses, began, gathered):
             break
     return False
-
-
-def _first_shrinkage(run: Run, start: int, sigma_cache) -> torch.Tensor:
-    """Σ_S of the model before the first epoch trained here: the pretrained model's is computed once per key and
-    reused (:func:`~istar_tune.training.sigma.reused_shrinkage`); a resumed run's is drawn afresh."""
-    if start == 0:
-        return reused_shrinkage(run, sigma_cache, lambda: estimate_shrinkage(run, draw=0)).to(run.device)
-    return estimate_shrinkage(run, draw=start).to(run.device)
-
-
-def _resumed(checkpointer: Checkpointer, result: TrainResult, selection: Selection, resume_from,
-             epochs: int) -> tuple[int, bool, bool]:
-    """(the last epoch trained, whether fine-tuning had stopped, whether the run had finished) of a run resumed from
-    the state in ``resume_from``, its records and best epoch restored; ``(0, False, False)`` without one."""
-    if resume_from is None or not (Path(resume_from) / STATE_FILE).is_file():
-        return 0, False, False
-    state = checkpointer.load(Path(resume_from))
-    if state["finished"]:
-        result.epochs, result.best_epoch = state["records"], state["best"][0]
-        return 0, False, True
-    result.epochs = state["records"]
-    selection.resume(state["best"], state.get("best_model"), state["epoch"])
-    result.best_epoch = selection.best[0]
-    log.info("resuming after epoch %d of %d", state["epoch"], epochs)
-    return state["epoch"], state["stopped"], False
-
-
-def training_pass_covariance(run: Run, selection: Selection, epoch: int, closing: set[int],
-                             in_loss: bool) -> StreamingCovariance | None:
-    """With ``star_sigma: training``, a method without Σ_S in its loss gathers the Σ_S of its eval IsoScore* from
-    every training token of an epoch whose score may be used (:func:`measures_star`); ``None`` otherwise."""
-    settings = run.settings
-    if in_loss or settings.star_sigma != "training":
-        return None
-    if not (settings.isoscore_star_every_epoch or selection.holdout or epoch in closing):
-        return None
-    return StreamingCovariance(hidden_size(run.model), budget=2**62, device=run.device)
-
-
-def measures_star(run: Run, selection: Selection, epoch: int, held_out: dict[str, float], closing: set[int]) -> bool:
-    """Whether a method without Σ_S in its loss measures the eval IsoScore* (a Σ_S pass) after ``epoch``: where its
-    value is used, the scored epoch of a configuration: with ``holdout`` each new best held-out epoch, else the last
-    epoch of each configuration the run completes (``closing``); every epoch with ``isoscore_star_every_epoch``."""
-    if run.settings.isoscore_star_every_epoch:
-        return True
-    if selection.holdout:
-        return held_out[selection.key] > selection.best[1]
-    return epoch in closing
 
 
 def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, output_dir: Path | None) -> None:
@@ -285,7 +161,7 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
                       **{FINETUNED_PREFIX + k: v for k, v in before.as_record().items()}}
             if selection.holdout:
                 record.update(evaluate_holdout(run))
-            stop, ends = _close_epoch(run, result, selection, record, stage_one_epochs + hp.isolayer_epochs,
+            stop, ends = close_epoch(run, result, selection, record, stage_one_epochs + hp.isolayer_epochs,
                                       output_dir, lambda folder: _save_with_layer(run, hook, folder),
                                       later_ties_win=True)
             # The last report keeps the model and the trained layer (records only with ``checkpoint: resume``);
@@ -300,34 +176,6 @@ def _second_stage(run: Run, result: TrainResult, reporter: Reporter | None, outp
         result.second_stage = IsoLayerResult(before=before, after=spaces.get(scored, before))
     finally:
         hook.remove()
-
-
-def _close_epoch(run: Run, result: TrainResult, selection: Selection, record: dict[str, Any], last: int,
-                 output_dir: Path | None, save_best: Callable[[Path], None],
-                 later_ties_win: bool = False) -> tuple[bool, bool]:
-    """The bookkeeping every epoch of every stage ends with: keep the record, follow the best epoch (its checkpoint
-    written by ``save_best`` into the output folder), add the scored epoch's measures, put the scored weights back
-    when the stage ends and rewrite ``metrics.json``. Returns (stopped by ``patience``, the stage ends here).
-
-    ``later_ties_win``: without ``holdout``, the best epoch is the best validation metric over every stage so far,
-    the later one on a tie (IsoLayer's stage 2 against stage 1)."""
-    epoch = record["epoch"]
-    result.epochs.append(record)
-    improved = selection.update(epoch, record)
-    if later_ties_win and not selection.holdout:
-        improved = record[run.task.metric] >= result.best.get(run.task.metric, -math.inf)
-    if improved:
-        result.best_epoch = epoch
-        if output_dir is not None and run.settings.save_checkpoint:
-            save_best(output_dir / BEST_CHECKPOINT)
-    record.update(selection.scored(result.epochs))
-    stop = selection.should_stop(epoch)
-    ends = stop or epoch == last
-    if ends:
-        selection.restore()  # the scored epoch's weights go on: to the second stage, into the final checkpoint
-    if output_dir is not None:
-        write_json_atomic(output_dir / METRICS_FILE, result.as_json())
-    return stop, ends
 
 
 def _save_with_layer(run: Run, hook: IsoLayerHook, folder: Path) -> None:

@@ -99,14 +99,14 @@ def test_isolayer_rejects_extractive_qa(glue_tiny):
 def test_isolayer_with_holdout_scores_each_stages_chosen_epoch_and_analyze_reads_that_model(glue_tiny, tmp_path,
                                                                                           monkeypatch):
     from istar_tune.apps.analyze import analyze
-    from istar_tune.training import loop as train_module
+    from istar_tune.training import fitting, loop
     from istar_tune.training.state import BEST_CHECKPOINT, ISOLAYER_FILE
 
     values = iter([0.6, 0.8, 0.7,   # stage 1: epoch 2 is chosen (its weights go on to stage 2)
                    0.5, 0.9, 0.6])  # stage 2: its second epoch (epoch 5) is chosen
-    real = train_module.evaluate_holdout
-    monkeypatch.setattr(train_module, "evaluate_holdout", lambda run: {
-        k: next(values) for k in real(run)})
+    real = loop.evaluate_holdout
+    for module in (fitting, loop):  # stage 1's epochs end in fitting, stage 2's in the loop
+        monkeypatch.setattr(module, "evaluate_holdout", lambda run: {k: next(values) for k in real(run)})
     hp = Hyperparameters(model="tiny-bert", task="sst2", method="isolayer", epochs=3, batch_size=16,
                          learning_rate=1e-3, alpha=0.5, isolayer_epochs=3, isolayer_learning_rate=1e-2)
     out = tmp_path / "run"

@@ -49,11 +49,11 @@ def test_a_progress_bar_changes_nothing_a_run_records(make_hparams, make_setting
 
 
 def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(make_hparams, make_settings, monkeypatch):
+    import istar_tune.training.fitting as fitting
     import istar_tune.training.loop as train_module
 
     events = []
-    estimate, epoch_fn, evaluate = (train_module.estimate_shrinkage, train_module.train_epoch,
-                                    train_module.evaluate)
+    estimate, epoch_fn, evaluate = fitting.estimate_shrinkage, train_module.train_epoch, fitting.evaluate
 
     def spy_estimate(run, draw=0):
         cov = estimate(run, draw)
@@ -68,9 +68,9 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(ma
         events.append(("eval", None, cov))
         return evaluate(run, cov)
 
-    monkeypatch.setattr(train_module, "estimate_shrinkage", spy_estimate)
+    monkeypatch.setattr(fitting, "estimate_shrinkage", spy_estimate)
     monkeypatch.setattr(train_module, "train_epoch", spy_epoch)
-    monkeypatch.setattr(train_module, "evaluate", spy_evaluate)
+    monkeypatch.setattr(fitting, "evaluate", spy_evaluate)
     train(make_hparams(task="rte", epochs=2), make_settings(max_train_samples=32, max_eval_samples=16))
     assert [(kind, step) for kind, step, _ in events] == [("sigma", 0), ("train", 1), ("sigma", 1), ("eval", None),
                                                           ("train", 2), ("sigma", 2), ("eval", None)]
@@ -82,15 +82,15 @@ def test_each_epochs_eval_isoscore_uses_sigma_s_of_the_model_after_that_epoch(ma
 
 
 def _sigma_passes(monkeypatch) -> list[int]:
-    import istar_tune.training.loop as train_module
+    import istar_tune.training.fitting as fitting
 
-    draws, estimate = [], train_module.estimate_shrinkage
+    draws, estimate = [], fitting.estimate_shrinkage
 
     def spy(run, draw=0):
         draws.append(draw)
         return estimate(run, draw)
 
-    monkeypatch.setattr(train_module, "estimate_shrinkage", spy)
+    monkeypatch.setattr(fitting, "estimate_shrinkage", spy)
     return draws
 
 

@@ -35,9 +35,10 @@ def test_with_holdout_the_epoch_chosen_on_held_out_data_is_scored_kept_and_ends_
 
     import torch
 
+    from istar_tune.training import fitting
     from istar_tune.training import loop as train_module
 
-    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted([0.5, 0.7, 0.6, 0.65, 0.9]))
+    monkeypatch.setattr(fitting, "evaluate_holdout", _Scripted([0.5, 0.7, 0.6, 0.65, 0.9]))
     out, states = tmp_path / "run", tmp_path / "states"
 
     class Keeper(make_recorder):
@@ -76,19 +77,19 @@ def test_a_run_with_holdout_resumed_mid_stage_ends_as_an_uninterrupted_one(make_
                                                                           stop_after):
     import torch
 
-    from istar_tune.training import loop as train_module
+    from istar_tune.training import fitting
 
     drop = MEASURED_KEYS
     script = [0.5, 0.7, 0.6, 0.65]
     settings = make_settings(holdout=0.3, patience=2)
     hp = make_hparams(epochs=5, method="base", lam=None)
-    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script))
+    monkeypatch.setattr(fitting, "evaluate_holdout", _Scripted(script))
     whole = make_recorder(keep_dir=tmp_path / "whole")
     uninterrupted = train(hp, settings, whole).epochs
-    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script))
+    monkeypatch.setattr(fitting, "evaluate_holdout", _Scripted(script))
     with pytest.raises(KeyboardInterrupt):
         train(hp, settings, make_recorder(stop_after=stop_after, keep_dir=tmp_path / "state"))
-    monkeypatch.setattr(train_module, "evaluate_holdout", _Scripted(script[stop_after:]))
+    monkeypatch.setattr(fitting, "evaluate_holdout", _Scripted(script[stop_after:]))
     resumed = make_recorder(keep_dir=tmp_path / "resumed")
     result = train(hp, settings, resumed, resume_from=tmp_path / "state")
     assert [r["epoch"] for r in resumed.records] == list(range(stop_after + 1, 5))

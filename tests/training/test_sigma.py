@@ -43,16 +43,17 @@ def test_sigma_s_is_estimated_in_float32_under_a_mixed_precision_run(make_hparam
 
 def test_the_pretrained_models_sigma_is_computed_once_per_key_and_the_records_are_identical(
         make_hparams, make_settings, tmp_path, monkeypatch):
+    import istar_tune.training.fitting as fitting
     import istar_tune.training.loop as loop
 
     draws = []
-    estimate = loop.estimate_shrinkage
+    estimate = fitting.estimate_shrinkage
 
     def counted(run, draw=0):
         draws.append(draw)
         return estimate(run, draw)
 
-    monkeypatch.setattr(loop, "estimate_shrinkage", counted)
+    monkeypatch.setattr(fitting, "estimate_shrinkage", counted)
     cache = tmp_path / "sigma-cache"
 
     def small(**overrides):

@@ -1,0 +1,240 @@
+"""Many configurations trained as one model: K members of one architecture, each with weights of its own, stacked
+along a leading member axis and run as one forward and one backward pass (``torch.func.functional_call`` under
+``torch.func.vmap``): one operator call for all K members where K separate runs make K.
+
+Each member stays the configuration it is alone: its own parameters (so its own gradients, optimizer state, learning
+rate, weight decay and clipping norm: the plain path's optimizer, one per member; their storage is the stack's row,
+:class:`FusedModel`), its own loss (task loss +
+its own λ·penalty with its own ζ and Σ_S, :func:`istar_tune.losses.penalty` on its slice of the hidden states) and
+its own dropout draws (:class:`MemberDropouts`: each member's masks from a generator of its own, started where the
+global generator stands when the member would start training alone, so on a CPU member k draws exactly the masks
+its configuration draws alone).
+
+Exactness: a bundle of one runs its member's model itself (no vmap), so K = 1 equals the plain path bit for bit.
+For K > 1 the batched kernels round differently from the unbatched ones: a member's losses agree with its
+configuration alone to float32 rounding, and the difference grows with training as any rounding difference does
+(tests/training/test_fused.py measures it). Why vmap over stacked weights and not operators of one's own (HFTA):
+``functional_call`` runs the model's own forward, so every encoder transformers builds fuses without code per
+architecture. Attention must be ``eager`` when its dropout is on (sdpa draws its dropout inside its kernel, where no
+member's generator reaches); on CUDA the members' masks are their own seeded draws but not the ones the fused
+dropout kernel of a lone run draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.func import functional_call, vmap
+from torch.overrides import TorchFunctionMode
+
+from istar_tune.config import Hyperparameters
+from istar_tune.errors import IsotropyError
+from istar_tune.losses import penalty
+from istar_tune.methods import PENALISED
+
+EAGER_ATTENTION = "eager"
+"""The attention kernel a fused bundle needs while attention dropout is on."""
+
+
+def fuse_problems(models: Sequence[torch.nn.Module]) -> list[str]:
+    """What refuses training ``models`` as one bundle: none to fuse, architectures that differ (parameter names,
+    shapes or dtypes), or attention whose dropout runs inside sdpa's kernel."""
+    if not models:
+        return ["a bundle needs at least one member"]
+    problems = []
+    layout = [(name, p.shape, p.dtype) for name, p in models[0].named_parameters()]
+    for k, model in enumerate(models[1:], start=1):
+        other = [(name, p.shape, p.dtype) for name, p in model.named_parameters()]
+        if other != layout:
+            differs = next((a[0] for a, b in zip(layout, other) if a != b), f"{len(layout)} vs {len(other)} tensors")
+            problems.append(f"member {k}'s parameters differ from member 0's (first at {differs}): a bundle is one "
+                            "architecture")
+    config = getattr(models[0], "config", None)
+    attention = getattr(config, "_attn_implementation", EAGER_ATTENTION)
+    if attention != EAGER_ATTENTION and getattr(config, "attention_probs_dropout_prob", 0.0) > 0:
+        problems.append(f"attention {attention} draws its dropout inside its kernel, where no member's own generator "
+                        f"reaches: use attn_implementation {EAGER_ATTENTION} to fuse")
+    return problems
+
+
+def own_generator(device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator on ``device`` in the state the global generator of that device has now. Taken where a member's
+    configuration would start training alone (after its model is built from its seed), it draws the dropout masks
+    that configuration draws alone from the global generator."""
+    device = torch.device(device)
+    state = torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+    generator = torch.Generator(device=device)
+    generator.set_state(state)
+    return generator
+
+
+def member_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator],
+                   member: torch.Tensor) -> torch.Tensor:
+    """Dropout of ``x`` with each member's mask drawn from that member's generator, as ``torch.nn.functional
+    .dropout`` draws one on a CPU (a Bernoulli(1 − p) mask of ``x``'s dtype, scaled by 1/(1 − p)); under vmap
+    ``member`` is the member axis's index, so each member's slice of ``x`` meets its own mask."""
+    noise = torch.stack([torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p, generator=g)
+                         for g in generators])  # (K, *x's shape)
+    noise.div_(1 - p)
+    return x * noise[member]
+
+
+class MemberDropouts(TorchFunctionMode):
+    """While on, every ``torch.nn.functional.dropout`` in training (``nn.Dropout`` modules and the functional calls
+    of eager attention alike) draws each member's mask from its own generator (:func:`member_dropout`)."""
+
+    def __init__(self, generators: Sequence[torch.Generator], member: torch.Tensor):
+        super().__init__()
+        self.generators, self.member = generators, member
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.dropout:
+            return func(*args, **kwargs)
+        named = dict(zip(("input", "p", "training", "inplace"), args)) | kwargs
+        p, training = named.get("p", 0.5), named.get("training", True)
+        if not training or p == 0:
+            return named["input"]
+        return member_dropout(named["input"], p, self.generators, self.member)
+
+
+class FusedModel:
+    """K members' models run as one: :meth:`__call__` gives every member's task loss and hidden states for one batch
+    (a batch all members read).
+
+    With K > 1 the members' weights move into one stacked tensor per parameter (K, ...), which the fused forward
+    reads as it is: each member's parameters stay its own ``nn.Parameter`` objects (its optimizer, clipping and
+    checkpoints take them as before) but are views of their row of the stack, and after each backward pass their
+    ``.grad`` are views of the stack's gradient (:meth:`share_gradients`). A member's gradients set to ``None`` (its
+    optimizer's ``zero_grad``) zero its row before the next pass. A member's state dict holds views of the stacks:
+    clone it before saving (:meth:`member_state`)."""
+
+    def __init__(self, models: Sequence[torch.nn.Module], generators: Sequence[torch.Generator]):
+        from istar_tune.errors import ConfigError
+
+        if problems := fuse_problems(models):
+            raise ConfigError(problems)
+        if len(generators) != len(models):
+            raise ConfigError(f"a bundle of {len(models)} members needs as many generators, got {len(generators)}")
+        self.models, self.generators = list(models), list(generators)
+        self.buffers = dict(self.models[0].named_buffers())
+        named = [dict(m.named_parameters()) for m in self.models]
+        self.params = {name: [member[name] for member in named] for name in named[0]}
+        """Every parameter's K members' tensors, by name."""
+        self.stacked: dict[str, torch.Tensor] = {}
+        if len(self.models) > 1:
+            with torch.no_grad():
+                for name, params in self.params.items():
+                    stack = torch.stack([p.detach() for p in params]).requires_grad_(params[0].requires_grad)
+                    if any(p.grad is not None for p in params):  # gradients accumulated before (a bundle re-made)
+                        stack.grad = torch.stack([torch.zeros_like(p) if p.grad is None else p.grad for p in params])
+                    for k, param in enumerate(params):
+                        param.data = stack.data[k]  # the member's weights now live in its row of the stack
+                    self.stacked[name] = stack
+            self.share_gradients()
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def train(self, mode: bool = True) -> None:
+        for model in self.models:
+            model.train(mode)
+
+    def member_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Member ``k``'s state dict, its tensors copied out of the stacks (what a checkpoint of it saves)."""
+        return {name: tensor.clone() for name, tensor in self.models[k].state_dict().items()}
+
+    def share_gradients(self) -> None:
+        """Each member's ``.grad`` a view of its row of the stacked gradient (after a backward pass)."""
+        for name, stack in self.stacked.items():
+            if stack.grad is not None:
+                for k, param in enumerate(self.params[name]):
+                    param.grad = stack.grad[k]
+
+    def _forget_zeroed(self) -> None:
+        """The members' gradients are the truth: rows whose member's ``.grad`` was set to ``None`` start from zero."""
+        for name, stack in self.stacked.items():
+            if stack.grad is None:
+                continue
+            gone = [k for k, param in enumerate(self.params[name]) if param.grad is None]
+            if len(gone) == len(self.models):
+                stack.grad = None
+            for k in gone if len(gone) < len(self.models) else ():
+                stack.grad[k].zero_()
+
+    def __call__(self, batch: dict[str, torch.Tensor],
+                 hidden_states: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Task losses (K,) and, with ``hidden_states``, the embedding output and every layer's, each (K, B, T, d)."""
+        if len(self.models) == 1:  # the member's own model: the plain path's kernels, bit for bit
+            with MemberDropouts(self.generators, torch.tensor(0)):
+                outputs = self.models[0](**batch, output_hidden_states=hidden_states)
+            states = tuple(h.unsqueeze(0) for h in outputs.hidden_states) if hidden_states else ()
+            return outputs.loss.unsqueeze(0), states
+        self._forget_zeroed()
+        base = self.models[0]
+
+        def one(params, member):
+            with MemberDropouts(self.generators, member):
+                outputs = functional_call(base, {**params, **self.buffers}, (), {**batch,
+                                          "output_hidden_states": hidden_states})
+            return outputs.loss, (tuple(outputs.hidden_states) if hidden_states else ())
+
+        members = torch.arange(len(self.models), device=batch["input_ids"].device)
+        return vmap(one, randomness="same")(self.stacked, members)
+
+
+@dataclass(frozen=True)
+class MemberLoss:
+    """What a member's loss adds to its task loss: its method's penalty with its own λ, ζ and Σ_S."""
+
+    method: str
+    lam: float
+    zeta: float
+    layer: int | None = None
+    include_padding: bool = False
+    shrinkage_cov: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, hparams: Hyperparameters, shrinkage_cov: torch.Tensor | None = None) -> MemberLoss:
+        return cls(hparams.method, hparams.penalty_weight, hparams.zeta, hparams.layer, hparams.include_padding,
+                   shrinkage_cov)
+
+    @property
+    def penalised(self) -> bool:
+        return self.method in PENALISED and self.lam != 0
+
+
+def fused_losses(model: FusedModel, losses: Sequence[MemberLoss],
+                 batch: dict[str, torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every member's total loss (what its backward pass takes) and the logged values (K, 3): total, task loss and
+    penalty per member, float64, as :func:`istar_tune.training.epoch.forward_backward` logs one run's."""
+    task_losses, hidden = model(batch, hidden_states=any(loss.penalised for loss in losses))
+    totals, values = [], []
+    for k, loss in enumerate(losses):
+        task = task_losses[k].float()
+        pen = None
+        if loss.penalised:
+            try:
+                pen = penalty(loss.method, tuple(h[k] for h in hidden), batch["attention_mask"], lam=loss.lam,
+                              zeta=loss.zeta, shrinkage_cov=loss.shrinkage_cov, layer=loss.layer,
+                              include_padding=loss.include_padding)
+            except IsotropyError:  # this member's points are no longer finite: its loss is not, the others go on
+                pen = torch.full_like(task, float("nan"))
+        total = task if pen is None else task + pen
+        totals.append(total)
+        values.append(torch.stack([total.detach(), task.detach(),
+                                   pen.detach() if pen is not None else torch.zeros_like(total)]))
+    return totals, torch.stack(values).double()
+
+
+def fused_forward_backward(model: FusedModel, losses: Sequence[MemberLoss], batch: dict[str, torch.Tensor],
+                           accum: int = 1) -> torch.Tensor:
+    """One step's device work for every member up to its gradients (accumulated into its own ``.grad``); returns
+    the logged values (K, 3). A member whose loss is non-finite spoils only its own gradients and weights (its
+    penalty's points turning non-finite give it a NaN loss, not an error): the caller drops it from the bundle."""
+    totals, values = fused_losses(model, losses, batch)
+    (torch.stack(totals) / accum).sum().backward()
+    model.share_gradients()
+    return values

@@ -1,0 +1,84 @@
+"""A bundle's epoch against each member's configuration trained alone by the plain path's epoch (``train_epoch``):
+the same mean losses and weights to float32 rounding; a member that fails leaves alone, the others go on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from istar_tune.errors import ConfigError
+from istar_tune.training.bundle import Member, bundle_epoch, bundle_problems
+from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
+from istar_tune.training.fused import MemberLoss, own_generator
+from istar_tune.training.run import make_optimizer, prepare
+from istar_tune.training.sigma import estimate_shrinkage
+
+CONFIGURATIONS = [{"method": "base", "learning_rate": 1e-3}, {"method": "istar", "lam": -1.0, "zeta": 0.2,
+                  "learning_rate": 3e-3}, {"method": "cosreg", "lam": 0.5, "learning_rate": 2e-3, "grad_accum": 2}]
+"""Three configurations of one batch stream (grad_accum differs in the last: it is set to 2 for all below)."""
+
+
+def _member(make_hparams, make_settings, **hparams) -> tuple[Member, torch.Tensor | None]:
+    run = prepare(make_hparams(grad_accum=2, batch_size=8, **{k: v for k, v in hparams.items() if k != "grad_accum"}),
+                  make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=8))
+    generator = own_generator(run.device)  # where this configuration's own training starts drawing
+    sigma = estimate_shrinkage(run) if run.hparams.method == "istar" else None
+    optimizer, scheduler, scaler = make_optimizer(run, list(run.model.named_parameters()), run.hparams.learning_rate,
+                                                  1, run.hparams.warmup_ratio)
+    return Member(run, optimizer, scheduler, scaler, MemberLoss.of(run.hparams, sigma), generator), sigma
+
+
+def _weights(member: Member) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in member.run.model.named_parameters()}
+
+
+def test_a_bundles_epoch_gives_each_member_what_its_configuration_alone_gives(make_hparams, make_settings):
+    members = [_member(make_hparams, make_settings, **c)[0] for c in CONFIGURATIONS]
+    fused = bundle_epoch(members, epoch=1)
+    for k, config in enumerate(CONFIGURATIONS):
+        alone, sigma = _member(make_hparams, make_settings, **config)
+        run = alone.run
+        expected = train_epoch(run, method_loss(run, sigma), alone.params, alone.optimizer, alone.scheduler,
+                               alone.scaler, 1, "alone")
+        assert fused[k][TRAIN_TOKENS] == expected[TRAIN_TOKENS]
+        for key in ("train_loss", "task_loss", "penalty"):
+            assert fused[k][key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), (config, key)
+        for name, weight in _weights(alone).items():
+            torch.testing.assert_close(_weights(members[k])[name], weight, rtol=1e-4, atol=1e-5)
+    assert all(m.error is None for m in members)
+
+
+def test_a_member_whose_loss_turns_non_finite_leaves_the_bundle_alone(make_hparams, make_settings):
+    members = [_member(make_hparams, make_settings, **c)[0] for c in CONFIGURATIONS]
+    poisoned = members[1]
+    members[1] = dataclasses.replace(poisoned, loss=dataclasses.replace(poisoned.loss, lam=float("nan")))
+    without = [_member(make_hparams, make_settings, **c)[0] for c in (CONFIGURATIONS[0], CONFIGURATIONS[2])]
+    fused = bundle_epoch(members, epoch=1)
+    expected = bundle_epoch(without, epoch=1)
+    assert set(fused) == {0, 2}
+    assert members[1].error == ("the loss became nan at epoch 1, step 1: lower the learning rate (0.003) or |lam| "
+                                "(-1.0)")
+    for k, j in ((0, 0), (2, 1)):
+        assert members[k].error is None
+        assert fused[k]["train_loss"] == pytest.approx(expected[j]["train_loss"], rel=1e-5)
+        for name, weight in _weights(without[j]).items():
+            torch.testing.assert_close(_weights(members[k])[name], weight, rtol=1e-4, atol=1e-5)
+    # The epoch after: the member that left does not come back; the others train on.
+    assert set(bundle_epoch(members, epoch=2)) == {0, 2}
+
+
+def test_what_cannot_share_a_batch_stream_is_refused_before_a_step(make_hparams, make_settings):
+    first, _ = _member(make_hparams, make_settings, method="base")
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=8)
+    other = prepare(make_hparams(batch_size=16, grad_accum=4), settings)
+    second = dataclasses.replace(first, run=other)
+    assert bundle_problems([first, second]) == [
+        "member 1's batch_size is 16, member 0's 8: a bundle's members read one batch stream",
+        "member 1's grad_accum is 4, member 0's 2: a bundle's members read one batch stream"]
+    with pytest.raises(ConfigError, match="a bundle's members read one batch stream"):
+        bundle_epoch([first, second], epoch=1)
+    halves = dataclasses.replace(first, run=dataclasses.replace(first.run, amp_dtype=torch.float16))
+    assert bundle_problems([halves]) == ["precision fp16 scales each run's loss by a factor of its own: use bf16 or "
+                                         "fp32 to fuse"]
