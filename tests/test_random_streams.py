@@ -31,5 +31,6 @@ def test_a_stream_seed_is_stable_and_in_the_range_torch_takes():
 def test_the_training_epoch_and_the_sigma_pass_draw_from_these_streams():
     from istar_tune.training import epoch, sigma
 
-    assert "stream_seed(run.hparams.seed, DATA_ORDER, epoch)" in inspect.getsource(epoch.train_epoch)
+    assert "stream_seed(run.hparams.seed, DATA_ORDER, epoch)" in inspect.getsource(epoch.epoch_batches)
+    assert "epoch_batches(run, epoch" in inspect.getsource(epoch.train_epoch)
     assert "stream_seed(seed, SIGMA_DRAW, draw)" in inspect.getsource(sigma.shrinkage_order)

@@ -1,18 +1,30 @@
-"""A bundle's training pass: K members (each a prepared run of its own configuration, sharing one batch stream)
-stepping together through one fused forward and backward per batch (:mod:`istar_tune.training.fused`), each member
-updated by its own optimizer, schedule and clipping exactly as :func:`istar_tune.training.epoch.train_epoch` updates
-one run (:func:`~istar_tune.training.epoch.update`). A member whose loss or weights become non-finite leaves the
-bundle with the error its run alone would raise, and the others go on.
+"""A bundle: K configurations of one batch stream fine-tuned together (:func:`train_bundle`), each member's
+result what :func:`istar_tune.training.loop.train` gives it alone.
+
+Each epoch's training pass (:func:`bundle_epoch`) steps every member through one fused forward and backward per batch
+(:mod:`istar_tune.training.fused`), each updated by its own optimizer, schedule and clipping exactly as
+:func:`~istar_tune.training.epoch.train_epoch` updates one run (:func:`~istar_tune.training.epoch.update`); the
+rest of each member's stage is the plain path's own (:mod:`istar_tune.training.fitting`: its setup, resume, Σ_S,
+evaluation, best epoch, reports and checkpoints, its dropout generator's state kept in them). A member whose loss or
+weights become non-finite leaves the bundle with the error its run alone would raise (FAILED), and the others go on;
+a member whose epochs or ``patience`` end sooner rests while the others train on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from istar_tune.config import Hyperparameters, RunSettings
 from istar_tune.errors import ConfigError
+from istar_tune.methods import get_method
+from istar_tune.tasks import Task
 from istar_tune.training.epoch import (
     TRAIN_TOKENS,
     all_finite,
@@ -22,9 +34,13 @@ from istar_tune.training.epoch import (
     non_finite_weights,
     update,
 )
-from istar_tune.training.fused import FusedModel, MemberLoss, fused_forward_backward
+from istar_tune.training.fitting import Fitting, TrainResult, begin_fit, end_epoch
+from istar_tune.training.fused import FusedModel, MemberLoss, fused_forward_backward, own_generator
 from istar_tune.training.graphs import EagerSteps
-from istar_tune.training.run import Run
+from istar_tune.training.run import Run, prepare
+from istar_tune.training.state import Reporter
+from istar_tune.training.usage import DeviceUsage
+from istar_tune.trial_status import TrialStatus
 
 SHARED = ("batch_size", "grad_accum", "seed", "task", "model")
 """What the members of a bundle share (one batch stream), besides the run settings."""
@@ -43,10 +59,32 @@ class Member:
     loss: MemberLoss
     generator: torch.Generator
     error: str | None = None
+    host: torch.Generator | None = None
+    """Its host-side random stream where the dropout generator is on an accelerator (on a CPU they are one)."""
 
     @property
     def params(self) -> list[torch.nn.Parameter]:
         return [p for p in self.run.model.parameters() if p.requires_grad]
+
+    @contextlib.contextmanager
+    def own_streams(self):
+        """While on, the global generators are this member's streams (what its run alone draws from between its
+        training passes: evaluation's loaders, its checkpoints' saved state), and they are its own again after."""
+        host = self.host if self.host is not None else self.generator
+        device = self.generator.device
+        saved = torch.get_rng_state()
+        torch.set_rng_state(host.get_state())
+        saved_device = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        if saved_device is not None:
+            torch.cuda.set_rng_state(self.generator.get_state(), device)
+        try:
+            yield
+        finally:
+            host.set_state(torch.get_rng_state())
+            torch.set_rng_state(saved)
+            if saved_device is not None:
+                self.generator.set_state(torch.cuda.get_rng_state(device))
+                torch.cuda.set_rng_state(saved_device, device)
 
 
 def bundle_problems(members: list[Member]) -> list[str]:
@@ -117,3 +155,62 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
         totals = dict(zip(("train_loss", "task_loss", "penalty"), sums[k].tolist()))
         out[k] = {**{key: v / max(steps, 1) for key, v in totals.items()}, TRAIN_TOKENS: tokens}
     return out
+
+
+def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
+                 reporters: Sequence[Reporter | None] | None = None,
+                 resume_from: Sequence[str | os.PathLike | None] | None = None,
+                 sigma_cache: str | os.PathLike | None = None, task: Task | None = None) -> list[TrainResult]:
+    """Fine-tune the configurations ``hparams`` (one batch stream: :func:`bundle_problems`) as one bundle; returns
+    each one's result, in order, as :func:`~istar_tune.training.loop.train` returns it alone (a failed member's
+    with status FAILED and its error). ``reporters``/``resume_from``: each member's, as ``train`` takes them."""
+    count = len(hparams)
+    reporters = list(reporters) if reporters is not None else [None] * count
+    resume_from = list(resume_from) if resume_from is not None else [None] * count
+    if settings.output_dir:
+        raise ConfigError(f"output_dir {settings.output_dir!r}: a bundle's members write through their reporters; "
+                          "give no output_dir")
+    if second := [hp.method for hp in hparams if get_method(hp.method).second_stage]:
+        raise ConfigError(f"method {second[0]} has a second stage, which is not fused: train it on its own")
+    members, fits = [], []
+    for hp, reporter, resume in zip(hparams, reporters, resume_from):
+        run = prepare(hp, settings, task)  # the global generators seeded from its seed
+        result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
+        fit = begin_fit(run, result, reporter, resume, None, set(), sigma_cache)  # a resumed run's streams restored
+        # Where this configuration's own streams stand when its training starts (its dropout, and the host's).
+        generator = own_generator(run.device)
+        host = own_generator("cpu") if run.device.type != "cpu" else None
+        fits.append((result, fit))
+        members.append(Member(run, *((None,) * 3 if fit is None else (fit.optimizer, fit.scheduler, fit.scaler)),
+                              MemberLoss.of(hp), generator, host=host))
+    if problems := bundle_problems(members):
+        raise ConfigError(problems)
+    _fit_bundle(members, [fit for _, fit in fits])
+    results = [result for result, _ in fits]
+    for member, result in zip(members, results):
+        result.status = TrialStatus.FINISHED if member.error is None else TrialStatus.FAILED
+        result.error = "" if member.error is None else f"TrainingError: {member.error}"
+    return results
+
+
+def _fit_bundle(members: list[Member], fits: list[Fitting | None]) -> None:
+    """The bundle's epochs: at each, the members whose stage goes on train together, then each closes its epoch."""
+    training = {k for k, fit in enumerate(fits) if fit is not None and fit.start < fit.last}
+    epoch = min((fits[k].start for k in training), default=0)
+    while training:
+        epoch += 1
+        now = [k for k in sorted(training) if fits[k].start < epoch]
+        for k in now:
+            members[k].loss = MemberLoss.of(members[k].run.hparams, fits[k].shrinkage_cov)
+        began = time.perf_counter()
+        with DeviceUsage(members[now[0]].run.device) as usage:
+            losses = bundle_epoch([members[k] for k in now], epoch)
+        seconds, measured = time.perf_counter() - began, usage.record()
+        for row, k in enumerate(now):
+            if row not in losses:  # it failed: the error is its member's
+                training.discard(k)
+                continue
+            with members[k].own_streams():
+                stop = end_epoch(fits[k], epoch, {**losses[row], **measured}, time.perf_counter() - seconds)
+            if stop or epoch >= fits[k].last:
+                training.discard(k)

@@ -105,18 +105,16 @@ class Fitting:
 
 
 def begin_fit(run: Run, result: TrainResult, reporter: Reporter | None, resume_from, output_dir: Path | None,
-              completes: set[int], sigma_cache: str | os.PathLike | None = None,
-              generator: torch.Generator | None = None) -> Fitting | None:
+              completes: set[int], sigma_cache: str | os.PathLike | None = None) -> Fitting | None:
     """The fine-tuning stage set up (optimizer, schedule, checkpointer, selection, a resumed run's state restored,
-    the first Σ_S); ``None`` when a resumed state says the whole run had finished. ``generator``: where a bundle's
-    member draws its dropout (its checkpoints keep that generator's state instead of the global one)."""
+    the first Σ_S); ``None`` when a resumed state says the whole run had finished."""
     hp = run.hparams
     second_stage = get_method(hp.method).second_stage
     epochs = 0 if run.settings.init_checkpoint and second_stage else hp.epochs
     in_loss = get_method(hp.method).uses_zeta
     named = list(run.model.named_parameters())
     optimizer, scheduler, scaler = make_optimizer(run, named, hp.learning_rate, max(epochs, 1), hp.warmup_ratio)
-    checkpointer = Checkpointer(run, optimizer, scheduler, scaler, generator)
+    checkpointer = Checkpointer(run, optimizer, scheduler, scaler)
     selection = Selection(run, run.model)
     start, stopped, finished = _resumed(checkpointer, result, selection, resume_from, epochs)
     if finished:
@@ -139,7 +137,8 @@ def end_epoch(fit: Fitting, epoch: int, losses: dict[str, Any], began: float,
     ``patience`` stops the stage here."""
     run, selection = fit.run, fit.selection
     trained = time.perf_counter()
-    losses = {**losses, "train_tokens_per_s": losses.pop(TRAIN_TOKENS) / max(trained - began, 1e-9)}
+    losses = dict(losses)
+    losses["train_tokens_per_s"] = losses.pop(TRAIN_TOKENS) / max(trained - began, 1e-9)
     held_out = evaluate_holdout(run) if selection.holdout else {}
     measured = fit.in_loss or measures_star(run, selection, epoch, held_out, fit.completes | {fit.epochs})
     if not measured:

@@ -79,9 +79,6 @@ class Checkpointer:
     optimizer: Any
     scheduler: Any
     scaler: Any
-    generator: torch.Generator | None = None
-    """Where the run draws its dropout when not from the global generator (a bundle's member): its state is the
-    ``torch_rng`` saved and restored."""
 
     def save(self, directory: Path, saved: Saved) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -97,14 +94,11 @@ class Checkpointer:
                 state["isolayer"] = saved.isolayer
         if saved.contents == "state":
             state.update(optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
-                         scaler=self.scaler.state_dict(), torch_rng=self._rng_state(),
+                         scaler=self.scaler.state_dict(), torch_rng=torch.get_rng_state(),
                          numpy_rng=_numpy_rng_state(), python_rng=random.getstate(), cuda_rng=_cuda_rng_state())
             if saved.best_model is not None:
                 state["best_model"] = saved.best_model
         torch.save(state, directory / STATE_FILE)
-
-    def _rng_state(self) -> torch.Tensor:
-        return self.generator.get_state() if self.generator is not None else torch.get_rng_state()
 
     def writer(self, saved: Saved) -> Callable[[Path], None]:
         """What :func:`report_epoch` calls with the folder to write ``saved`` into."""
@@ -125,10 +119,7 @@ class Checkpointer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        if self.generator is not None:
-            self.generator.set_state(state["torch_rng"].cpu())
-        else:
-            torch.set_rng_state(state["torch_rng"].cpu())
+        torch.set_rng_state(state["torch_rng"].cpu())
         _set_numpy_rng_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         _set_cuda_rng_state(state.get("cuda_rng") or [])  # a GPU trial goes on with its dropout stream

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from istar_tune.errors import ConfigError
-from istar_tune.training.bundle import Member, bundle_epoch, bundle_problems
+from istar_tune.training.bundle import Member, bundle_epoch, bundle_problems, train_bundle
 from istar_tune.training.epoch import TRAIN_TOKENS, method_loss, train_epoch
 from istar_tune.training.fused import MemberLoss, own_generator
+from istar_tune.training.loop import MEASURED_KEYS, train
 from istar_tune.training.run import make_optimizer, prepare
 from istar_tune.training.sigma import estimate_shrinkage
 
@@ -82,3 +83,69 @@ def test_what_cannot_share_a_batch_stream_is_refused_before_a_step(make_hparams,
     halves = dataclasses.replace(first, run=dataclasses.replace(first.run, amp_dtype=torch.float16))
     assert bundle_problems([halves]) == ["precision fp16 scales each run's loss by a factor of its own: use bf16 or "
                                          "fp32 to fuse"]
+
+
+def _records(result, drop=MEASURED_KEYS) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in drop} for r in result.epochs]
+
+
+def test_a_bundle_of_one_fine_tunes_bit_for_bit_as_train_alone(make_hparams, make_settings):
+    hp = make_hparams(epochs=2)
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
+    (bundled,) = train_bundle([hp], settings)
+    alone = train(hp, settings)
+    assert bundled.status == "finished" and bundled.best_epoch == alone.best_epoch
+    assert _records(bundled) == _records(alone)
+
+
+def test_a_bundles_members_fine_tune_as_their_configurations_alone_each_to_its_own_epochs(make_hparams,
+                                                                                          make_settings):
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
+    configurations = [make_hparams(method="base", lam=None, epochs=1, learning_rate=1e-3),
+                      make_hparams(epochs=2, learning_rate=3e-3),
+                      make_hparams(method="cosreg", lam=0.5, epochs=2, learning_rate=2e-3)]
+    bundled = train_bundle(configurations, settings)
+    for hp, result in zip(configurations, bundled):
+        alone = train(hp, settings)
+        assert [r["epoch"] for r in result.epochs] == list(range(1, hp.epochs + 1))
+        assert result.best_epoch == alone.best_epoch
+        for mine, theirs in zip(_records(result), _records(alone)):
+            assert mine.keys() == theirs.keys()
+            for key, value in theirs.items():  # float32 rounding of the batched kernels, not a seed's noise
+                assert mine[key] == (pytest.approx(value, rel=1e-4, abs=1e-6) if isinstance(value, float)
+                                     else value), (hp.method, key)
+
+
+def test_a_failing_member_ends_failed_with_its_error_and_the_others_finish(make_hparams, make_settings,
+                                                                            monkeypatch):
+    import istar_tune.training.bundle as bundle
+
+    real = bundle.MemberLoss.of
+
+    def poisoned(hparams, shrinkage_cov=None):  # the I-STAR member's penalty weight NaN: its loss is from step 1
+        loss = real(hparams, shrinkage_cov)
+        return dataclasses.replace(loss, lam=float("nan")) if hparams.method == "istar" else loss
+
+    monkeypatch.setattr(bundle.MemberLoss, "of", poisoned)
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
+    results = train_bundle([make_hparams(method="base", lam=None, epochs=2), make_hparams(epochs=2)], settings)
+    assert [r.status for r in results] == ["finished", "failed"]
+    assert results[1].error.startswith("TrainingError: the loss became nan at epoch 1, step 1: lower the learning")
+    assert results[1].epochs == [] and [r["epoch"] for r in results[0].epochs] == [1, 2]
+
+
+def test_a_bundle_stopped_mid_way_resumes_each_member_from_its_checkpoint_to_the_same_records(make_hparams,
+                                                                                              make_settings,
+                                                                                              make_recorder,
+                                                                                              tmp_path):
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
+    configurations = [make_hparams(method="base", lam=None, epochs=3), make_hparams(epochs=3, learning_rate=3e-3)]
+    whole = train_bundle(configurations, settings)
+    # Killed after both members reported epoch 1 (the second's report raises, as Ctrl-C would)
+    kept = [tmp_path / "first", tmp_path / "second"]
+    with pytest.raises(KeyboardInterrupt):
+        train_bundle(configurations, settings, [make_recorder(keep_dir=kept[0]),
+                                                make_recorder(stop_after=1, keep_dir=kept[1])])
+    resumed = train_bundle(configurations, settings, resume_from=kept)
+    for before, after in zip(whole, resumed):
+        assert _records(after) == _records(before)  # bit for bit: the same bundle, its dropout streams restored
