@@ -30,7 +30,7 @@ from torch.func import functional_call, vmap
 from torch.overrides import TorchFunctionMode
 
 from istar_tune.config import Hyperparameters
-from istar_tune.errors import IsotropyError
+from istar_tune.errors import ConfigError, IsotropyError
 from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
 
@@ -81,6 +81,12 @@ def member_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generat
     return x * noise[member]
 
 
+OTHER_RANDOM = frozenset({torch.nn.functional.alpha_dropout, torch.nn.functional.feature_alpha_dropout,
+                          torch.nn.functional.dropout1d, torch.nn.functional.dropout2d,
+                          torch.nn.functional.dropout3d, torch.nn.functional.rrelu})
+"""Random layers a fused forward refuses: under vmap they would draw one mask for every member."""
+
+
 class MemberDropouts(TorchFunctionMode):
     """While on, every ``torch.nn.functional.dropout`` in training (``nn.Dropout`` modules and the functional calls
     of eager attention alike) draws each member's mask from its own generator (:func:`member_dropout`)."""
@@ -91,6 +97,9 @@ class MemberDropouts(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in OTHER_RANDOM:
+            raise ConfigError(f"the model calls {func.__name__} in training, which a fused bundle cannot draw per "
+                              "member (only dropout): train this model unfused")
         if func is not torch.nn.functional.dropout:
             return func(*args, **kwargs)
         named = dict(zip(("input", "p", "training", "inplace"), args)) | kwargs
@@ -112,8 +121,6 @@ class FusedModel:
     clone it before saving (:meth:`member_state`)."""
 
     def __init__(self, models: Sequence[torch.nn.Module], generators: Sequence[torch.Generator]):
-        from istar_tune.errors import ConfigError
-
         if problems := fuse_problems(models):
             raise ConfigError(problems)
         if len(generators) != len(models):

@@ -89,7 +89,7 @@ class Checkpointer:
         if run.data.label_scale is not None:  # a regression's z-scores: what a model logged from this state folds in
             state[LABEL_SCALE] = run.data.label_scale.as_config()
         if saved.contents in ("state", "weights"):
-            state["model"] = run.model.state_dict()
+            state["model"] = compact(run.model.state_dict())
             if saved.isolayer is not None:
                 state["isolayer"] = saved.isolayer
         if saved.contents == "state":
@@ -124,6 +124,13 @@ class Checkpointer:
         random.setstate(state["python_rng"])
         _set_cuda_rng_state(state.get("cuda_rng") or [])  # a GPU trial goes on with its dropout stream
         return state
+
+
+def compact(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict whose tensors are views of larger storages (a bundle's member: its rows of the stacked weights)
+    with those copied out: ``torch.save`` writes a view's whole storage. Other tensors stay as they are."""
+    return {k: v.clone() if v.untyped_storage().nbytes() > v.numel() * v.element_size() else v
+            for k, v in state.items()}
 
 
 def _numpy_rng_state() -> dict[str, Any]:

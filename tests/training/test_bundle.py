@@ -146,6 +146,8 @@ def test_a_bundle_stopped_mid_way_resumes_each_member_from_its_checkpoint_to_the
     with pytest.raises(KeyboardInterrupt):
         train_bundle(configurations, settings, [make_recorder(keep_dir=kept[0]),
                                                 make_recorder(stop_after=1, keep_dir=kept[1])])
+    state = torch.load(kept[1] / "trainer_state.pt", weights_only=False)  # a member's own weights, not the stacks
+    assert all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in state["model"].values())
     resumed = train_bundle(configurations, settings, resume_from=kept)
     for before, after in zip(whole, resumed):
         assert _records(after) == _records(before)  # bit for bit: the same bundle, its dropout streams restored

@@ -160,3 +160,10 @@ def test_members_weights_live_in_the_stack_and_a_saved_member_holds_its_own_alon
     saved = fused.member_state(1)
     assert torch.equal(saved[name], before[1][name] + 1.0)
     assert all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in saved.values())
+
+
+def test_a_random_layer_other_than_dropout_is_refused_in_a_fused_forward():
+    from istar_tune.training.fused import MemberDropouts
+
+    with MemberDropouts([own_generator()], torch.tensor(0)), pytest.raises(ConfigError, match="calls alpha_dropout"):
+        torch.nn.functional.alpha_dropout(torch.ones(4), 0.5, training=True)

@@ -126,3 +126,14 @@ def test_a_checkpointer_writes_what_each_content_asks_for_and_loads_a_whole_stat
     other = dataclasses.replace(checkpointer, run=dataclasses.replace(run, hparams=make_hparams(learning_rate=2e-3)))
     with pytest.raises(TrainingError, match="belongs to different hyperparameters"):
         other.load(tmp_path / "again")
+
+
+def test_a_saved_state_copies_views_out_of_larger_storages_and_leaves_the_rest():
+    import torch
+
+    from istar_tune.training.state import compact
+
+    stack, alone = torch.zeros(4, 3), torch.ones(3)
+    saved = compact({"row": stack[1], "alone": alone, "tied": alone})
+    assert saved["alone"] is alone and saved["tied"] is alone  # its own storage (tied weights stay tied)
+    assert saved["row"].untyped_storage().nbytes() == 3 * 4 and torch.equal(saved["row"], stack[1])
