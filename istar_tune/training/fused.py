@@ -22,6 +22,7 @@ dropout kernel of a lone run draws.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,13 @@ OTHER_RANDOM = frozenset({torch.nn.functional.alpha_dropout, torch.nn.functional
 """Random layers a fused forward refuses: under vmap they would draw one mask for every member."""
 
 
+def _in_training(func, args, kwargs) -> bool:
+    """Whether a call of a random layer ``func`` is in training (its ``training`` argument, given or its default)."""
+    bound = inspect.signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bool(bound.arguments.get("training", True))
+
+
 class MemberDropouts(TorchFunctionMode):
     """While on, every ``torch.nn.functional.dropout`` in training (``nn.Dropout`` modules and the functional calls
     of eager attention alike) draws each member's mask from its own generator (:func:`member_dropout`)."""
@@ -97,7 +105,7 @@ class MemberDropouts(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in OTHER_RANDOM:
+        if func in OTHER_RANDOM and _in_training(func, args, kwargs):
             raise ConfigError(f"the model calls {func.__name__} in training, which a fused bundle cannot draw per "
                               "member (only dropout): train this model unfused")
         if func is not torch.nn.functional.dropout:
@@ -118,7 +126,7 @@ class FusedModel:
     checkpoints take them as before) but are views of their row of the stack, and after each backward pass their
     ``.grad`` are views of the stack's gradient (:meth:`share_gradients`). A member's gradients set to ``None`` (its
     optimizer's ``zero_grad``) zero its row before the next pass. A member's state dict holds views of the stacks:
-    clone it before saving (:meth:`member_state`)."""
+    its checkpoints copy them out (:func:`istar_tune.training.state.compact`), as :meth:`member_state` does."""
 
     def __init__(self, models: Sequence[torch.nn.Module], generators: Sequence[torch.Generator]):
         if problems := fuse_problems(models):

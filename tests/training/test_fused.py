@@ -165,5 +165,7 @@ def test_members_weights_live_in_the_stack_and_a_saved_member_holds_its_own_alon
 def test_a_random_layer_other_than_dropout_is_refused_in_a_fused_forward():
     from istar_tune.training.fused import MemberDropouts
 
-    with MemberDropouts([own_generator()], torch.tensor(0)), pytest.raises(ConfigError, match="calls alpha_dropout"):
-        torch.nn.functional.alpha_dropout(torch.ones(4), 0.5, training=True)
+    with MemberDropouts([own_generator()], torch.tensor(0)):
+        with pytest.raises(ConfigError, match="calls alpha_dropout in training"):
+            torch.nn.functional.alpha_dropout(torch.ones(4), 0.5, training=True)
+        assert torch.equal(torch.nn.functional.alpha_dropout(torch.ones(4), 0.5), torch.ones(4))  # eval: no draw
