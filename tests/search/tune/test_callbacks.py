@@ -46,10 +46,9 @@ def test_each_trial_of_the_search_gets_one_run_with_its_records_and_status(mlflo
     logger.on_trial_error(0, [], failed)
     logger.interrupt("interrupted by a signal")
     assert logger.close(timeout=60)
-    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
-                                                                               **{tracking.TAG_ROLE: "trial"})}
+    runs = _trial_runs(client, experiment)
     assert set(runs) == {"t1", "t2", "t3", "t4"}  # the other search's trial is not logged here
-    status = {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()}
+    status = _statuses(runs)
     assert status == {"t1": ("finished", "FINISHED"), "t2": ("stopped_early", "FINISHED"),
                       "t3": ("failed", "FAILED"), "t4": ("interrupted", "KILLED")}
     assert runs["t3"].data.tags[tracking.TAG_ERROR] == "RuntimeError: CUDA out of memory"
@@ -117,6 +116,17 @@ def test_a_resumed_experiment_ends_the_runs_of_trials_tune_restored_as_ended(mlf
     assert runs["t1"].data.metrics["accuracy"] == 0.75 and runs["t1"].info.status == "FINISHED"
 
 
+def _trial_runs(client, experiment) -> dict:
+    """The experiment's trial runs by trial id."""
+    return {r.data.tags[tracking.TAG_TRIAL_ID]: r
+            for r in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})}
+
+
+def _statuses(runs: dict) -> dict:
+    """Each run's (istar-tune status tag, MLflow status)."""
+    return {k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()}
+
+
 def _shared_trial(trial_id, counts=(1, 2, 3)):
     trial = _trial(trial_id, epochs=max(counts))
     trial.config = {**trial.config, "method": "base", "lam": None, SHARED_EPOCHS_KEY: list(counts)}
@@ -142,8 +152,7 @@ def test_a_shared_trial_gives_each_configuration_its_run_ended_where_its_epochs_
     logger.on_trial_error(0, [], failed)
     logger.interrupt("interrupted by a signal")
     assert logger.close(timeout=60)
-    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
-                                                                               **{tracking.TAG_ROLE: "trial"})}
+    runs = _trial_runs(client, experiment)
     status = {k: r.data.tags[tracking.TAG_STATUS] for k, r in runs.items()}
     assert status == {"a-e1": "finished", "a-e2": "finished", "a-e3": "finished",
                       "b-e1": "finished", "b-e2": "finished", "b-e3": "stopped_early",
@@ -188,10 +197,8 @@ def test_a_resumed_trial_writes_the_epochs_a_killed_driver_never_wrote(mlflow_st
     second.on_trial_result(0, [], trial, trial.last_result)
     second.on_trial_complete(0, [], trial)
     assert second.close(timeout=60)
-    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
-                                                                               **{tracking.TAG_ROLE: "trial"})}
-    assert ({k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} ==
-            {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")})
+    runs = _trial_runs(client, experiment)
+    assert _statuses(runs) == {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")}
 
     def history(key, metric):
         return [(m.step, m.value) for m in client.get_metric_history(runs[key].info.run_id, metric)]
@@ -215,10 +222,8 @@ def test_a_resumed_trial_that_starts_over_though_tune_knew_of_a_later_epoch_stil
         second.on_trial_result(0, [], trial, trial.last_result)
     second.on_trial_complete(0, [], trial)
     assert second.close(timeout=60)
-    runs = {r.data.tags[tracking.TAG_TRIAL_ID]: r for r in tracking.find_runs(client, experiment,
-                                                                               **{tracking.TAG_ROLE: "trial"})}
-    assert ({k: (r.data.tags[tracking.TAG_STATUS], r.info.status) for k, r in runs.items()} ==
-            {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")})
+    runs = _trial_runs(client, experiment)
+    assert _statuses(runs) == {"k-e1": ("finished", "FINISHED"), "k-e2": ("finished", "FINISHED")}
     steps = {k: [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "accuracy")]
              for k, r in runs.items()}
     assert steps == {"k-e1": [(1, 0.6)], "k-e2": [(1, 0.6), (2, 0.7)]}
@@ -333,8 +338,7 @@ def test_a_retry_after_a_systemic_failure_stops_the_search_there_and_a_trials_ow
     name = "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42 (tiny-bert/rte)"
     assert lines == [f"[1/2] trial t2 INTERRUPTED (no space left on the storage device) — {name}"]
     assert logger.close(timeout=60)
-    retries = {r.data.tags[tracking.TAG_TRIAL_ID]: r.data.tags.get("istar_tune.retries")
-               for r in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})}
+    retries = {k: r.data.tags.get("istar_tune.retries") for k, r in _trial_runs(client, experiment).items()}
     assert retries == {"t1": "1", "t2": "1"}
 
 
