@@ -26,7 +26,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import get_method
 from istar_tune.tasks import Task
 from istar_tune.training.epoch import (
-    TRAIN_TOKENS,
+    LossWatch,
     all_finite,
     epoch_batches,
     host_sync_steps,
@@ -121,25 +121,19 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
     batches, steps = epoch_batches(run, epoch, f"bundle of {len(live)}, epoch {epoch}")
     accum, sync_every = run.hparams.grad_accum, host_sync_steps(run.device)
     fused = FusedModel([members[k].run.model for k in live], [members[k].generator for k in live])
-    sums = {k: torch.zeros(3, dtype=torch.float64, device=run.device) for k in live}
-    first_bad = {k: torch.zeros((), dtype=torch.int64, device=run.device) for k in live}
-    bad_loss = {k: torch.zeros((), dtype=torch.float64, device=run.device) for k in live}
-    tokens, stepper = 0, EagerSteps(run.device)
+    watch, tokens, stepper = LossWatch(run.device, rows=len(live)), 0, EagerSteps(run.device)
     for step, batch in enumerate(batches):
         tokens += batch["input_ids"].numel()
-        values = fused_forward_backward(fused, [members[k].loss for k in live], run.to_device(batch), accum)
-        for row, k in enumerate(live):
-            sums[k] += values[row]
-            newly_bad = (first_bad[k] == 0) & ~torch.isfinite(values[row, 0])
-            first_bad[k] = torch.where(newly_bad, step + 1, first_bad[k])
-            bad_loss[k] = torch.where(newly_bad, values[row, 0], bad_loss[k])
+        watch.add(fused_forward_backward(fused, [members[k].loss for k in live], run.to_device(batch), accum), step)
         if (step + 1) % sync_every == 0 or step + 1 == steps:
-            failed = [k for k in live if int(first_bad[k].item())]
-            for k in failed:
-                members[k].error = non_finite_loss(members[k].run, epoch, int(first_bad[k].item()),
-                                                   bad_loss[k].item())
-            if failed:  # the others go on, as a bundle of their own
-                live = [k for k in live if k not in failed]
+            bad = watch.first_bad.tolist()  # one host read for every member
+            if any(bad):  # those members leave with their errors; the others go on, as a bundle of their own
+                losses = watch.bad_loss.tolist()
+                for row in (row for row, at in enumerate(bad) if at):
+                    members[live[row]].error = non_finite_loss(members[live[row]].run, epoch, bad[row], losses[row])
+                kept = [row for row, at in enumerate(bad) if not at]
+                watch.keep(kept)
+                live = [live[row] for row in kept]
                 if not live:
                     return {}
                 fused = FusedModel([members[k].run.model for k in live], [members[k].generator for k in live])
@@ -148,14 +142,12 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
                 m = members[k]
                 update(m.run, m.params, m.optimizer, m.scheduler, m.scaler, stepper)
     out = {}
-    for k in live:
-        if not all_finite(members[k].params):
+    for row, k in enumerate(live):
+        if all_finite(members[k].params):
+            out[k] = watch.means(steps, tokens, row)
+        else:
             members[k].error = non_finite_weights(members[k].run, epoch)
-            continue
-        totals = dict(zip(("train_loss", "task_loss", "penalty"), sums[k].tolist()))
-        out[k] = {**{key: v / max(steps, 1) for key, v in totals.items()}, TRAIN_TOKENS: tokens}
     return out
-
 
 def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
                  reporters: Sequence[Reporter | None] | None = None,
@@ -174,7 +166,8 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
         raise ConfigError(f"method {second[0]} has a second stage, which is not fused: train it on its own")
     members, fits = [], []
     for hp, reporter, resume in zip(hparams, reporters, resume_from):
-        run = prepare(hp, settings, task)  # the global generators seeded from its seed
+        # The global generators seeded from its seed; the data read and tokenised once for all members.
+        run = prepare(hp, settings, task, data_of=members[0].run if members else None)
         result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
         fit = begin_fit(run, result, reporter, resume, None, set(), sigma_cache)  # a resumed run's streams restored
         # Where this configuration's own streams stand when its training starts (its dropout, and the host's).

@@ -70,11 +70,42 @@ def non_finite_weights(run: Run, epoch: int) -> str:
             f"or |lam| ({run.hparams.lam})")
 
 
-def _raise_if_bad(run: Run, epoch: int, first_bad: torch.Tensor, bad_loss: torch.Tensor) -> None:
+class LossWatch:
+    """An epoch's logged losses summed (train_loss, task_loss, penalty) and the first step whose loss was not finite
+    with that loss (0: none yet), kept on the device: the host reads them every few steps (each read waits for the
+    GPU to catch up), and an error still names the first bad step and its loss. ``rows``: one per member of a bundle
+    (``None``: one run)."""
+
+    def __init__(self, device: torch.device, rows: int | None = None):
+        shape = () if rows is None else (rows,)
+        self.sums = torch.zeros((*shape, 3), dtype=torch.float64, device=device)
+        self.first_bad = torch.zeros(shape, dtype=torch.int64, device=device)
+        self.bad_loss = torch.zeros(shape, dtype=torch.float64, device=device)
+
+    def add(self, values: torch.Tensor, step: int) -> None:
+        """A step's logged values, (3,) or (rows, 3); ``step`` counts from 0."""
+        self.sums += values
+        loss = values[..., 0]
+        newly_bad = (self.first_bad == 0) & ~torch.isfinite(loss)
+        self.first_bad = torch.where(newly_bad, step + 1, self.first_bad)
+        self.bad_loss = torch.where(newly_bad, loss, self.bad_loss)
+
+    def keep(self, rows: list[int]) -> None:
+        """Only these rows watched on (a bundle's members that left are dropped)."""
+        self.sums, self.first_bad, self.bad_loss = self.sums[rows], self.first_bad[rows], self.bad_loss[rows]
+
+    def means(self, steps: int, tokens: int, row: int | None = None) -> dict[str, float]:
+        """The epoch's mean losses and its tokens, as an epoch's training pass returns them."""
+        sums = self.sums if row is None else self.sums[row]
+        totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))
+        return {**{k: v / max(steps, 1) for k, v in totals.items()}, TRAIN_TOKENS: tokens}
+
+
+def _raise_if_bad(run: Run, epoch: int, watch: LossWatch) -> None:
     """One host read: a non-finite loss since the last read fails the epoch, naming its step and value."""
-    step = int(first_bad.item())
+    step = int(watch.first_bad.item())
     if step:
-        raise TrainingError(non_finite_loss(run, epoch, step, bad_loss.item()))
+        raise TrainingError(non_finite_loss(run, epoch, step, watch.bad_loss.item()))
 
 
 def all_finite(params: list[torch.nn.Parameter]) -> bool:
@@ -135,9 +166,7 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     accum = run.hparams.grad_accum
     bar, steps = epoch_batches(run, epoch, description)
     sync_every = host_sync_steps(run.device)
-    sums = torch.zeros(3, dtype=torch.float64, device=run.device)  # train_loss, task_loss, penalty, on the device
-    first_bad = torch.zeros((), dtype=torch.int64, device=run.device)  # the first step with a non-finite loss (0: none)
-    bad_loss = torch.zeros((), dtype=torch.float64, device=run.device)
+    watch = LossWatch(run.device)
     tokens = 0
     stepper = stepper if stepper is not None else EagerSteps(run.device)
     stepper.zero_grad(optimizer)
@@ -145,22 +174,16 @@ def train_epoch(run: Run, loss_fn: LossFn, params: list[torch.nn.Parameter], opt
     for step, batch in enumerate(bar):
         tokens += batch["input_ids"].numel()  # as the model computes them: padded to the batch's longest
         values = stepper(step_fn, batch)
-        # The logged values and the non-finite check stay on the device: the host reads them every sync_every steps
-        # (each read waits for the GPU to catch up), and the error still names the first bad step and its loss.
-        sums += values
-        newly_bad = (first_bad == 0) & ~torch.isfinite(values[0])
-        first_bad = torch.where(newly_bad, step + 1, first_bad)
-        bad_loss = torch.where(newly_bad, values[0], bad_loss)
+        watch.add(values, step)
         if (step + 1) % sync_every == 0 or step + 1 == steps:
-            _raise_if_bad(run, epoch, first_bad, bad_loss)
+            _raise_if_bad(run, epoch, watch)
             if run.settings.progress:
-                bar.set_postfix(loss=f"{sums[0].item() / (step + 1):.4f}")
+                bar.set_postfix(loss=f"{watch.sums[0].item() / (step + 1):.4f}")
         if (step + 1) % accum == 0 or step + 1 == steps:
             update(run, params, optimizer, scheduler, scaler, stepper)
         if run.heartbeat is not None:
             run.heartbeat(epoch, step + 1, steps)
-    totals = dict(zip(("train_loss", "task_loss", "penalty"), sums.tolist()))
     # A finite last loss can still leave non-finite weights (its update overflowed): one check per epoch, one sync.
     if params and not all_finite(params):
         raise TrainingError(non_finite_weights(run, epoch))
-    return {**{k: v / max(steps, 1) for k, v in totals.items()}, TRAIN_TOKENS: tokens}
+    return watch.means(steps, tokens)

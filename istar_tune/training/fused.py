@@ -126,7 +126,7 @@ class FusedModel:
     checkpoints take them as before) but are views of their row of the stack, and after each backward pass their
     ``.grad`` are views of the stack's gradient (:meth:`share_gradients`). A member's gradients set to ``None`` (its
     optimizer's ``zero_grad``) zero its row before the next pass. A member's state dict holds views of the stacks:
-    its checkpoints copy them out (:func:`istar_tune.training.state.compact`), as :meth:`member_state` does."""
+    its checkpoints copy them out (:func:`istar_tune.training.state.compact`)."""
 
     def __init__(self, models: Sequence[torch.nn.Module], generators: Sequence[torch.Generator]):
         if problems := fuse_problems(models):
@@ -156,10 +156,6 @@ class FusedModel:
     def train(self, mode: bool = True) -> None:
         for model in self.models:
             model.train(mode)
-
-    def member_state(self, k: int) -> dict[str, torch.Tensor]:
-        """Member ``k``'s state dict, its tensors copied out of the stacks (what a checkpoint of it saves)."""
-        return {name: tensor.clone() for name, tensor in self.models[k].state_dict().items()}
 
     def share_gradients(self) -> None:
         """Each member's ``.grad`` a view of its row of the stacked gradient (after a backward pass)."""
