@@ -118,9 +118,12 @@ class Run:
                               enabled=self.amp_dtype is not None, cache_enabled=not self.step_mode.graphs)
 
 
-def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None = None) -> Run:
+def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None = None,
+            data_of: Run | None = None) -> Run:
     """Validate inputs by loading them: task, data files, tokenizer, model. Raises before anything is written.
-    ``task``: the task itself (a search's trial carries its definition); default: the task ``hparams.task`` names."""
+    ``task``: the task itself (a search's trial carries its definition); default: the task ``hparams.task`` names.
+    ``data_of``: a run whose tokenizer and tokenised data this one reuses where they are the same (the same model,
+    task, seed and settings: a bundle's members), instead of reading and tokenising them again."""
     from transformers import DataCollatorWithPadding
 
     validate(hparams, source="hyperparameters")
@@ -143,16 +146,10 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     use_attention_kernels(device)
     quiet_libraries(not settings.progress)
     seed_everything(hparams.seed)
-    tokenizer = load_tokenizer(hparams.model)
-    check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
-                     settings.init_checkpoint or hparams.model)
-    task, raw = read_task(task, settings.data_dir, settings.max_train_samples,
-                          settings.max_eval_samples)
-    recipe = RECIPES[settings.recipe]
-    data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
-    if settings.holdout is not None:
-        split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
-        data = hold_out(data, settings.holdout, split_seed)
+    if data_of is not None and _same_data(data_of, hparams, settings, task):
+        tokenizer, task, data = data_of.tokenizer, data_of.task, data_of.data
+    else:
+        tokenizer, task, data = _read_data(hparams, settings, task)
     model_source = settings.init_checkpoint or hparams.model
     model = load_model(model_source, task, settings.attn_implementation).to(device)
     if (scale := saved_scale(model)) is not None:  # a saved regression model trains on: back to z-scores
@@ -163,6 +160,27 @@ def prepare(hparams: Hyperparameters, settings: RunSettings, task: Task | None =
     return Run(hparams=hparams, settings=settings, task=task, tokenizer=tokenizer, model=model, data=data,
                 device=device, amp_dtype=amp_dtype, step_mode=step_mode,
                 collate=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=settings.length_bucket or None))
+
+
+def _same_data(run: Run, hparams: Hyperparameters, settings: RunSettings, task: Task) -> bool:
+    """Whether ``run``'s tokenizer and tokenised splits are the ones these inputs would read."""
+    return (run.settings == settings and (run.task.name, run.task.files) == (task.name, task.files) and
+            all(getattr(run.hparams, key) == getattr(hparams, key) for key in ("model", "task", "seed")))
+
+
+def _read_data(hparams: Hyperparameters, settings: RunSettings, task: Task):
+    """The tokenizer, the task as read and its tokenised splits (a share held out where ``holdout`` says)."""
+    tokenizer = load_tokenizer(hparams.model)
+    check_max_length(settings.max_length, max_positions(settings.init_checkpoint or hparams.model),
+                     settings.init_checkpoint or hparams.model)
+    task, raw = read_task(task, settings.data_dir, settings.max_train_samples,
+                          settings.max_eval_samples)
+    recipe = RECIPES[settings.recipe]
+    data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
+    if settings.holdout is not None:
+        split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
+        data = hold_out(data, settings.holdout, split_seed)
+    return tokenizer, task, data
 
 
 def quiet_libraries(quiet: bool) -> None:

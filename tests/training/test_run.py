@@ -7,6 +7,7 @@ import torch
 
 from istar_tune.config import RunSettings
 from istar_tune.training.loop import MEASURED_KEYS, train
+from istar_tune.training.run import prepare
 
 
 @pytest.mark.parametrize("recipe", ["paper", "modern"])
@@ -198,3 +199,16 @@ def test_a_compiled_step_trains_on_cpu_near_eager_and_both_settings_are_recorded
     for key in ("train_loss", "task_loss"):
         assert abs(finals["compile"][key] - finals["eager"][key]) <= 0.003 * abs(finals["eager"][key]), key
     assert abs(finals["compile"]["eval_isoscore_star"] - finals["eager"]["eval_isoscore_star"]) < 1e-4
+
+
+def test_a_run_reuses_anothers_tokenised_data_only_where_it_would_read_the_same(make_hparams, make_settings):
+    settings = make_settings(max_train_samples=32, max_eval_samples=16)
+    first = prepare(make_hparams(), settings)
+    other_rate = prepare(make_hparams(learning_rate=5e-3, method="base", lam=None), settings, data_of=first)
+    assert other_rate.data is first.data and other_rate.tokenizer is first.tokenizer
+    assert other_rate.model is not first.model  # its own model, built from its own seed
+    other_seed = prepare(make_hparams(seed=7), settings, data_of=first)
+    other_length = prepare(make_hparams(), make_settings(max_train_samples=32, max_eval_samples=16, max_length=32),
+                           data_of=first)
+    assert other_seed.data is not first.data and other_length.data is not first.data
+    assert len(other_length.data.train) == len(first.data.train)
