@@ -89,6 +89,15 @@ def _records(result, drop=MEASURED_KEYS) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in drop} for r in result.epochs]
 
 
+def _assert_as_alone(result, alone) -> None:
+    """Every record key of a fused member as its configuration alone gives it: to float32 rounding of the batched
+    kernels (not a seed's noise), counts and choices exactly."""
+    for mine, theirs in zip(_records(result), _records(alone), strict=True):
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            assert mine[key] == (pytest.approx(value, rel=1e-4, abs=1e-6) if isinstance(value, float) else value), key
+
+
 def test_a_bundle_of_one_fine_tunes_bit_for_bit_as_train_alone(make_hparams, make_settings):
     hp = make_hparams(epochs=2)
     settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
@@ -109,11 +118,7 @@ def test_a_bundles_members_fine_tune_as_their_configurations_alone_each_to_its_o
         alone = train(hp, settings)
         assert [r["epoch"] for r in result.epochs] == list(range(1, hp.epochs + 1))
         assert result.best_epoch == alone.best_epoch
-        for mine, theirs in zip(_records(result), _records(alone)):
-            assert mine.keys() == theirs.keys()
-            for key, value in theirs.items():  # float32 rounding of the batched kernels, not a seed's noise
-                assert mine[key] == (pytest.approx(value, rel=1e-4, abs=1e-6) if isinstance(value, float)
-                                     else value), (hp.method, key)
+        _assert_as_alone(result, alone)
 
 
 def test_a_failing_member_ends_failed_with_its_error_and_the_others_finish(make_hparams, make_settings,
@@ -151,3 +156,23 @@ def test_a_bundle_stopped_mid_way_resumes_each_member_from_its_checkpoint_to_the
     resumed = train_bundle(configurations, settings, resume_from=kept)
     for before, after in zip(whole, resumed):
         assert _records(after) == _records(before)  # bit for bit: the same bundle, its dropout streams restored
+
+
+def test_a_bundle_fine_tunes_a_task_of_ones_own_as_train_does_alone(make_hparams, make_settings, tmp_path):
+    from istar_tune.tasks import task_from_mapping
+
+    rows = [("the printer is jammed again", "hardware"), ("refund my last invoice", "billing"),
+            ("the app crashes on start", "software"), ("my screen flickers", "hardware"),
+            ("charged twice this month", "billing"), ("update broke the login", "software")] * 4
+    for name, part in (("train.csv", rows), ("dev.csv", rows[:9])):
+        (tmp_path / name).write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in part))
+    task = task_from_mapping({"name": "tickets", "train": "train.csv", "validation": "dev.csv"}, tmp_path)
+    settings = make_settings(attn_implementation="eager", data_dir=None)
+    configurations = [make_hparams(task="tickets", method="base", lam=None, epochs=2),
+                      make_hparams(task="tickets", epochs=2, learning_rate=3e-3)]
+    bundled = train_bundle(configurations, settings, task=task)
+    for hp, result in zip(configurations, bundled):
+        alone = train(hp, settings, task=task)
+        assert result.status == "finished" and result.metric == alone.metric == "accuracy"
+        assert [r["epoch"] for r in result.epochs] == [1, 2] and result.best_epoch == alone.best_epoch
+        _assert_as_alone(result, alone)
