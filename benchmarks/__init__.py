@@ -13,6 +13,7 @@ with ``istar_tune``.
 * ``bench_replay``: the replay's time per model × task on the paper's grids.
 * ``bench_synetune``: the replay's ASHA against Syne Tune's simulator on an exported grid.
 * ``bench_fused``: K configurations trained as one fused bundle against the same K one after another.
+* ``bench_fused_search``: a grid searched as fused trials against the same grid unfused.
 * ``profile_step``: where a training step's time goes (the device check's ``profile`` section).
 * ``device/``: the prepared device check for a lent GPU machine.
 """

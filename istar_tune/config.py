@@ -172,9 +172,11 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 CHECKPOINT_MODES = ("state", "resume", "weights", "none")
 STAR_SIGMAS = ("pass", "training")
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+EAGER_ATTENTION = "eager"
+"""The attention that runs its dropout as a plain ``torch.nn.functional.dropout`` call (what a fused trial needs)."""
 MATMUL_PRECISIONS = ("highest", "high")
 EXACTNESS_SETTINGS = {"attn_implementation": "sdpa", "matmul_precision": "highest", "length_bucket": "0",
-                      "step_mode": "eager"}
+                      "step_mode": "eager", "fused": "no"}
 """The settings that change a run's numbers without changing what it trains, with the value a run recorded before
 the setting existed had: runs that differ in one of them are not compared in one table unless asked."""
 

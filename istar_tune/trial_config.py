@@ -1,6 +1,6 @@
 """A trial's configuration: the dict Ray Tune hands a trial (its hyperparameters, and the keys below), in one place:
-the keys the search adds, what a shared trial completes, the group it is compared within, the search it belongs to,
-and the task it reads (carried inside when the task is not shipped)."""
+the keys the search adds, what a shared trial completes, the members a fused trial trains, the group it is compared
+within, the search it belongs to, and the task it reads (carried inside when the task is not shipped)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,16 @@ SEARCH_KEY = "search"
 SHARED_EPOCHS_KEY = "completes_epochs"
 """Key of a shared trial's configuration: the epoch counts of the configurations it completes on its way (its own
 ``epochs`` the largest); absent from an unshared trial's."""
+
+FUSED_KEY = "fused_members"
+"""Key of a fused trial's configuration (``search.fuse``): its members' configurations, in order (the trial's own
+keys are its first member's); absent from a trial of one configuration."""
+FUSED_MARK = "fused"
+"""Key of a fused trial's member's configuration (``True``): it trained in a bundle, recorded with its run as the
+exactness setting ``setting.fused`` (:data:`istar_tune.config.EXACTNESS_SETTINGS`)."""
+FUSED_SHARED = ("model", "task", "batch_size", "grad_accum", "seed")
+"""The hyperparameters a fused trial's members share (one batch stream:
+:data:`istar_tune.training.bundle.SHARED`); they may differ in every other one, the method included."""
 
 
 TASK_DEFINITION_KEY = "task_definition"
@@ -61,6 +71,29 @@ def completes(config: dict[str, Any]) -> tuple[int, ...]:
 def configuration(config: dict[str, Any], epochs: int) -> dict[str, Any]:
     """The configuration with ``epochs`` epochs that a (shared) trial of ``config`` completes."""
     return {**{k: v for k, v in config.items() if k != SHARED_EPOCHS_KEY}, "epochs": epochs}
+
+
+def members(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The configurations a trial of ``config`` trains: a fused trial's members, else ``config`` itself."""
+    return [dict(member) for member in config[FUSED_KEY]] if config.get(FUSED_KEY) else [config]
+
+
+def fuse(configs: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """``configs`` as trials of at most ``size`` members each: the configurations that share a batch stream (the
+    same :data:`FUSED_SHARED` hyperparameters and every key that is not a hyperparameter) in bundles, in their
+    order; a configuration alone in its stream stays a trial of its own."""
+    streams: dict[str, list[dict[str, Any]]] = {}
+    for config in configs:
+        key = json.dumps({k: v for k, v in config.items() if k not in HYPERPARAMETER_KEYS or k in FUSED_SHARED},
+                         sort_keys=True, default=str)
+        streams.setdefault(key, []).append(config)
+    trials = []
+    for same in streams.values():
+        for start in range(0, len(same), size):
+            bundle = [{**config, FUSED_MARK: True} for config in same[start:start + size]]
+            epochs = max(int(c.get("epochs", Hyperparameters.epochs)) for c in bundle)  # the bundle's horizon
+            trials.append(same[start] if len(bundle) == 1 else {**bundle[0], "epochs": epochs, FUSED_KEY: bundle})
+    return trials
 
 
 def for_search(config: dict[str, Any], by_search: dict[str, Any]) -> Any:

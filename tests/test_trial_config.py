@@ -4,12 +4,14 @@ import pytest
 
 from istar_tune.errors import ConfigError
 from istar_tune.trial_config import (
+    FUSED_KEY,
     SEARCH_KEY,
     SHARED_EPOCHS_KEY,
     TASK_DEFINITION_KEY,
     completes,
     configuration,
     for_search,
+    fuse,
     trial_group,
     trial_task,
     with_task_definition,
@@ -60,3 +62,15 @@ def test_the_hyperparameters_of_a_configuration_are_parsed_once_and_checked():
     assert (typed.model, typed.lam, typed.zeta) == ("bert", -1.0, 0.2)
     with pytest.raises(ConfigError, match="zeta"):
         hyperparameters({"model": "bert", "task": "rte", "method": "istar", "zeta": 2.0})
+
+
+def test_fused_configurations_join_by_batch_stream_and_a_trial_holds_at_most_fuse_of_them():
+    base = {"model": "tiny-bert", "task": "rte", "method": "base", "batch_size": 16, "search": "s"}
+    configs = [{**base, "learning_rate": lr, "seed": seed} for seed in (1, 2) for lr in (1e-3, 2e-3, 3e-3)]
+    configs.append({**base, "learning_rate": 1e-3, "seed": 1, "batch_size": 32})
+    trials = fuse(configs, 2)
+    sizes = [(len(t.get(FUSED_KEY, [t])), t["seed"], t["batch_size"]) for t in trials]
+    assert sizes == [(2, 1, 16), (1, 1, 16), (2, 2, 16), (1, 2, 16), (1, 1, 32)]
+    assert FUSED_KEY not in trials[1] and "fused" not in trials[1]  # alone in its stream: a plain trial
+    assert [m["learning_rate"] for m in trials[0][FUSED_KEY]] == [1e-3, 2e-3]
+    assert all(m["fused"] is True for m in trials[0][FUSED_KEY])

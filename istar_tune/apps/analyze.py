@@ -16,6 +16,7 @@ the trial ended, the latest epoch's while it runs).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,12 +231,15 @@ def write_outputs(result: dict[str, Any], output: Path) -> list[Path]:
 
 
 def trial_id_of(checkpoint: str | Path) -> str | None:
-    """The Ray trial id of a search trial's checkpoint folder (``.../trainable_<id>_<n>_.../checkpoint_...``)."""
-    for part in Path(checkpoint).resolve().parts[::-1]:
+    """The Ray trial id of a search trial's checkpoint folder (``.../trainable_<id>_<n>_.../checkpoint_...``); a
+    fused trial's member's folder (``.../checkpoint_.../m<i>``) names that member's run (``<id>_<n>-m<i>``)."""
+    parts = Path(checkpoint).resolve().parts
+    member = f"-{parts[-1]}" if re.fullmatch(r"m\d+", parts[-1]) and parts[-2].startswith("checkpoint_") else ""
+    for part in parts[::-1]:
         if part.startswith("trainable_"):
             pieces = part.split("_")
             if len(pieces) >= 3:
-                return f"{pieces[1]}_{pieces[2]}"
+                return f"{pieces[1]}_{pieces[2]}{member}"
     return None
 
 

@@ -17,7 +17,7 @@ from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.schedulers import get_scheduler
 from istar_tune.search.spaces.cost import Throughput, by_cores, group_memory, packing_advice, packing_of, trial_seconds
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
-from istar_tune.trial_config import completes, configuration
+from istar_tune.trial_config import FUSED_SHARED, completes, configuration, members
 
 
 def dry_run(spaces: list[SearchSpace], tracking_uri: str | None = None, data_dir: str | None = None,
@@ -84,7 +84,7 @@ def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | No
     """What a group's trials cost, with and without shared epoch prefixes, at the space's packing and (calibrated
     models) the recommended one: each trial holds ``1/packing`` of a GPU for its modelled time
     (:func:`istar_tune.search.spaces.cost.trial_seconds`)."""
-    trials = planned_configs(space, item)
+    trials = [member for trial in planned_configs(space, item) for member in members(trial)]  # a fused trial's each
     unshared = [configuration(t, k) for t in trials for k in completes(t)]
     tokens = space.run_settings().shrinkage_tokens
 
@@ -138,7 +138,8 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     lines = [f"search {space.name} ({space.path}): {space.stage}, {strategy_line(space)}"]
     lines += [f"  {space.task(task).describe()}" for task in space.tasks]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    lines += _seeds_lines(space, planned) + _sharing_lines(planned) + (memory[1] if memory else [])
+    lines += _seeds_lines(space, planned) + _sharing_lines(planned) + _fusing_lines(space, planned)
+    lines += memory[1] if memory else []
     lines.append(_total(planned, costs, measured, space))
     concurrency = space.concurrency or "as the cluster allows"
     lines.append(f"each trial {space.cpu:g} CPU, {space.gpu:g} GPU; trials at once per group: {concurrency}; "
@@ -206,6 +207,28 @@ def _sharing_lines(planned: list[PlannedGroup]) -> list[str]:
                      "(its own MLflow run)")
     for reason in dict.fromkeys(p.sharing for p in planned if p.sharing):
         lines.append(f"epoch prefixes not shared: {reason}")
+    return lines
+
+
+def _fusing_lines(space: SearchSpace, planned: list[PlannedGroup]) -> list[str]:
+    """What ``search.fuse`` bundles: each fused group's trials by their members, the configurations that train alone
+    and why, and why a group is not fused."""
+    if space.fuse == 1:
+        return []
+    lines = []
+    for item in planned:
+        if item.fusing is not None:
+            continue
+        trials = planned_configs(space, item)
+        sizes = [len(members(t)) for t in trials]
+        alone = sum(size == 1 for size in sizes)
+        said = (f"; {counted(alone, 'configuration')} alone: no other of the group reads its batch stream (the same "
+                f"{', '.join(FUSED_SHARED)})") if alone else ""
+        lines.append(f"fused {item.group.key}: {item.trials} configurations in {counted(len(trials), 'trial')} of "
+                     f"{', '.join(map(str, sizes))} members (one stacked model a trial, each member its own run; "
+                     f"GPU-hours counted per member){said}")
+    for reason in dict.fromkeys(p.fusing for p in planned if p.fusing):
+        lines.append(f"not fused: {reason}")
     return lines
 
 

@@ -70,6 +70,10 @@ def experiment_of(spaces: list[SearchSpace], storage_path, tracking_uri: str | N
     if twice:
         raise ConfigError(f"searches run together need different names; {', '.join(twice)} is given twice")
     _check_shared(spaces)
+    fused = [s.name for s in spaces if s.fuse > 1]
+    if simulation is not None and fused:
+        raise ConfigError(f"search {fused[0]}: search.fuse with --simulate: the stand-in trial is not fused (and a "
+                          "fused search has no scheduler to rehearse): drop --simulate, or set fuse 1")
     storage = storage_root(storage_path)
     folder = names[0] if len(spaces) == 1 else guard.validate_name(name or "+".join(names))
     if shard is not None:  # the spaces that hold a pair of the shard, narrowed to its pairs

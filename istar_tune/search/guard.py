@@ -76,7 +76,7 @@ def fingerprint(spaces: list[SearchSpace], planned: dict[str, list[PlannedGroup]
     """What the searches plan, as plain data: per search, each group's domains, extra values and trial count, and
     the search's algorithm, samples, stage, seeds and settings."""
     def group(p: PlannedGroup) -> dict[str, Any]:
-        shared = {"tune_trials": p.trainings} if p.sharing is None else {}  # a plan without sharing reads as before
+        shared = {"tune_trials": p.trainings} if p.trainings != p.trials else {}  # one without sharing reads as before
         return {"group": p.group.key, "trials": p.trials, "after": p.after, **shared,
                 "domains": {k: [d.kind, list(d.values)] for k, d in sorted(p.group.domains.items())},
                 "values": dict(sorted(p.param_space.items()))}

@@ -28,6 +28,7 @@ from typing import Any
 from istar_tune import tracking
 from istar_tune.errors import TrainingError
 from istar_tune.metrics import HOLDOUT_PREFIX, choosing_score, chosen_on, score
+from istar_tune.search.tune.fused import member_index
 from istar_tune.tasks import EXTRACTIVE_QA, REGRESSION, Task, get_task, is_shipped, task_from_facts
 from istar_tune.tracking.storage import is_remote
 from istar_tune.trial_config import TASK_DEFINITION_KEY
@@ -131,7 +132,8 @@ def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path,
     recorded = client.get_run(run.run_id)
     trained_by = recorded.data.tags.get(tracking.TAG_TRAINED_BY) or run.trial_id
     epoch = int(run.metrics.get("epoch", run.config["epochs"]))
-    state = scored_state(results_root, trained_by, epoch)
+    member = member_index(run.trial_id) if trained_by != run.trial_id else None  # a fused trial's member
+    state = scored_state(results_root, trained_by, epoch, member)
     task = trained_task(state, run)
     scored = scored_epoch(state)
     with tempfile.TemporaryDirectory(prefix="istar-model-") as folder:
@@ -188,11 +190,13 @@ def _model_name(run: tracking.TrialRun, seeds: bool) -> str:
     return name.replace("/", "-")
 
 
-def scored_state(results_root: Path, trial_id: str, epoch: int) -> dict[str, Any]:
-    """The saved state of Ray trial ``trial_id`` at ``epoch``, its ``model`` the scored epoch's weights."""
+def scored_state(results_root: Path, trial_id: str, epoch: int, member: int | None = None) -> dict[str, Any]:
+    """The saved state of Ray trial ``trial_id`` at ``epoch``, its ``model`` the scored epoch's weights (a fused
+    trial's ``member``: that member's state, in its folder of the trial's checkpoint)."""
     from istar_tune.training.state import read_state
 
-    folders = sorted(results_root.glob(f"trainable_{trial_id}_*/checkpoint_*"), reverse=True)
+    inside = "" if member is None else f"/m{member}"
+    folders = sorted(results_root.glob(f"trainable_{trial_id}_*/checkpoint_*{inside}"), reverse=True)
     if not folders:
         raise _NotLogged(f"trial {trial_id} has no checkpoint in {results_root}")
     kept = []

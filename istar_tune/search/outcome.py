@@ -16,6 +16,7 @@ from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.spaces.space import Group
 from istar_tune.search.stopping import way_on
+from istar_tune.search.tune.fused import member_dev, member_ended, member_index
 from istar_tune.search.tune.trainable import configuration_results, dev_values
 from istar_tune.trial_config import SEARCH_KEY, trial_group
 from istar_tune.trial_status import TrialStatus
@@ -89,7 +90,9 @@ class SearchSummary:
         shared = {t.trained_by for g in self.groups for t in g.trials if t.trained_by}
         if shared:
             trials = len(shared) + sum(not t.trained_by for g in self.groups for t in g.trials)
-            label = f"{total} configurations in {trials} trials (epoch prefixes shared)"
+            fused = any(member_index(t.trial_id) is not None for g in self.groups for t in g.trials)
+            how = "fused" if fused else "epoch prefixes shared"
+            label = f"{total} configurations in {trials} trial{'s' if trials != 1 else ''} ({how})"
         else:
             label = f"{total} trial{'s' if total != 1 else ''}"
         if self.interrupted and self.planned_trials:  # one count throughout: of the trials planned
@@ -177,7 +180,11 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         devs = dev_values(config, metrics)
         for cid, configuration, value, epochs, passed in configuration_results(trial_id, config, metrics):
             trained_by = trial_id if cid != trial_id else ""
-            if result.error is not None and not passed:
+            member = member_index(cid) if trained_by else None  # a fused trial's member: its own error and dev value
+            failed = member_ended(metrics, member)[2] if member is not None else ""
+            if failed:
+                outcome = TrialOutcome(cid, TrialStatus.FAILED, configuration, value, epochs, failed, ended)
+            elif result.error is not None and not passed:
                 error = tracking.error_summary(str(result.error), type(result.error).__name__)
                 # A machine's failure (a full disk, a vanished folder) says nothing of the configuration.
                 status = TrialStatus.INTERRUPTED if systemic_cause(str(result.error)) else TrialStatus.FAILED
@@ -189,7 +196,8 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
                 outcome = TrialOutcome(cid, tracking.ended_status(configuration, epochs, by_scheduler), configuration,
                                        value, epochs, ended_at=ended)
             outcome.trained_by = trained_by
-            outcome.dev_value = devs.get(int(configuration.get("epochs", 0) or 0))
+            outcome.dev_value = (devs.get(int(configuration.get("epochs", 0) or 0)) if member is None
+                                 else member_dev(metrics, member))
             by_group.setdefault(group_key(config), []).append(outcome)
     outcomes = []
     for item in planned:

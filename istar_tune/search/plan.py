@@ -16,8 +16,9 @@ from istar_tune.errors import ConfigError
 from istar_tune.metrics import chosen_on
 from istar_tune.search.backends import get_backend
 from istar_tune.search.spaces.cost import trial_seconds
-from istar_tune.search.spaces.space import Domain, Group, SearchSpace, grid_configs
-from istar_tune.trial_config import SEARCH_KEY, trial_group, with_task_definition
+from istar_tune.search.spaces.grid import grid_configs
+from istar_tune.search.spaces.space import Domain, Group, SearchSpace
+from istar_tune.trial_config import SEARCH_KEY, fuse, trial_group, with_task_definition
 
 # -------------------------------------------------------------------------------------------- planning
 
@@ -34,6 +35,10 @@ class PlannedGroup:
     """Tune trials that train them (``None``: one per configuration); fewer where configurations share epochs."""
     sharing: str | None = "one epoch count per configuration: nothing to share"
     """Why its configurations do not share epoch prefixes (``None``: they do)."""
+    fusing: str | None = "search.fuse is 1"
+    """Why its configurations do not train as fused trials (``None``: those of one batch stream do)."""
+    bundle: int = 1
+    """Its largest trial's configurations (more than 1: a fused trial's members)."""
     chosen_by: str = ""
     """Seeds stage: what chose the configuration it re-runs (``holdout`` or ``dev``; empty: chosen as the search
     runs, by its objective's rule)."""
@@ -60,7 +65,9 @@ def plan(space: SearchSpace, tracking_uri: str | None = None, simulated: bool = 
         if planned:
             return planned
     return [PlannedGroup(group=g, trials=space.trials_in(g), tune_trials=space.tune_trials_in(g),
-                         sharing=space.sharing_problem(g)) for g in space.groups()]
+                         sharing=space.sharing_problem(g), fusing=space.fuse_problem(g),
+                         bundle=max(space.bundles_in(g)) if space.fuse_problem(g) is None else 1)
+            for g in space.groups()]
 
 
 def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, search: str,
@@ -101,11 +108,15 @@ def _plan_seeds(space: SearchSpace, tracking_uri: str | None, simulated: bool, s
             config = {k: v for k, v in run.config.items() if k in HYPERPARAMETER_KEYS and k not in _NOT_CARRIED}
             group = seeds_group(space, studied[source])
             planned.append(PlannedGroup(group=group, trials=space.trials_in(group), param_space=config,
-                                        chosen_by=chosen_by))
+                                        chosen_by=chosen_by, tune_trials=space.tune_trials_in(group),
+                                        fusing=space.fuse_problem(group),
+                                        bundle=max(space.bundles_in(group)) if space.fuse_problem(group) is None
+                                        else 1))
     for source, keys in sources.items():
         group = seeds_group(space, studied[source])
-        planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key, chosen_by=chosen_by)
-                    for key, chosen_by in keys]
+        fusing = "its configuration is chosen as the search runs" if space.fuse > 1 else "search.fuse is 1"
+        planned += [PlannedGroup(group=group, trials=space.trials_in(group), after=key, chosen_by=chosen_by,
+                                 fusing=fusing) for key, chosen_by in keys]
     counted = Counter(group_key(base_config(p)) for p in planned)
     repeated = sorted(key for key, count in counted.items() if count > 1)
     if repeated:
@@ -175,10 +186,12 @@ def planned_configs(space: SearchSpace, item: PlannedGroup, name: str = "") -> l
     seeds group whose configuration is not known yet."""
     base, domains = base_config(item, name or None), item.group.domains
     if space.stage == "seeds":  # the best configuration (when known: its values are in the base) per variant
-        return [{**base, **variant} for variant in space.variants(item.group.model, item.group.method)]
-    if get_backend(space.algorithm).enumerates:
-        return grid_configs(base, domains, space.num_samples, space.seed, item.sharing is None)
-    return [typical_config(base, domains)] * item.trials
+        configs = [{**base, **variant} for variant in space.variants(item.group.model, item.group.method)]
+    elif get_backend(space.algorithm).enumerates:
+        configs = grid_configs(base, domains, space.num_samples, space.seed, item.sharing is None)
+    else:
+        return [typical_config(base, domains)] * item.trials
+    return configs if item.fusing is not None else fuse(configs, space.fuse)
 
 
 def typical_config(base: dict[str, Any], domains: dict[str, Domain]) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from istar_tune.search.plan import base_config, group_plans, planned_size
 from istar_tune.search.shard import Shard
 from istar_tune.search.shard import describe as describe_shard
 from istar_tune.search.spaces.space import SearchSpace
+from istar_tune.search.tune.reporter import OBJECTIVE
 from istar_tune.search.tune.simulate import Simulation, simulated_trainable
-from istar_tune.search.tune.trainable import OBJECTIVE, trainable
+from istar_tune.search.tune.trainable import trainable
 from istar_tune.tracking.storage import artifact_root, is_remote
 from istar_tune.trial_config import trial_group
 from istar_tune.trial_status import TrialStatus
@@ -286,7 +287,7 @@ def _fit(experiment: Experiment, trainable_fn: Callable[..., None], resume: bool
     while the tracebacks go to the errors file, so its last writes' (to a full store, say) go there too."""
     from ray.tune.logger import JsonLoggerCallback
 
-    from istar_tune.search.tune.callbacks import ProgressPrinter, TrialStatuses
+    from istar_tune.search.tune.progress import ProgressPrinter, TrialStatuses
     from istar_tune.search.tune.state import StateCopier
 
     names, planned = experiment.names, experiment.planned

@@ -13,7 +13,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.methods import unused_hyperparameters
 from istar_tune.tasks import facts, is_shipped
 from istar_tune.tracking.store import TAG_TASK
-from istar_tune.trial_config import TASK_DEFINITION_KEY, hyperparameters, trial_task
+from istar_tune.trial_config import FUSED_MARK, TASK_DEFINITION_KEY, hyperparameters, trial_task
 
 
 def resolved_hyperparameters(config: dict[str, Any]) -> dict[str, Any]:
@@ -29,6 +29,8 @@ def logged_params(config: dict[str, Any], settings: dict[str, Any] | None = None
     unused = unused_hyperparameters(values["method"])
     params = {k: str(v) for k, v in values.items() if k not in unused}
     params.update({f"{SETTING_PREFIX}{k}": str(v) for k, v in (settings or {}).items() if v is not None})
+    if config.get(FUSED_MARK):  # trained as a fused trial's member: an exactness setting of its own
+        params[f"{SETTING_PREFIX}fused"] = "yes"
     return dict(sorted(params.items()))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,7 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
     accum, sync_every = run.hparams.grad_accum, host_sync_steps(run.device)
     fused = FusedModel([members[k].run.model for k in live], [members[k].generator for k in live])
     watch, tokens, stepper = LossWatch(run.device, rows=len(live)), 0, EagerSteps(run.device)
+    beat = members[0].run.heartbeat  # the bundle's progress, through its first member's reporter
     for step, batch in enumerate(batches):
         tokens += batch["input_ids"].numel()
         watch.add(fused_forward_backward(fused, [members[k].loss for k in live], run.to_device(batch), accum), step)
@@ -141,6 +142,8 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
             for k in live:
                 m = members[k]
                 update(m.run, m.params, m.optimizer, m.scheduler, m.scaler, stepper)
+        if beat is not None:
+            beat(epoch, step + 1, steps)
     out = {}
     for row, k in enumerate(live):
         if all_finite(members[k].params):
@@ -152,10 +155,14 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
 def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
                  reporters: Sequence[Reporter | None] | None = None,
                  resume_from: Sequence[str | os.PathLike | None] | None = None,
-                 sigma_cache: str | os.PathLike | None = None, task: Task | None = None) -> list[TrainResult]:
+                 sigma_cache: str | os.PathLike | None = None, task: Task | None = None,
+                 epoch_done: Callable[[int, dict[int, str]], None] | None = None) -> list[TrainResult]:
     """Fine-tune the configurations ``hparams`` (one batch stream: :func:`bundle_problems`) as one bundle; returns
     each one's result, in order, as :func:`~istar_tune.training.loop.train` returns it alone (a failed member's
-    with status FAILED and its error). ``reporters``/``resume_from``: each member's, as ``train`` takes them."""
+    with status FAILED and its error). ``reporters``/``resume_from``: each member's, as ``train`` takes them (the
+    first member's reporter is told the data read and the bundle's heartbeat). ``epoch_done(epoch, errors)``: after
+    each of the bundle's epochs, once every member that trained it has reported it; ``errors``: the members that
+    failed in it, by index, with their errors."""
     count = len(hparams)
     reporters = list(reporters) if reporters is not None else [None] * count
     resume_from = list(resume_from) if resume_from is not None else [None] * count
@@ -168,6 +175,10 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
     for hp, reporter, resume in zip(hparams, reporters, resume_from):
         # The global generators seeded from its seed; the data read and tokenised once for all members.
         run = prepare(hp, settings, task, data_of=members[0].run if members else None)
+        if not members:
+            run.heartbeat = getattr(reporter, "heartbeat", None)
+            if (read := getattr(reporter, "data_read", None)) is not None:  # a search's dataset inputs
+                read(run.task, run.data)
         result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
         fit = begin_fit(run, result, reporter, resume, None, set(), sigma_cache)  # a resumed run's streams restored
         # Where this configuration's own streams stand when its training starts (its dropout, and the host's).
@@ -178,7 +189,7 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
                               MemberLoss.of(hp), generator, host=host))
     if problems := bundle_problems(members):
         raise ConfigError(problems)
-    _fit_bundle(members, [fit for _, fit in fits])
+    _fit_bundle(members, [fit for _, fit in fits], epoch_done)
     results = [result for result, _ in fits]
     for member, result in zip(members, results):
         result.status = TrialStatus.FINISHED if member.error is None else TrialStatus.FAILED
@@ -186,7 +197,8 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
     return results
 
 
-def _fit_bundle(members: list[Member], fits: list[Fitting | None]) -> None:
+def _fit_bundle(members: list[Member], fits: list[Fitting | None],
+                epoch_done: Callable[[int, dict[int, str]], None] | None = None) -> None:
     """The bundle's epochs: at each, the members whose stage goes on train together, then each closes its epoch."""
     training = {k for k, fit in enumerate(fits) if fit is not None and fit.start < fit.last}
     epoch = min((fits[k].start for k in training), default=0)
@@ -207,3 +219,5 @@ def _fit_bundle(members: list[Member], fits: list[Fitting | None]) -> None:
                 stop = end_epoch(fits[k], epoch, {**losses[row], **measured}, time.perf_counter() - seconds)
             if stop or epoch >= fits[k].last:
                 training.discard(k)
+        if epoch_done is not None:
+            epoch_done(epoch, {k: f"TrainingError: {members[k].error}" for k in now if members[k].error is not None})

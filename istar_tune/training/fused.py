@@ -30,13 +30,10 @@ import torch
 from torch.func import functional_call, vmap
 from torch.overrides import TorchFunctionMode
 
-from istar_tune.config import Hyperparameters
+from istar_tune.config import EAGER_ATTENTION, Hyperparameters
 from istar_tune.errors import ConfigError, IsotropyError
 from istar_tune.losses import penalty
 from istar_tune.methods import PENALISED
-
-EAGER_ATTENTION = "eager"
-"""The attention kernel a fused bundle needs while attention dropout is on."""
 
 
 def fuse_problems(models: Sequence[torch.nn.Module]) -> list[str]:

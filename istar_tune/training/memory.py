@@ -97,6 +97,22 @@ class MemoryEstimate:
     def peak_gb(self) -> float:
         return self.peak / GIB
 
+    def bundled(self, members: int) -> MemoryEstimate:
+        """A fused trial of ``members`` such configurations (:mod:`istar_tune.training.fused`): each member's weights,
+        gradients, optimizer state, activations and penalty cloud; one forward-only pass at a time (members are
+        evaluated one after another) and one CUDA context."""
+        return MemoryEstimate(weights=members * self.weights, gradients=members * self.gradients,
+                              optimizer=members * self.optimizer, activations=members * self.activations,
+                              point_cloud=members * self.point_cloud, forward_pass=self.forward_pass,
+                              context=self.context)
+
+    def largest_bundle(self, gpu_bytes: int, headroom: float = 0.9) -> int:
+        """The most members a fused trial of this configuration may hold on one GPU of ``gpu_bytes`` (0: not one)."""
+        members = 0
+        while self.bundled(members + 1).peak <= gpu_bytes * headroom and members < 1024:
+            members += 1
+        return members
+
 
 def parameter_bytes(model) -> tuple[int, int, int]:
     """(weights, gradients, AdamW state) in bytes of ``model`` (built on ``meta`` or real): every parameter once

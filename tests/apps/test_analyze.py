@@ -61,6 +61,7 @@ def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_
                            checkpoint="state")  # a trial checkpoint that holds the model
     train(hp, settings, _KeepState(state))
     assert trial_id_of(state) == "abcde_00003"
+    assert trial_id_of(state / "m2") == "abcde_00003-m2"  # a fused trial's member: its own run
     result = analyze(state)  # the trial's own data folder and max length, saved with its state
     _check(result, layers=2, d=32)
     assert (result["data_dir"], result["max_length"]) == (str(glue_tiny), 32)

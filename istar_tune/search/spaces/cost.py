@@ -191,8 +191,11 @@ def group_memory(item, settings) -> tuple[str, Any]:
 
     group = item.group
     batch = largest_batch_size(group, item.param_space)
-    return (trial_shape(group.model, group.task, group.method, batch, settings.max_length),
-            trial_memory(group.model, group.task_object, group.method, batch, settings))
+    estimate = trial_memory(group.model, group.task_object, group.method, batch, settings)
+    members = getattr(item, "bundle", 1)  # a fused group: its largest bundle's members, each its own weights
+    method = group.method if members == 1 else f"{group.method} (fused trial of {members})"
+    return (trial_shape(group.model, group.task, method, batch, settings.max_length),
+            estimate if members == 1 else estimate.bundled(members))
 
 
 _META_MODELS: dict[tuple, Any] = {}

@@ -21,6 +21,7 @@ from istar_tune.search.spaces.domains import (
     coerced,
     domains_from_yaml,
 )
+from istar_tune.search.spaces.fusing import check_fuse
 from istar_tune.search.spaces.space import (
     ANY_MODEL,
     SEARCHED_KEYS,
@@ -44,6 +45,7 @@ MAX_TRIALS_PER_GROUP = 1_000_000
 
 _TOP_KEYS = {key.split(".")[0] for key in SPACE_KEYS}
 _SEARCH_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("search.")}
+_SEARCH_SCALARS = ("num_samples", "seed", "share_epochs", "fuse")
 _SCHEDULER_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("scheduler.")}
 _RESOURCE_KEYS = {key.split(".")[1] for key in SPACE_KEYS if key.startswith("resources.")}
 
@@ -151,6 +153,7 @@ def _check_across_fields(space: SearchSpace, path: Path) -> None:
         raise ConfigError(f"{path}: settings.step_mode is {mode.name} (CUDA graphs) but resources.gpu is 0: give each "
                           "trial a GPU share (resources: {gpu: 0.25}), or step_mode eager or compile")
     scheduler = schedulers.get_scheduler(space.scheduler)
+    check_fuse(space, path, scheduler)
     if scheduler.build is not None and space.stage != "seeds":
         horizon = max(group.max_epochs for group in space.groups())
         if "alpha" in scheduler.reads and space.alpha >= 1:
@@ -224,7 +227,7 @@ def _search_section(raw: dict, problem, path: Path) -> dict[str, Any]:
     search = _mapping(raw, "search", _SEARCH_KEYS, problem)
     algorithm = registered_name(search.get("algorithm", space_default("algorithm")), "search.algorithm", backends,
                                  problem, path)
-    num_samples, seed, share_epochs = (_scalar(search, f, problem) for f in ("num_samples", "seed", "share_epochs"))
+    num_samples, seed, share_epochs, fuse = (_scalar(search, f, problem) for f in _SEARCH_SCALARS)
     study_storage = search.get("storage", space_default("study_storage"))
     if study_storage is not None and (not isinstance(study_storage, str) or "://" not in study_storage):
         problem("search.storage", f"must be a database URL such as sqlite:///optuna.db, got {study_storage!r}")
@@ -243,7 +246,7 @@ def _search_section(raw: dict, problem, path: Path) -> dict[str, Any]:
         problem("search.points_to_evaluate", f"needs a sampling search.algorithm ({samplers}); a grid tries every "
                                              "point anyway")
     return {"algorithm": algorithm, "num_samples": num_samples, "seed": seed, "study_storage": study_storage,
-            "points_to_evaluate": tuple(points), "share_epochs": share_epochs}
+            "points_to_evaluate": tuple(points), "share_epochs": share_epochs, "fuse": fuse}
 
 
 def _method_domains(raw: dict, algorithm: str, problem) -> dict[str, dict[str, Domain]]:
@@ -319,8 +322,7 @@ def _seeds_section(raw: dict, problem) -> tuple[tuple[int, ...], tuple[str, ...]
 
 def _study_section(raw: dict, models: tuple[str, ...], hyperparameters: dict[str, Domain],
                    method_hyperparameters: dict[str, dict[str, Domain]], problem) -> dict[str, Any]:
-    """A seeds stage's ``vary`` and ``start_from``; its hyperparameters are constants set on the best
-    configuration."""
+    """A seeds stage's ``vary`` and ``start_from``; its hyperparameters: constants set on the best configuration."""
     for where, domains in [("hyperparameters", hyperparameters),
                            *((f"method_hyperparameters.{m}", d) for m, d in method_hyperparameters.items())]:
         for key, domain in domains.items():

@@ -35,8 +35,8 @@ from istar_tune.methods import METHODS, unused_hyperparameters
 from istar_tune.models import PAPER_MODELS
 from istar_tune.search.backends import get_backend
 from istar_tune.search.schedulers import Rule
+from istar_tune.search.spaces import fusing
 from istar_tune.tasks import Task, get_task, is_shipped, task_of
-from istar_tune.trial_config import SHARED_EPOCHS_KEY
 
 DOMAIN_KINDS = ("grid", "choice", "loguniform", "uniform", "randint")
 STAGES = ("search", "seeds")
@@ -168,6 +168,11 @@ class SearchSpace:
     share_epochs: bool = _yaml("search.share_epochs", default=True)
     """grid: configurations that differ only in `epochs` run as one trial to the largest count, completing each
     smaller one on the way, where that is exact (a constant learning rate, no second stage; the dry run says)."""
+    fuse: int = _yaml("search.fuse", minimum=1, default=1)
+    """grid, seeds stage: up to this many configurations of a group that read one batch stream (the same model, task,
+    batch size, grad_accum and seed) train as one fused trial, one stacked model in one process, each member still a
+    run of its own (docs/searching.md, Fused trials); the dry run says what could not join a bundle. 1: a trial per
+    configuration."""
     points_to_evaluate: tuple[dict, ...] = _yaml("search.points_to_evaluate", default=())
     """A sampling backend: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
     scheduler: str = _yaml("scheduler.type", default="none")
@@ -315,11 +320,23 @@ class SearchSpace:
             return "the grid draws a random value per configuration, so no two differ only in epochs"
         if not self.share_epochs:
             return "search.share_epochs is false"
+        if self.fuse_problem(group) is None:
+            return f"search.fuse {self.fuse} bundles them instead (a bundle's members each train their own epochs)"
         return prefix_sharing_problem(self.run_settings(), group.method)
+
+    def fuse_problem(self, group: Group) -> str | None:
+        """Why ``group``'s configurations do not train as fused trials (:func:`~.fusing.fuse_problem`)."""
+        return fusing.fuse_problem(self, group)
+
+    def bundles_in(self, group: Group) -> list[int]:
+        """Each trial's configurations as ``search.fuse`` bundles ``group`` (:func:`~.fusing.bundles_in`)."""
+        return fusing.bundles_in(self, group)
 
     def tune_trials_in(self, group: Group) -> int:
         """Tune trials of ``group``: its configurations, fewer where they share epoch prefixes."""
         trials = self.trials_in(group)
+        if self.fuse_problem(group) is None:
+            return len(self.bundles_in(group))
         if self.sharing_problem(group) is None:
             trials //= len(set(group.domains["epochs"].values))
         return trials
@@ -327,46 +344,6 @@ class SearchSpace:
     def run_settings(self, **overrides) -> RunSettings:
         values = {**self.settings, **{k: v for k, v in overrides.items() if v is not None}}
         return from_dict(RunSettings, values, source=f"{self.path}: settings")
-
-
-# ------------------------------------------------------------------------------------ a grid's configurations
-
-
-def grid_configs(base: dict[str, Any], domains: dict[str, Domain], repeats: int, seed: int | None,
-                 share_epochs: bool = False) -> list[dict]:
-    """Every configuration of a grid: the product of the grid domains × ``repeats``, other random domains drawn
-    once per configuration (seeded). ``share_epochs``: the configurations of a repeat that differ only in
-    ``epochs`` become one trial to the largest count that completes every count (:func:`share_prefixes`)."""
-    rng = random.Random(seed)
-    grids = {k: d.values for k, d in domains.items() if d.kind == "grid"}
-    configs = []
-    for _ in range(repeats):
-        repeat = []
-        for point in itertools.product(*grids.values()):
-            config = {**base, **dict(zip(grids, point))}
-            for key, domain in domains.items():
-                if domain.kind != "grid":
-                    config[key] = domain.sample(rng)
-            repeat.append(config)
-        configs += share_prefixes(repeat) if share_epochs else repeat
-    return configs
-
-
-def share_prefixes(configs: list[dict]) -> list[dict]:
-    """Configurations that differ only in ``epochs`` as one trial each: the largest count, with every count it
-    completes under :data:`~istar_tune.trial_config.SHARED_EPOCHS_KEY` (a configuration alone stays as it is)."""
-    merged: dict[tuple, list[dict]] = {}
-    for config in configs:
-        key = tuple(sorted((k, repr(v)) for k, v in config.items() if k != "epochs"))
-        merged.setdefault(key, []).append(config)
-    trials = []
-    for same in merged.values():
-        counts = sorted({int(c["epochs"]) for c in same})
-        if len(counts) < len(same) or len(counts) == 1:
-            trials += same  # repeated counts (or one count): nothing is a prefix of something else
-            continue
-        trials.append({**same[0], "epochs": counts[-1], SHARED_EPOCHS_KEY: counts})
-    return trials
 
 
 def space_keys() -> dict[str, tuple[str, str, str]]:

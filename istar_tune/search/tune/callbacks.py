@@ -1,4 +1,4 @@
-"""The Tune callbacks of a search: the MLflow logger and the progress lines.
+"""The MLflow logger of a search's trials (the progress lines: :mod:`istar_tune.search.tune.progress`).
 
 Both run in the Ray driver, on Tune's event loop, so they only hand work on: the logger queues every write for
 :class:`istar_tune.tracking.RunWriter`'s thread, the printer writes a line.
@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 from ray.tune import Callback
 
 from istar_tune import tracking
-from istar_tune.config import trial_epochs
-from istar_tune.console import say
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.stopping import Stop, systemic_cause
+from istar_tune.search.tune.fused import ERROR, member_ended, member_index, member_restored, member_view
+from istar_tune.search.tune.reporter import DATASETS, DEV_OBJECTIVE_AT, OBJECTIVE_AT, RESTORED_RECORDS
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
-from istar_tune.search.tune.trainable import (
-    DATASETS,
-    DEV_OBJECTIVE_AT,
-    OBJECTIVE_AT,
-    RESTORED_RECORDS,
-    configurations,
-    failed_datasets,
-    write_trial_config,
-)
-from istar_tune.trial_config import SEARCH_KEY, trial_task
+from istar_tune.search.tune.trainable import configurations, failed_datasets, write_trial_config
+from istar_tune.trial_config import SEARCH_KEY
 from istar_tune.trial_status import TrialStatus
 
 log = logging.getLogger(__name__)
@@ -102,13 +92,19 @@ class MlflowTrialLogger(Callback):
             reached = int(last.get("epoch", 0) or 0)
             records = reported_epochs(trial) or ([last] if reached else [])
             for run_id, config, epochs in configurations(trial.trial_id, trial.config):
-                if trial.status == Trial.ERROR and epochs > reached:
-                    error = {tracking.TAG_ERROR: tracking.trial_error_text(trial)}
+                index, at = member_index(run_id), reached
+                if index is not None:  # a fused trial's member: its own epochs and error
+                    _, at, failed = member_ended(last, index)
+                if trial.status == Trial.ERROR and epochs > at or index is not None and failed:
+                    error = {tracking.TAG_ERROR: failed if index is not None and failed else
+                             tracking.trial_error_text(trial)}
                     status, state, tags = TrialStatus.FAILED, "FAILED", error
                 else:
-                    status, state, tags = tracking.ended_status(config, reached), "FINISHED", {}
+                    status, state, tags = tracking.ended_status(config, at), "FINISHED", {}
                 # A configuration the trial passed gets its own epochs; the trial's later epochs are not its.
-                rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
+                seen = [_view(r, run_id) for r in records]
+                rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in seen
+                        if r is not None and "epoch" in r and int(r["epoch"]) <= epochs]
                 self.writer.reconcile(run_id, config, rows, status, state, tags,
                                       created_tags=self._trained_by(trial, run_id))
                 self._recorded_extras(run_id, records)
@@ -137,6 +133,9 @@ class MlflowTrialLogger(Callback):
                 self.stop.fail(cause, f"{type(err).__name__}: {err}")
         reached = int((trial.last_result or {}).get("epoch", 0) or 0)
         for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            if (index := member_index(run_id)) is not None:  # a fused trial's member: where it ended, if it did
+                _, reached, failed = member_ended(trial.last_result, index)
+                reached = epochs if failed else reached
             if epochs > reached or run_id == trial.trial_id:
                 self.writer.start(run_id, config, self._trained_by(trial, run_id))
 
@@ -147,19 +146,26 @@ class MlflowTrialLogger(Callback):
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         if result.get(RESTORED_RECORDS):
             self._backfill(trial, json.loads(result[RESTORED_RECORDS]))
+        self._backfill_members(trial, result)
         self._started_over(trial, epoch, result)
         for run_id, _, epochs in self._open(trial):
+            values = _view(result, run_id)  # a fused trial's member: its own part (None: it rests this epoch)
+            if values is None:
+                continue
+            if values.get(ERROR):  # a fused member that failed: it ends alone, with its error
+                self.writer.end(run_id, TrialStatus.FAILED, "FAILED", {tracking.TAG_ERROR: values[ERROR]})
+                continue
             if node and self._nodes.get(run_id) != node:
                 self._nodes[run_id] = node
                 self.writer.set_tags(run_id, {tracking.TAG_NODE: node})
-            if result.get("restore_note"):
-                self.writer.set_tags(run_id, {tracking.TAG_RESTORED_FROM: result["restore_note"]})
-            if result.get(DATASETS):  # once a trial process: the splits it trains and is scored on
-                self.writer.inputs(run_id, json.loads(result[DATASETS]))
+            if values.get("restore_note"):
+                self.writer.set_tags(run_id, {tracking.TAG_RESTORED_FROM: values["restore_note"]})
+            if values.get(DATASETS):  # once a trial process: the splits it trains and is scored on
+                self.writer.inputs(run_id, json.loads(values[DATASETS]))
             if epoch > epochs:
                 continue
-            self.writer.metrics(run_id, epoch, _values_for(result, epochs))
-            if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration of a shared trial ends here
+            self.writer.metrics(run_id, epoch, _values_for(values, epochs))
+            if epoch == epochs and run_id != trial.trial_id:  # a shorter configuration or a member ends here
                 self.writer.end(run_id, TrialStatus.FINISHED, "FINISHED")
                 self._nodes.pop(run_id, None)
 
@@ -169,6 +175,8 @@ class MlflowTrialLogger(Callback):
         the checkpoint was registered), so the trial trains those epochs again. Their records go where the run lacks
         them, and the configuration ends at its last epoch if an earlier driver left its run open."""
         for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            if member_index(run_id) is not None:  # a fused trial's members carry their records on a resume
+                return
             if run_id != trial.trial_id and epoch <= epochs and not self.writer.is_open(run_id):
                 status = TrialStatus.FINISHED if epoch == epochs else ""
                 self.writer.backfill(run_id, config, [(epoch, _values_for(result, epochs))], status,
@@ -187,6 +195,21 @@ class MlflowTrialLogger(Callback):
             elif rows:
                 self.writer.backfill(run_id, config, rows, tags=self._trained_by(trial, run_id))
 
+    def _backfill_members(self, trial, result: dict[str, Any]) -> None:
+        """A resumed fused trial's members' earlier epochs, as :meth:`_backfill` writes an unfused trial's; a member
+        whose epochs they complete ends ``finished`` if an earlier driver left its run open."""
+        for run_id, config, epochs in configurations(trial.trial_id, trial.config):
+            index = member_index(run_id)
+            records = member_restored(result, index) if index is not None else []
+            if not records:
+                continue
+            rows = [(int(r["epoch"]), _values_for(r, epochs)) for r in records if int(r["epoch"]) <= epochs]
+            done = max(e for e, _ in rows) >= epochs
+            self.writer.backfill(run_id, config, rows, TrialStatus.FINISHED if done else "",
+                                 self._trained_by(trial, run_id))
+            if done and self.writer.is_open(run_id):
+                self.writer.end(run_id, TrialStatus.FINISHED, "FINISHED")
+
     def _recorded_extras(self, run_id: str, records: list[dict[str, Any]]) -> None:
         """What a run written again from Ray's record of a trial (a resumed search whose driver, or store, lost the
         writes) keeps besides its metrics: the dataset inputs its first report carried and the node it ran on."""
@@ -203,6 +226,8 @@ class MlflowTrialLogger(Callback):
         last = int((trial.last_result or {}).get("epoch", 0))
         by_scheduler = self.stop is None or not self.stop.reason or trial.trial_id in STOPPED_EARLY
         for run_id, config, _ in self._open(trial):
+            if (index := member_index(run_id)) is not None:  # a fused member stopped by its patience ends here
+                last = member_ended(trial.last_result, index)[1]
             status = tracking.ended_status(config, last, by_scheduler)
             extra = {"istar_tune.stopped_after_epoch": str(last)} if status == TrialStatus.STOPPED_EARLY else {}
             self.writer.end(run_id, status, "KILLED" if status == TrialStatus.INTERRUPTED else "FINISHED", extra)
@@ -284,90 +309,16 @@ def reported_epochs(trial) -> list[dict[str, Any]]:
     return []
 
 
+def _view(result: dict[str, Any], run_id: str) -> dict[str, Any] | None:
+    """What run ``run_id`` reads of its trial's result: a fused trial's member its own part
+    (:func:`~istar_tune.search.tune.fused.member_view`), any other run the whole result."""
+    index = member_index(run_id)
+    return result if index is None else member_view(result, index)
+
+
 def _values_for(result: dict[str, Any], epochs: int) -> dict[str, Any]:
     """What the run of a configuration with ``epochs`` epochs logs of an epoch's result: not a shared trial's
     per-configuration objectives, nor, before its own last epoch, what was measured only for a shorter
     configuration ending there."""
     drop = set(str(result.get(CLOSING_ONLY, "")).split(",")) - {""} if int(result.get("epoch", 0)) < epochs else set()
     return {k: v for k, v in result.items() if k not in drop and not k.startswith((OBJECTIVE_AT, DEV_OBJECTIVE_AT))}
-
-
-class ProgressPrinter(Callback):
-    """A line when a trial starts (naming its configuration), per reported epoch in small searches, and when it
-    ends, each with the configuration's words (:func:`istar_tune.tracking.run_name`); picklable. Within a long
-    epoch the trial itself prints a heartbeat (:meth:`istar_tune.search.tune.trainable.TuneReporter.heartbeat`)."""
-
-    EPOCH_LINES_UP_TO = 64
-    """Searches with more trials than this print only started and finished trials."""
-
-    def __init__(self, total: int, write: Callable[[str], None] | None = None):
-        self.total = total
-        self.done = 0
-        self.write = write or say
-        self.counted = False
-
-    def on_step_begin(self, iteration, trials, **info):
-        """Once: a resumed search's count goes on from the trials that ended before it (Tune restored them ended)."""
-        if not self.counted:
-            self.counted = True
-            self.done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
-
-    def on_trial_start(self, iteration, trials, trial, **info):
-        again = " again" if "epoch" in (trial.last_result or {}) else ""
-        self.write(f"  trial {trial.trial_id} started{again}: {tracking.run_name(trial.config)}")
-
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        if self.total > self.EPOCH_LINES_UP_TO or "epoch" not in result:
-            return
-        metric = trial_task(trial.config).metric
-        self.write(f"  trial {trial.trial_id} epoch {result.get('epoch')}/{trial_epochs(trial.config)}: {metric} "
-                   f"{result.get(metric, float('nan')):.4f} ({result.get('epoch_time_s', 0):.0f} s) — "
-                   f"{tracking.run_name(trial.config)}")
-
-    def on_trial_complete(self, iteration, trials, trial, **info):
-        self.done += 1
-        config: dict[str, Any] = trial.config
-        metric = trial_task(config).metric
-        value = (trial.last_result or {}).get(metric)
-        shown = f"{metric} {value:.4f} — " if isinstance(value, float) else ""
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} done: {shown}{tracking.run_name(config)}")
-
-    def on_trial_error(self, iteration, trials, trial, **info):
-        self.done += 1
-        error = tracking.trial_error_text(trial)
-        said = f"INTERRUPTED ({cause})" if (cause := systemic_cause(error)) else f"FAILED: {error}"
-        self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} {said} — {tracking.run_name(trial.config)}")
-
-    def on_trial_recover(self, iteration, trials, trial, **info):
-        """A retry says nothing, except where the machine failed: the search stops there, and this says where."""
-        if cause := systemic_cause(tracking.trial_error_text(trial)):
-            self.done += 1
-            self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} INTERRUPTED ({cause}) — "
-                       f"{tracking.run_name(trial.config)}")
-
-
-class TrialStatuses(Callback):
-    """Each Tune trial's last status (``TERMINATED``, ``ERROR``, ...), for the summary: a trial's results alone do
-    not say how it ended. Kept as Tune reports trials ending, and whole when the experiment ends."""
-
-    def __init__(self) -> None:
-        self.statuses: dict[str, str] = {}
-        self.trials: list = []
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        self.statuses[trial.trial_id] = trial.status
-
-    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
-        self.statuses[trial.trial_id] = trial.status
-
-    def on_experiment_end(self, trials: list, **info) -> None:
-        self.statuses.update({t.trial_id: t.status for t in trials})
-        self.trials = list(trials)
-
-    def results(self) -> list[SimpleNamespace]:
-        """Each trial of the ended experiment as Tune's ``ResultGrid`` gives it (config, metrics, path, error), read
-        leniently: for when Tune cannot read its own results back (an error file a full disk cut short)."""
-        return [SimpleNamespace(config=t.config, metrics={"trial_id": t.trial_id, **(t.last_result or {})},
-                                path=getattr(t, "path", None),
-                                error=RuntimeError(tracking.trial_error_text(t)) if t.status == "ERROR" else None)
-                for t in self.trials]

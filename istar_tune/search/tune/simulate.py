@@ -34,7 +34,8 @@ from istar_tune.search.spaces.cost import (
     typed_hyperparameters,
 )
 from istar_tune.search.tune import checkpoints
-from istar_tune.search.tune.trainable import TuneReporter, quiet_ray_loggers
+from istar_tune.search.tune.reporter import TuneReporter
+from istar_tune.search.tune.trainable import quiet_ray_loggers
 from istar_tune.tasks import EXTRACTIVE_QA
 from istar_tune.trial_config import SHARED_EPOCHS_KEY, completes, for_search, trial_task
 
@@ -169,7 +170,7 @@ def simulated_trainable(config: dict[str, Any], settings: dict[str, dict[str, An
                         keep: dict[str, int]) -> None:
     """The Tune trainable of a rehearsal: the same reports and checkpoints as
     :func:`~istar_tune.search.tune.trainable.trainable`, through the same
-    :class:`~istar_tune.search.tune.trainable.TuneReporter` (``settings`` and ``keep`` by search name, as there)."""
+    :class:`~istar_tune.search.tune.reporter.TuneReporter` (``settings`` and ``keep`` by search name, as there)."""
     from ray import tune
 
     quiet_ray_loggers()

@@ -24,13 +24,16 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "device_check.json").read_text())
     sections = results["sections"]
-    assert set(sections) == {"profile", "reference", "modes", "epoch", "memory", "step", "shapes", "determinism",
-                             "calibrate"} and not results["errors"]
+    assert set(sections) == {"profile", "reference", "modes", "fused", "epoch", "memory", "step", "shapes",
+                             "determinism", "calibrate"} and not results["errors"]
     reference = json.loads((tmp_path / "search_reference.json").read_text())  # what the second call compares with
     assert sorted(reference) == ["base@2e-05", "base@5e-05", "istar@2e-05", "istar@5e-05"]
     assert all(r["epoch"] == 1 and r["train_loss"] > 0 for r in reference.values())
     assert [(r["step_mode"], r["precision"], r["batch_size"]) for r in sections["modes"]["rows"]] == [
         ("eager", "fp32", 8)] and sections["modes"]["rows"][0]["share_of_matmul_rate"] > 0
+    fused = sections["fused"]["rows"]  # the bundle's tokens/s: K members × one stream's
+    assert [(r["members"], r["batch_size"], r["failed"]) for r in fused] == [(1, 8, 0), (2, 8, 0)]
+    assert all(r["tokens_per_s"] > 0 and r["share_of_matmul_rate"] > 0 and r["losses_finite"] for r in fused)
     profiled = sections["profile"]["rows"]
     assert [(r["method"], r["batch"]) for r in profiled] == [("base", 8), ("base", 32), ("istar", 8), ("istar", 32)]
     assert all(r["host_ms_per_step"] > 0 and r["gpu_busy_ms_per_step"] is None and r["top_host_ops"]
@@ -52,6 +55,7 @@ def test_the_device_check_runs_on_a_cpu_and_lists_what_it_skipped(glue_tiny, tmp
     summary = (tmp_path / "device_check.md").read_text()
     assert "## (0) Where a step's time goes" in summary and "## (e) Determinism" in summary
     assert "## (g) A new sequence length" in summary and "Skipped: oom" in summary
+    assert "## (j) Fused trials" in summary and "fused: K = 4, 8, 16 at bf16" in skipped
     assert "## (h) Step modes" in summary and "## (i) The second call's configurations" in summary
 
 

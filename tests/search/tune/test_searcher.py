@@ -7,7 +7,8 @@ from ray.tune.search import Searcher
 from istar_tune.search.plan import group_plans, plan
 from istar_tune.search.spaces.cost import trial_seconds
 from istar_tune.search.spaces.file import load_search_space
-from istar_tune.search.spaces.space import Domain, grid_configs
+from istar_tune.search.spaces.grid import grid_configs
+from istar_tune.search.spaces.space import Domain
 from istar_tune.search.tune.searcher import GroupQueue, GroupSearcher
 from istar_tune.trial_config import SHARED_EPOCHS_KEY
 

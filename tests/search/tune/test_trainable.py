@@ -1,94 +1,37 @@
-"""The reporter a trial (real or simulated) hands its epochs to: the objective is the run's score, the checkpoint
-is measured and pruned, a restore note is reported once."""
+"""The configurations a trial's results stand for: the trial itself, a shared trial's epoch counts, a fused trial's
+members, each with the objective, epochs and ending its run reads."""
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
+from istar_tune.search.tune.trainable import configuration_results, configurations
+from istar_tune.trial_config import SHARED_EPOCHS_KEY, fuse
 
-import pytest
-import ray
-from ray import tune
-
-from istar_tune.search.tune import checkpoints
-from istar_tune.search.tune.trainable import (
-    DEV_OBJECTIVE,
-    OBJECTIVE,
-    OBJECTIVE_AT,
-    RESTORE_NOTE,
-    RESTORED_RECORDS,
-    TuneReporter,
-    dev_values,
-)
-from istar_tune.trial_config import SHARED_EPOCHS_KEY
+ERROR = "TrainingError: the loss became nan at epoch 1, step 3: lower the learning rate (0.002) or |lam| (-1.0)"
 
 
-@pytest.fixture
-def reported(monkeypatch):
-    calls = {"reports": [], "pruned": []}
-    monkeypatch.setattr(tune, "report", lambda metrics, checkpoint=None: calls["reports"].append((metrics, checkpoint)))
-    monkeypatch.setattr(ray, "get_runtime_context", lambda: SimpleNamespace(get_node_id=lambda: "node-1"))
-    monkeypatch.setattr(checkpoints, "prune", lambda keep: calls["pruned"].append(keep))
-    return calls
+def _fused_config(epochs=(2, 2, 1)):
+    base = {"model": "tiny-bert", "task": "rte", "method": "istar", "lam": -1.0, "zeta": 0.2, "search": "s"}
+    configs = [{**base, "learning_rate": lr, "epochs": e} for lr, e in zip((1e-3, 2e-3, 3e-3), epochs)]
+    (trial,) = fuse(configs, 4)
+    return trial
 
 
-def test_the_objective_is_the_runs_score_and_a_checkpoint_is_measured_and_pruned(reported, tmp_path):
-    reporter = TuneReporter("accuracy", keep=2, note="resumed from checkpoint_000001")
-    (tmp_path / "state.bin").write_bytes(b"x" * 100)
-    reporter({"epoch": 2, "accuracy": 0.8, "scored_accuracy": 0.7}, tmp_path)
-    reporter({"epoch": 3, "accuracy": 0.9}, None)
-    (first, checkpoint), (second, none) = reported["reports"]
-    assert first[OBJECTIVE] == 0.7 and second[OBJECTIVE] == 0.9  # the scored epoch's value where there is one
-    assert first["checkpoint_bytes"] == 100 and first["node_id"] == "node-1" and checkpoint is not None
-    assert first[RESTORE_NOTE] == "resumed from checkpoint_000001" and RESTORE_NOTE not in second
-    assert none is None and "checkpoint_bytes" not in second
-    assert reported["pruned"] == [2]  # once: only the report that carried a checkpoint
+def test_a_trial_stands_for_itself_and_a_shared_trial_for_each_epoch_count():
+    plain = {"model": "tiny-bert", "task": "rte", "method": "base", "epochs": 3}
+    assert configurations("t", plain) == [("t", plain, 3)]
+    assert configuration_results("t", plain, {"epoch": 2, "objective": 0.5}) == [("t", plain, 0.5, 2, False)]
+    shared = {**plain, SHARED_EPOCHS_KEY: [1, 3]}
+    last = {"epoch": 2, "objective": 0.6, "objective_at_epoch_1": 0.4}
+    ended = configuration_results("t", shared, last)
+    assert [(cid, value, epochs, passed) for cid, _, value, epochs, passed in ended] == [
+        ("t-e1", 0.4, 1, True), ("t-e3", 0.6, 2, False)]
 
 
-def test_a_shared_trial_reports_each_configurations_objective_and_a_resume_its_earlier_records(reported):
-    reporter = TuneReporter("accuracy", completes=(1, 2, 3))
-    reporter.remember([{"epoch": 1, "accuracy": 0.5}, {"epoch": 2, "accuracy": 0.7, "scored_accuracy": 0.6}])
-    reporter({"epoch": 3, "accuracy": 0.8}, None)
-    reporter({"epoch": 4, "accuracy": 0.9}, None)
-    (first, _), (second, _) = reported["reports"]
-    assert ({k: v for k, v in first.items() if k.startswith(OBJECTIVE_AT)} ==
-            {"objective_at_epoch_1": 0.5, "objective_at_epoch_2": 0.6, "objective_at_epoch_3": 0.8})
-    earlier = json.loads(first[RESTORED_RECORDS])  # once, with the first report after the resume
-    assert [(r["epoch"], r["objective"]) for r in earlier] == [(1, 0.5), (2, 0.6)]
-    assert RESTORED_RECORDS not in second and second["objective_at_epoch_3"] == 0.8
-
-
-def test_with_held_out_data_the_objective_is_the_best_held_out_value_and_the_dev_value_is_beside_it(reported):
-    """What Tune's schedulers and searchers see: the held-out value that chooses (the best so far), never the dev
-    metric; a shared trial's configurations alike. The epoch-2 model is best on dev but worse on held-out."""
-    reporter = TuneReporter("accuracy", completes=(1, 2))
-    reporter({"epoch": 1, "accuracy": 0.6, "holdout_accuracy": 0.7, "scored_accuracy": 0.6,
-              "scored_holdout_accuracy": 0.7}, None)
-    reporter({"epoch": 2, "accuracy": 0.95, "holdout_accuracy": 0.5, "scored_accuracy": 0.6,
-              "scored_holdout_accuracy": 0.7}, None)
-    (first, _), (second, _) = reported["reports"]
-    assert (first[OBJECTIVE], second[OBJECTIVE]) == (0.7, 0.7)
-    assert (first[DEV_OBJECTIVE], second[DEV_OBJECTIVE]) == (0.6, 0.6)  # reported, choosing nothing
-    assert second["objective_at_epoch_1"] == second["objective_at_epoch_2"] == 0.7
-    assert second["dev_objective_at_epoch_2"] == 0.6
-    config = {"epochs": 2, SHARED_EPOCHS_KEY: [1, 2]}
-    assert dev_values(config, second) == {1: 0.6, 2: 0.6}
-    assert dev_values({"epochs": 2}, {"epoch": 2, "objective": 0.8}) == {}  # no held-out data: nothing beside
-
-
-def test_the_heartbeat_says_batches_rate_and_time_left_every_interval(monkeypatch):
-    import istar_tune.search.tune.trainable as module
-
-    clock = iter([100.0, 100.5, 101.0, 102.0, 102.2, 200.0])
-    monkeypatch.setattr(module.time, "monotonic", lambda: next(clock))
-    lines: list[str] = []
-    reporter = TuneReporter("accuracy", label="abc — istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)", epochs=3,
-                            heartbeat_s=1.0)
-    for done in (1, 2, 3, 5, 6):  # the first batch starts the clock; lines at least 1 s apart
-        reporter.heartbeat(2, done, 21, write=lines.append)
-    assert lines == ["  trial abc epoch 2/3: batch 3/21 (2 batches/s, about 9 s left of the epoch) — istar λ=-1 ζ=0.2 "
-                     "lr=1e-4 bs=32 ep=3 s42 (bert/rte)",
-                     "  trial abc epoch 2/3: batch 5/21 (2 batches/s, about 8 s left of the epoch) — istar λ=-1 ζ=0.2 "
-                     "lr=1e-4 bs=32 ep=3 s42 (bert/rte)"]
-    reporter.heartbeat(3, 1, 21, write=lines.append)  # a new epoch restarts the clock, silently
-    assert len(lines) == 2
+def test_a_fused_trials_configurations_are_its_members_each_scored_on_its_own():
+    config = _fused_config()
+    members = [(cid, c["learning_rate"], k) for cid, c, k in configurations("b", config)]
+    assert members == [("b-m0", 1e-3, 2), ("b-m1", 2e-3, 2), ("b-m2", 3e-3, 1)]
+    last = {"epoch": 2, "m0/objective": 0.7, "m0/reached": 2, "m1/error": ERROR, "m2/objective": 0.5,
+            "m2/reached": 1}
+    ended = [(cid, value, epochs, passed) for cid, _, value, epochs, passed in configuration_results("b", config, last)]
+    assert ended == [("b-m0", 0.7, 2, True), ("b-m1", None, 0, False), ("b-m2", 0.5, 1, True)]
