@@ -23,9 +23,10 @@ keys are its first member's); absent from a trial of one configuration."""
 FUSED_MARK = "fused"
 """Key of a fused trial's member's configuration (``True``): it trained in a bundle, recorded with its run as the
 exactness setting ``setting.fused`` (:data:`istar_tune.config.EXACTNESS_SETTINGS`)."""
-FUSED_SHARED = ("model", "task", "batch_size", "grad_accum", "seed")
-"""The hyperparameters a fused trial's members share (one batch stream:
-:data:`istar_tune.training.bundle.SHARED`); they may differ in every other one, the method included."""
+FUSED_SHARED = ("model", "task", "batch_size", "grad_accum")
+"""The hyperparameters a fused trial's members share (:data:`istar_tune.training.bundle.SHARED`); they may differ in
+every other one, the method and the seed included (members of one seed read one batch stream, the others each their
+own seed's data order). With ``include_padding`` the seed is shared too (padding to one length would add points)."""
 
 
 TASK_DEFINITION_KEY = "task_definition"
@@ -84,7 +85,8 @@ def fuse(configs: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
     order; a configuration alone in its stream stays a trial of its own."""
     streams: dict[str, list[dict[str, Any]]] = {}
     for config in configs:
-        key = json.dumps({k: v for k, v in config.items() if k not in HYPERPARAMETER_KEYS or k in FUSED_SHARED},
+        shared = (*FUSED_SHARED, "seed") if config.get("include_padding") else FUSED_SHARED
+        key = json.dumps({k: v for k, v in config.items() if k not in HYPERPARAMETER_KEYS or k in shared},
                          sort_keys=True, default=str)
         streams.setdefault(key, []).append(config)
     trials = []

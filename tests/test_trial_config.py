@@ -68,9 +68,10 @@ def test_fused_configurations_join_by_batch_stream_and_a_trial_holds_at_most_fus
     base = {"model": "tiny-bert", "task": "rte", "method": "base", "batch_size": 16, "search": "s"}
     configs = [{**base, "learning_rate": lr, "seed": seed} for seed in (1, 2) for lr in (1e-3, 2e-3, 3e-3)]
     configs.append({**base, "learning_rate": 1e-3, "seed": 1, "batch_size": 32})
-    trials = fuse(configs, 2)
-    sizes = [(len(t.get(FUSED_KEY, [t])), t["seed"], t["batch_size"]) for t in trials]
-    assert sizes == [(2, 1, 16), (1, 1, 16), (2, 2, 16), (1, 2, 16), (1, 1, 32)]
-    assert FUSED_KEY not in trials[1] and "fused" not in trials[1]  # alone in its stream: a plain trial
-    assert [m["learning_rate"] for m in trials[0][FUSED_KEY]] == [1e-3, 2e-3]
+    trials = fuse(configs, 4)
+    assert [[(m["seed"], m["learning_rate"]) for m in t.get(FUSED_KEY, [t])] for t in trials] == [
+        [(1, 1e-3), (1, 2e-3), (1, 3e-3), (2, 1e-3)], [(2, 2e-3), (2, 3e-3)], [(1, 1e-3)]]  # seeds fuse, batches not
+    assert FUSED_KEY not in trials[2] and "fused" not in trials[2]  # alone in its stream: a plain trial
     assert all(m["fused"] is True for m in trials[0][FUSED_KEY])
+    padded = fuse([{**c, "include_padding": True} for c in configs[:6]], 4)  # padding to one length would add points
+    assert [{m["seed"] for m in t[FUSED_KEY]} for t in padded] == [{1}, {2}]

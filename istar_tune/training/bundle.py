@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +35,22 @@ from istar_tune.training.epoch import (
     update,
 )
 from istar_tune.training.fitting import Fitting, TrainResult, begin_fit, end_epoch
-from istar_tune.training.fused import FusedModel, MemberLoss, fused_forward_backward, own_generator
+from istar_tune.training.fused import (
+    FusedModel,
+    MemberLoss,
+    fused_forward_backward,
+    own_generator,
+    stack_batches,
+)
 from istar_tune.training.graphs import EagerSteps
 from istar_tune.training.run import Run, prepare
 from istar_tune.training.state import Reporter
 from istar_tune.training.usage import DeviceUsage
 from istar_tune.trial_status import TrialStatus
 
-SHARED = ("batch_size", "grad_accum", "seed", "task", "model")
-"""What the members of a bundle share (one batch stream), besides the run settings."""
+SHARED = ("batch_size", "grad_accum", "task", "model")
+"""What the members of a bundle share, besides the run settings. Members of one seed read one batch stream (one
+tokenised batch a step); members of different seeds each read their own seed's data order (:func:`member_batches`)."""
 
 
 @dataclass
@@ -99,6 +106,10 @@ def bundle_problems(members: list[Member]) -> list[str]:
                                 f"{getattr(first.hparams, key)!r}: a bundle's members read one batch stream")
         if member.run.settings != first.settings:
             problems.append(f"member {k}'s run settings differ from member 0's: a bundle runs with one")
+        if member.run.hparams.seed != first.hparams.seed and (member.run.hparams.include_padding or
+                                                               first.hparams.include_padding):
+            problems.append(f"member {k}'s seed differs from member 0's with include_padding: members of different "
+                            "seeds have their batches padded to one length, which would add points to its penalty")
     if first.amp_dtype == torch.float16:
         problems.append("precision fp16 scales each run's loss by a factor of its own: use bf16 or fp32 to fuse")
     if first.step_mode.graphs or first.step_mode.compiles:
@@ -106,10 +117,31 @@ def bundle_problems(members: list[Member]) -> list[str]:
     return problems
 
 
+def member_batches(members: dict[int, Member], epoch: int) -> tuple[Iterator[dict[int, dict]], int, bool]:
+    """Each step's batches of an epoch, by member index, on the device: one batch every member reads where they have
+    one seed (the first's stream: :func:`~istar_tune.training.epoch.epoch_batches`), else each member's own stream,
+    in the order its run alone reads it; the steps of the epoch; whether the members read one stream."""
+    runs = {k: member.run for k, member in members.items()}
+    first = next(iter(runs.values()))
+    if len({run.hparams.seed for run in runs.values()}) == 1:
+        batches, steps = epoch_batches(first, epoch, f"bundle of {len(runs)}, epoch {epoch}")
+        return ({k: batch for k in runs} for batch in map(first.to_device, batches)), steps, True
+    streams = {k: epoch_batches(run, epoch, f"bundle member {k} (seed {run.hparams.seed}), epoch {epoch}")
+               for k, run in runs.items()}
+    counts = {k: steps for k, (_, steps) in streams.items()}
+    if len(set(counts.values())) > 1:
+        raise ConfigError(f"the bundle's members of different seeds have {sorted(set(counts.values()))} batches an "
+                          "epoch (their training splits differ in size): bundle configurations of one seed only")
+    steps = counts[next(iter(counts))]
+    together = zip(*(batches for batches, _ in streams.values()))
+    return ({k: runs[k].to_device(batch) for k, batch in zip(streams, step)} for step in together), steps, False
+
+
 def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float]]:
-    """One pass over the shuffled training data for every member still in the bundle; returns each one's mean
-    losses and tokens (as :func:`~istar_tune.training.epoch.train_epoch`), by its index in ``members``. A member
-    that fails gets its ``error`` and no entry."""
+    """One pass over the shuffled training data for every member still in the bundle (one batch stream, or each
+    member its own seed's: :func:`member_batches`); returns each one's mean losses and tokens (as
+    :func:`~istar_tune.training.epoch.train_epoch`), by its index in ``members``. A member that fails gets its
+    ``error`` and no entry."""
     live = [k for k, m in enumerate(members) if m.error is None]
     if not live:
         return {}
@@ -118,14 +150,21 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
     run = members[live[0]].run
     for k in live:
         members[k].run.model.train()
-    batches, steps = epoch_batches(run, epoch, f"bundle of {len(live)}, epoch {epoch}")
+    steps_of, steps, shared = member_batches({k: members[k] for k in live}, epoch)
     accum, sync_every = run.hparams.grad_accum, host_sync_steps(run.device)
     fused = FusedModel([members[k].run.model for k in live], [members[k].generator for k in live])
-    watch, tokens, stepper = LossWatch(run.device, rows=len(live)), 0, EagerSteps(run.device)
-    beat = members[0].run.heartbeat  # the bundle's progress, through its first member's reporter
-    for step, batch in enumerate(batches):
-        tokens += batch["input_ids"].numel()
-        watch.add(fused_forward_backward(fused, [members[k].loss for k in live], run.to_device(batch), accum), step)
+    watch, tokens, stepper = LossWatch(run.device, rows=len(live)), dict.fromkeys(live, 0), EagerSteps(run.device)
+    beat, pad = members[0].run.heartbeat, run.tokenizer.pad_token_id  # the progress: the first member's reporter
+    config = run.model.config  # a padded length none of the model's other axes has (stack_batches)
+    avoid = (run.hparams.batch_size, config.hidden_size, config.num_attention_heads, config.intermediate_size,
+             config.hidden_size // config.num_attention_heads, getattr(config, "num_labels", 0))
+    for step, own in enumerate(steps_of):
+        for k in live:
+            tokens[k] += own[k]["input_ids"].numel()
+        batch, lengths = own[live[0]], None
+        if not shared and len(live) > 1:
+            batch, lengths = stack_batches([own[k] for k in live], pad, avoid)
+        watch.add(fused_forward_backward(fused, [members[k].loss for k in live], batch, accum, lengths), step)
         if (step + 1) % sync_every == 0 or step + 1 == steps:
             bad = watch.first_bad.tolist()  # one host read for every member
             if any(bad):  # those members leave with their errors; the others go on, as a bundle of their own
@@ -147,10 +186,11 @@ def bundle_epoch(members: list[Member], epoch: int) -> dict[int, dict[str, float
     out = {}
     for row, k in enumerate(live):
         if all_finite(members[k].params):
-            out[k] = watch.means(steps, tokens, row)
+            out[k] = watch.means(steps, tokens[k], row)
         else:
             members[k].error = non_finite_weights(members[k].run, epoch)
     return out
+
 
 def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
                  reporters: Sequence[Reporter | None] | None = None,

@@ -68,13 +68,23 @@ def own_generator(device: torch.device | str = "cpu") -> torch.Generator:
     return generator
 
 
-def member_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator],
-                   member: torch.Tensor) -> torch.Tensor:
+def member_dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator], member: torch.Tensor,
+                   lengths: Sequence[int] | None = None, padded: int = 0) -> torch.Tensor:
     """Dropout of ``x`` with each member's mask drawn from that member's generator, as ``torch.nn.functional
     .dropout`` draws one on a CPU (a Bernoulli(1 − p) mask of ``x``'s dtype, scaled by 1/(1 − p)); under vmap
-    ``member`` is the member axis's index, so each member's slice of ``x`` meets its own mask."""
-    noise = torch.stack([torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p, generator=g)
-                         for g in generators])  # (K, *x's shape)
+    ``member`` is the member axis's index, so each member's slice of ``x`` meets its own mask. ``lengths``: members
+    whose own batches were padded to one length ``padded`` (:func:`stack_batches`: a length no other axis has): each
+    member's mask is drawn in its own shape (every axis of the padded length at its own length, as its run alone draws
+    it) and padded with zeros."""
+    masks = []
+    for k, generator in enumerate(generators):
+        shape = tuple(lengths[k] if lengths and n == padded else n for n in x.shape)
+        mask = torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p, generator=generator)
+        if shape != tuple(x.shape):
+            mask = torch.nn.functional.pad(mask, [pad for own, n in zip(reversed(shape), reversed(x.shape))
+                                                  for pad in (0, n - own)])
+        masks.append(mask)
+    noise = torch.stack(masks)  # (K, *x's shape)
     noise.div_(1 - p)
     return x * noise[member]
 
@@ -96,9 +106,10 @@ class MemberDropouts(TorchFunctionMode):
     """While on, every ``torch.nn.functional.dropout`` in training (``nn.Dropout`` modules and the functional calls
     of eager attention alike) draws each member's mask from its own generator (:func:`member_dropout`)."""
 
-    def __init__(self, generators: Sequence[torch.Generator], member: torch.Tensor):
+    def __init__(self, generators: Sequence[torch.Generator], member: torch.Tensor,
+                 lengths: Sequence[int] | None = None, padded: int = 0):
         super().__init__()
-        self.generators, self.member = generators, member
+        self.generators, self.member, self.lengths, self.padded = generators, member, lengths, padded
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -111,7 +122,7 @@ class MemberDropouts(TorchFunctionMode):
         p, training = named.get("p", 0.5), named.get("training", True)
         if not training or p == 0:
             return named["input"]
-        return member_dropout(named["input"], p, self.generators, self.member)
+        return member_dropout(named["input"], p, self.generators, self.member, self.lengths, self.padded)
 
 
 class FusedModel:
@@ -172,9 +183,15 @@ class FusedModel:
             for k in gone if len(gone) < len(self.models) else ():
                 stack.grad[k].zero_()
 
-    def __call__(self, batch: dict[str, torch.Tensor],
-                 hidden_states: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Task losses (K,) and, with ``hidden_states``, the embedding output and every layer's, each (K, B, T, d)."""
+    def __call__(self, batch: dict[str, torch.Tensor], hidden_states: bool,
+                 lengths: Sequence[int] | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Task losses (K,) and, with ``hidden_states``, the embedding output and every layer's, each (K, B, T, d).
+        ``lengths``: ``batch`` holds each member's own batch, of these lengths, padded along a leading member axis
+        (:func:`stack_batches`); ``None``: one batch every member reads."""
+        if lengths is not None and len(self.models) == 1:  # its own batch, as it was
+            batch = {key: value[0, :, :lengths[0]] if key in SEQUENCE_KEYS else value[0]
+                     for key, value in batch.items()}
+            lengths = None
         if len(self.models) == 1:  # the member's own model: the plain path's kernels, bit for bit
             with MemberDropouts(self.generators, torch.tensor(0)):
                 outputs = self.models[0](**batch, output_hidden_states=hidden_states)
@@ -183,14 +200,20 @@ class FusedModel:
         self._forget_zeroed()
         base = self.models[0]
 
-        def one(params, member):
-            with MemberDropouts(self.generators, member):
-                outputs = functional_call(base, {**params, **self.buffers}, (), {**batch,
+        padded = batch["input_ids"].shape[-1]
+
+        def one(params, member, own):
+            with MemberDropouts(self.generators, member, lengths, padded):
+                outputs = functional_call(base, {**params, **self.buffers}, (), {**own,
                                           "output_hidden_states": hidden_states})
             return outputs.loss, (tuple(outputs.hidden_states) if hidden_states else ())
 
         members = torch.arange(len(self.models), device=batch["input_ids"].device)
-        return vmap(one, randomness="same")(self.stacked, members)
+        if lengths is not None:  # each member's own padding: its mask made here, where its values may be read
+            dtype = next(iter(self.stacked.values())).dtype
+            batch = {**batch, "attention_mask": additive_mask(batch["attention_mask"], dtype)}
+        in_dims = (0, 0, None if lengths is None else 0)
+        return vmap(one, in_dims=in_dims, randomness="same")(self.stacked, members, batch)
 
 
 @dataclass(frozen=True)
@@ -214,18 +237,20 @@ class MemberLoss:
         return self.method in PENALISED and self.lam != 0
 
 
-def fused_losses(model: FusedModel, losses: Sequence[MemberLoss],
-                 batch: dict[str, torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+def fused_losses(model: FusedModel, losses: Sequence[MemberLoss], batch: dict[str, torch.Tensor],
+                 lengths: Sequence[int] | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Every member's total loss (what its backward pass takes) and the logged values (K, 3): total, task loss and
-    penalty per member, float64, as :func:`istar_tune.training.epoch.forward_backward` logs one run's."""
-    task_losses, hidden = model(batch, hidden_states=any(loss.penalised for loss in losses))
+    penalty per member, float64, as :func:`istar_tune.training.epoch.forward_backward` logs one run's. ``lengths``:
+    each member reads its own row of ``batch`` (:func:`stack_batches`)."""
+    task_losses, hidden = model(batch, hidden_states=any(loss.penalised for loss in losses), lengths=lengths)
     totals, values = [], []
     for k, loss in enumerate(losses):
         task = task_losses[k].float()
         pen = None
         if loss.penalised:
             try:
-                pen = penalty(loss.method, tuple(h[k] for h in hidden), batch["attention_mask"], lam=loss.lam,
+                mask = batch["attention_mask"] if lengths is None else batch["attention_mask"][k]
+                pen = penalty(loss.method, tuple(h[k] for h in hidden), mask, lam=loss.lam,
                               zeta=loss.zeta, shrinkage_cov=loss.shrinkage_cov, layer=loss.layer,
                               include_padding=loss.include_padding)
             except IsotropyError:  # this member's points are no longer finite: its loss is not, the others go on
@@ -238,11 +263,45 @@ def fused_losses(model: FusedModel, losses: Sequence[MemberLoss],
 
 
 def fused_forward_backward(model: FusedModel, losses: Sequence[MemberLoss], batch: dict[str, torch.Tensor],
-                           accum: int = 1) -> torch.Tensor:
+                           accum: int = 1, lengths: Sequence[int] | None = None) -> torch.Tensor:
     """One step's device work for every member up to its gradients (accumulated into its own ``.grad``); returns
     the logged values (K, 3). A member whose loss is non-finite spoils only its own gradients and weights (its
     penalty's points turning non-finite give it a NaN loss, not an error): the caller drops it from the bundle."""
-    totals, values = fused_losses(model, losses, batch)
+    totals, values = fused_losses(model, losses, batch, lengths)
     (torch.stack(totals) / accum).sum().backward()
     model.share_gradients()
     return values
+
+
+def stack_batches(batches: Sequence[dict[str, torch.Tensor]], pad_id: int,
+                  avoid: Sequence[int] = ()) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """Members' own batches (one batch size, each padded to its own longest sequence) as one batch with a leading
+    member axis, and each one's own length: each sequence-shaped tensor padded on the right (``input_ids`` with
+    ``pad_id``, masks and token types with 0: what the collator pads with) to the longest of them, or past it to the
+    first length none of the sizes ``avoid`` has (the model's other axes: a member's dropout masks are drawn in its
+    own shape by telling the padded axes from the others, :func:`member_dropout`). What a member's attention and
+    penalty see stays its own."""
+    lengths = [batch["input_ids"].shape[1] for batch in batches]
+    length = max(lengths)
+    while length in set(avoid):
+        length += 1
+    stacked = {}
+    for key in batches[0]:
+        parts = [batch[key] for batch in batches]
+        if key in SEQUENCE_KEYS:
+            fill = pad_id if key == "input_ids" else 0
+            parts = [torch.nn.functional.pad(part, (0, length - part.shape[1]), value=fill) for part in parts]
+        stacked[key] = torch.stack(parts)
+    return stacked, lengths
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Members' padding masks (K, B, T) as the additive mask eager attention adds, (K, B, 1, 1, T): 0 where a token
+    is seen, the dtype's lowest value where it is padding (what transformers makes of a 2D mask, broadcast over the
+    queries). Made before vmap: transformers' own mask building reads the mask's values, which vmap cannot."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        mask == 0, torch.finfo(dtype).min)[:, :, None, None, :]
+
+
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+"""A batch's tensors with a sequence axis (the collator pads them)."""

@@ -181,3 +181,42 @@ def test_ctrl_c_mid_bundle_then_resume_loses_nothing_and_trains_no_finished_memb
     assert len(stopped) == 4 and stopped == reference  # a resumed bundle is the uninterrupted one, bit for bit
     assert {k: [s for s, _ in v["accuracy"]] for k, v in stopped.items()} == {
         (lr, e): list(range(1, int(e) + 1)) for lr in ("0.001", "0.002") for e in ("1", "2")}
+
+
+def test_a_fused_seeds_stage_gives_the_unfused_stages_runs_and_table(local_ray, glue_tiny, tmp_path, space_yaml):
+    """Each seed its own member (its own data order, dropout and Σ_S draws) in one trial: the runs and the seeds
+    table the unfused stage gives."""
+    _search(tmp_path, glue_tiny, space_yaml, "grid", 1, methods=["istar"],
+            hyperparameters={"epochs": 1, "learning_rate": {"grid": [1.0e-3, 3.0e-3]}},
+            method_hyperparameters={"istar": {"lam": -1.0, "zeta": 0.2}})
+    summaries = {}
+    for name, fuse in (("seeds-fused", 3), ("seeds-alone", 1)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(space_yaml(
+            name=name, tasks=["rte"], methods=["istar"], stage="seeds", best_of=["grid"], seeds=[1, 2, 3],
+            hyperparameters=None, resources={"cpu": 1}, search={"fuse": fuse},
+            settings={"shrinkage_tokens": 400, "checkpoint": "resume", "attn_implementation": "eager"}))
+        summaries[name] = run_search(load_search_space(path), storage_path=tmp_path / "runs",
+                                     data_dir=str(glue_tiny), write=lambda _: None)
+    assert not any(s.failed for s in summaries.values())
+    uri = summaries["seeds-fused"].tracking_uri
+    client = tracking.client(uri)
+
+    def by_seed(name: str) -> dict[str, dict]:
+        experiment = client.get_experiment_by_name(name).experiment_id
+        runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
+        return {r.data.params["seed"]: {"trained_by": r.data.tags.get(tracking.TAG_TRAINED_BY),
+                                        **{m: v for m, v in r.data.metrics.items() if m not in UNCOMPARED}}
+                for r in runs}
+
+    fused, alone = by_seed("seeds-fused"), by_seed("seeds-alone")
+    assert sorted(fused) == sorted(alone) == ["1", "2", "3"]
+    assert len({run.pop("trained_by") for run in fused.values()}) == 1  # three seeds in one trial
+    for seed, run in fused.items():
+        alone[seed].pop("trained_by")
+        assert run.keys() == alone[seed].keys()
+        for metric, value in alone[seed].items():
+            assert run[metric] == pytest.approx(value, rel=1e-3, abs=1e-6), (seed, metric)
+    assert len({run["accuracy"] for run in fused.values()} | {run["train_loss"] for run in fused.values()}) > 2
+    tables = [build_table(uri, name, "seeds", tasks=["rte"]) for name in ("seeds-fused", "seeds-alone")]
+    assert tables[0].to_dict("records") == tables[1].to_dict("records")

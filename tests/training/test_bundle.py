@@ -121,6 +121,19 @@ def test_a_bundles_members_fine_tune_as_their_configurations_alone_each_to_its_o
         _assert_as_alone(result, alone)
 
 
+def test_members_of_different_seeds_each_read_their_own_data_order_as_alone(make_hparams, make_settings):
+    """A fused seeds stage: each member its own seed (its own split, data order, dropout and Σ_S draws), its batches
+    padded to the longest of the step's; each member's records as its configuration alone gives them."""
+    settings = make_settings(attn_implementation="eager", max_train_samples=48, max_eval_samples=16)
+    configurations = [make_hparams(epochs=2, learning_rate=3e-3, seed=seed) for seed in (1, 2, 3)]
+    bundled = train_bundle(configurations, settings)
+    alone = [train(hp, settings) for hp in configurations]
+    for result, twin in zip(bundled, alone):
+        assert result.status == "finished" and result.best_epoch == twin.best_epoch
+        _assert_as_alone(result, twin)
+    assert len({r.epochs[0]["train_loss"] for r in bundled}) == 3  # three data orders, not one
+
+
 def test_a_failing_member_ends_failed_with_its_error_and_the_others_finish(make_hparams, make_settings,
                                                                             monkeypatch):
     import istar_tune.training.bundle as bundle

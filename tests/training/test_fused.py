@@ -170,3 +170,27 @@ def test_a_random_layer_other_than_dropout_is_refused_in_a_fused_forward():
         with pytest.raises(ConfigError, match="calls alpha_dropout in training"):
             torch.nn.functional.alpha_dropout(torch.ones(4), 0.5, training=True)
         assert torch.equal(torch.nn.functional.alpha_dropout(torch.ones(4), 0.5), torch.ones(4))  # eval: no draw
+
+
+def test_members_own_batches_stack_padded_to_the_longest_with_what_the_collator_pads():
+    from istar_tune.training.fused import stack_batches
+
+    short = {"input_ids": torch.tensor([[101, 7, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long),
+             "token_type_ids": torch.zeros(1, 3, dtype=torch.long), "labels": torch.tensor([1])}
+    long = {"input_ids": torch.tensor([[101, 7, 8, 9, 102]]), "attention_mask": torch.ones(1, 5, dtype=torch.long),
+            "token_type_ids": torch.zeros(1, 5, dtype=torch.long), "labels": torch.tensor([0])}
+    stacked, lengths = stack_batches([short, long], pad_id=0)
+    assert lengths == [3, 5] and stacked["input_ids"].tolist() == [[[101, 7, 102, 0, 0]], [[101, 7, 8, 9, 102]]]
+    assert stacked["attention_mask"].tolist() == [[[1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1]]]
+    assert stacked["labels"].tolist() == [[1], [0]] and stacked["token_type_ids"].shape == (2, 1, 5)
+    wider, _ = stack_batches([short, long], pad_id=0, avoid=(5, 6))  # a length no other axis of the model has
+    assert wider["input_ids"].shape == (2, 1, 7) and wider["attention_mask"][1, 0].tolist() == [1] * 5 + [0] * 2
+
+
+def test_a_members_dropout_mask_in_a_padded_batch_is_the_one_its_own_shape_draws():
+    from istar_tune.training.fused import member_dropout
+
+    generators = [torch.Generator().manual_seed(seed) for seed in (1, 2)]
+    padded = member_dropout(torch.ones(2, 7, 4), 0.5, generators, torch.tensor(1), lengths=[5, 3], padded=7)
+    own = torch.empty(2, 3, 4).bernoulli_(0.5, generator=torch.Generator().manual_seed(2)) / 0.5
+    assert torch.equal(padded[:, :3], own) and torch.equal(padded[:, 3:], torch.zeros(2, 4, 4))

@@ -169,10 +169,10 @@ class SearchSpace:
     """grid: configurations that differ only in `epochs` run as one trial to the largest count, completing each
     smaller one on the way, where that is exact (a constant learning rate, no second stage; the dry run says)."""
     fuse: int = _yaml("search.fuse", minimum=1, default=1)
-    """grid, seeds stage: up to this many configurations of a group that read one batch stream (the same model, task,
-    batch size, grad_accum and seed) train as one fused trial, one stacked model in one process, each member still a
-    run of its own (docs/searching.md, Fused trials); the dry run says what could not join a bundle. 1: a trial per
-    configuration."""
+    """grid, seeds stage: up to this many configurations of a group with the same model, task, batch size and
+    grad_accum train as one fused trial, one stacked model in one process (each seed its own data order), each member
+    still a run of its own (docs/searching.md, Fused trials); the dry run says what could not join a bundle. 1: a
+    trial per configuration."""
     points_to_evaluate: tuple[dict, ...] = _yaml("search.points_to_evaluate", default=())
     """A sampling backend: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
     scheduler: str = _yaml("scheduler.type", default="none")
