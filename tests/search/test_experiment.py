@@ -55,3 +55,13 @@ def test_searches_run_together_must_share_their_resources_and_have_different_nam
     with pytest.raises(ConfigError, match=r"share resources: .*\{'cpu': 1.0, 'gpu': 0.0\}.*\{'cpu': 2.0"):
         experiment_of([_space(tmp_path), _space(tmp_path, "other", cpu=2)], tmp_path / "runs", None, None, None,
                       None)
+
+
+def test_a_fused_search_is_not_rehearsed_with_the_stand_in_trial(tmp_path, space_yaml):
+    from istar_tune.search.tune.simulate import Simulation
+
+    path = tmp_path / "fused.yaml"
+    path.write_text(space_yaml(name="fused", search={"fuse": 4}, settings={"attn_implementation": "eager"}))
+    with pytest.raises(ConfigError, match="search fused: search.fuse with --simulate: the stand-in trial is not "
+                                          "fused"):
+        experiment_of([load_search_space(path)], tmp_path / "runs", None, None, None, Simulation())
