@@ -7,7 +7,7 @@ one; then the totals and why epochs are or are not shared. One cost model for al
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from istar_tune.config import RunSettings, trial_epochs
@@ -66,7 +66,22 @@ def _packing(space: SearchSpace, planned: list[PlannedGroup], gpu_memory_gb: flo
     cores = by_cores(cores_per_gpu, space.cpu) if cores_per_gpu else None
     said = packing_advice(packing_of(space.gpu), fits, cores, cores_per_gpu, space.cpu)
     gpus = f", {gpu_memory_gb:g} GiB GPUs" if gpu_memory_gb else ""
-    return f"{said} (resources.gpu {space.gpu:g}{gpus})" + (f"; {refused[0]}" if refused else "")
+    fused = _largest_bundles(space, planned, int(gpu_memory_gb * GIB)) if needs else ""
+    return f"{said} (resources.gpu {space.gpu:g}{gpus})" + (f"; {refused[0]}" if refused else "") + fused
+
+
+def _largest_bundles(space: SearchSpace, planned: list[PlannedGroup], gpu_bytes: int) -> str:
+    """``; fused: one GPU holds bundles of up to N members of <model>`` for the fused groups (empty: none)."""
+    from istar_tune.search.spaces.cost import group_memory
+
+    largest: dict[str, int] = {}
+    for item in (p for p in planned if p.bundle > 1):
+        _, one = group_memory(replace(item, bundle=1), space.run_settings())
+        largest[item.group.model] = min(largest.get(item.group.model, 1 << 30), one.largest_bundle(gpu_bytes))
+    if not largest:
+        return ""
+    each = ", ".join(f"{n} members of {model}" for model, n in sorted(largest.items()))
+    return f"; fused: one GPU holds bundles of up to {each} (the space's largest: {max(p.bundle for p in planned)})"
 
 
 @dataclass

@@ -4,6 +4,8 @@ and why."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from istar_tune.errors import ConfigError
@@ -65,3 +67,16 @@ def test_a_bundles_memory_is_its_members_weights_optimizer_state_and_activations
 def test_what_fuse_cannot_bundle_is_refused_in_one_line(overrides, message, tmp_path, space_yaml):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         _space(tmp_path, space_yaml, **{"methods": ["base"], **overrides})
+
+
+def test_the_dry_run_says_how_many_members_a_gpu_holds_and_how_many_bundles(tmp_path, space_yaml, capsys):
+    from istar_tune.cli import main
+
+    _space(tmp_path, space_yaml, methods=["base"], resources={"gpu": 0.5})
+    assert main(["search", str(tmp_path / "fused.yaml"), "--dry-run", "--gpu-memory-gb", "80"]) == 0
+    out = capsys.readouterr().out
+    held = re.search(r"packing: 2 trials a GPU asked; memory holds (\d+): all 2 fit \(resources.gpu 0.5, 80 GiB "
+                     r"GPUs\); fused: one GPU holds bundles of up to (\d+) members of tiny-bert \(the space's largest: "
+                     r"3\)", out)
+    assert held is not None, out
+    assert int(held.group(2)) > 3 * int(held.group(1))  # bundles of 3 share one CUDA context each
