@@ -11,6 +11,7 @@ unfused grid runs with the same ``attn_implementation: eager`` (fusing needs it)
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -29,28 +30,48 @@ RAY_CPUS = 2  # real trials: a worker per core (tests/conftest.py, local_ray)
 RATES = [1.0e-3, 2.0e-3, 3.0e-3]
 
 
-def _runs(uri: str, name: str) -> dict[tuple, dict]:
-    """Per configuration (method, learning rate, λ): params, status, error and every metric's history."""
+def _runs(uri: str, name: str, by: tuple[str, ...] = ("method", "learning_rate", "lam")) -> dict[tuple, dict]:
+    """Per configuration (its params ``by``): params, status, error, the trial that trained it and every compared
+    metric's history."""
     client = tracking.client(uri)
     experiment = client.get_experiment_by_name(name).experiment_id
     out = {}
     for run in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"}):
         params = run.data.params
-        key = (params["method"], params["learning_rate"], params.get("lam"))
+        key = tuple(params.get(p) for p in by)
         assert key not in out, f"two runs of {key}"
         histories = {m: [(h.step, h.value) for h in sorted(client.get_metric_history(run.info.run_id, m),
                                                             key=lambda h: h.step)]
                      for m in run.data.metrics if m not in UNCOMPARED}
         out[key] = {"params": params, "status": run.data.tags[tracking.TAG_STATUS], "histories": histories,
-                    "error": run.data.tags.get(tracking.TAG_ERROR, ""),
+                    "error": run.data.tags.get(tracking.TAG_ERROR, ""), "task": run.data.tags.get(tracking.TAG_TASK),
                     "trained_by": run.data.tags.get(tracking.TAG_TRAINED_BY)}
     return out
 
 
-def _search(tmp_path, glue_tiny, space_yaml, name: str, fuse: int, **overrides):
+def _assert_as_unfused(fused: dict[tuple, dict], alone: dict[tuple, dict]) -> None:
+    """Each fused run has its unfused twin's params (``setting.fused`` aside) and status, and every metric's history
+    within the stated tolerance."""
+    assert set(fused) == set(alone)
+    for key in fused:
+        fused_params = {k: v for k, v in fused[key]["params"].items() if k != "setting.fused"}
+        assert fused_params == alone[key]["params"], key
+        assert fused[key]["params"]["setting.fused"] == "yes" and "setting.fused" not in alone[key]["params"]
+        assert fused[key]["status"] == alone[key]["status"] == "finished", key
+        assert set(fused[key]["histories"]) == set(alone[key]["histories"]), key
+        for metric, history in fused[key]["histories"].items():
+            steps, values = zip(*history)
+            twin_steps, twin = zip(*alone[key]["histories"][metric])
+            assert steps == twin_steps, (key, metric)
+            for got, want in zip(values, twin):
+                same = got == pytest.approx(want, rel=1e-3, abs=1e-6) or math.isnan(got) and math.isnan(want)
+                assert same, (key, metric, values, twin)
+
+
+def _search(tmp_path, glue_tiny, space_yaml, name: str, fuse: int, tasks=("rte",), **overrides):
     path = tmp_path / f"{name}.yaml"
     path.write_text(space_yaml(
-        name=name, tasks=["rte"], resources={"cpu": 1},
+        name=name, tasks=list(tasks), resources={"cpu": 1},
         search={"algorithm": "grid", "fuse": fuse},
         settings={"shrinkage_tokens": 400, "checkpoint": "resume", "attn_implementation": "eager"}, **overrides))
     return run_search(load_search_space(path), storage_path=tmp_path / "runs", data_dir=str(glue_tiny),
@@ -64,22 +85,10 @@ def test_a_fused_grid_gives_the_unfused_grids_runs_and_table(local_ray, glue_tin
     assert not fused.failed and not alone.failed
     uri = fused.tracking_uri
     a, b = _runs(uri, "fused"), _runs(uri, "alone")
-    assert len(a) == 6 and set(a) == set(b)
+    assert len(a) == 6
     assert len({run["trained_by"] for run in a.values()}) == 2  # 6 configurations in 2 trials (one per method)
     assert all(run["trained_by"] is None for run in b.values())
-    for key in a:
-        fused_params = {k: v for k, v in a[key]["params"].items() if k != "setting.fused"}
-        assert fused_params == b[key]["params"], key
-        assert a[key]["params"]["setting.fused"] == "yes" and "setting.fused" not in b[key]["params"]
-        assert a[key]["status"] == b[key]["status"] == "finished", key
-        assert set(a[key]["histories"]) == set(b[key]["histories"]), key
-        for metric, history in a[key]["histories"].items():
-            steps, values = zip(*history)
-            twin_steps, twin = zip(*b[key]["histories"][metric])
-            assert steps == twin_steps, (key, metric)
-            for got, want in zip(values, twin):
-                same = got == pytest.approx(want, rel=1e-3, abs=1e-6) or math.isnan(got) and math.isnan(want)
-                assert same, (key, metric, values, twin)
+    _assert_as_unfused(a, b)
     assert {"accuracy", "train_loss", "eval_isoscore_star"} <= set(a[("istar", "0.001", "-1.0")]["histories"])
     tables = [build_table(uri, n, "best", tasks=["rte"]).drop(columns=["trial_id"]) for n in ("fused", "alone")]
     assert tables[0].to_dict("records") == tables[1].to_dict("records")
@@ -90,11 +99,16 @@ def test_a_fused_grid_gives_the_unfused_grids_runs_and_table(local_ray, glue_tin
         assert fused_unit.best == alone_unit.best
 
 
-def test_a_diverging_member_fails_alone_and_its_bundle_goes_on(local_ray, glue_tiny, tmp_path, space_yaml):
-    summary = _search(tmp_path, glue_tiny, space_yaml, "diverging", 3, methods=["istar"],
+def test_a_diverging_member_fails_alone_and_its_bundle_goes_on(local_ray, glue_tiny, tmp_path, space_yaml,
+                                                               user_tasks):
+    """On a task of one's own (SST-2's sentences with words as labels, from a CSV): the members carry its
+    definition."""
+    definition = user_tasks(glue_tiny, tmp_path / "tasks")["words"]
+    summary = _search(tmp_path, glue_tiny, space_yaml, "diverging", 3, tasks=[str(definition)], methods=["istar"],
                       hyperparameters={"epochs": 2, "learning_rate": 1.0e-3},
                       method_hyperparameters={"istar": {"lam": {"grid": [-1.0, 1.0e39]}, "zeta": 0.2}})
     runs = _runs(summary.tracking_uri, "diverging")
+    assert all(json.loads(run["task"])["name"] == "my-words" for run in runs.values())
     assert {key[2]: run["status"] for key, run in runs.items()} == {"-1.0": "finished", "1e+39": "failed"}
     assert len({run["trained_by"] for run in runs.values()}) == 1  # both in one trial
     assert runs[("istar", "0.001", "1e+39")]["error"].startswith("TrainingError: the loss became inf at epoch 1, step")
@@ -114,18 +128,11 @@ def _fused_space(folder, space_yaml, name: str) -> tuple:
     return space
 
 
-def _histories(uri: str, name: str) -> dict[tuple[str, str], dict]:
-    client = tracking.client(uri)
-    experiment = client.get_experiment_by_name(name).experiment_id
-    out = {}
-    for run in tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"}):
-        key = (run.data.params["learning_rate"], run.data.params["epochs"])
-        assert key not in out, f"two runs of {key}"
-        out[key] = {"status": run.data.tags[tracking.TAG_STATUS],
-                    **{m: [(h.step, h.value) for h in sorted(client.get_metric_history(run.info.run_id, m),
-                                                            key=lambda h: h.step)]
-                       for m in ("accuracy", "eval_isoscore", "train_loss", "objective")}}
-    return out
+def _histories(uri: str, name: str) -> dict[tuple, dict]:
+    """Per configuration (learning rate, epochs): its status and the history of every record compared."""
+    return {key: {"status": run["status"], **{m: run["histories"].get(m, []) for m in
+                                              ("accuracy", "eval_isoscore", "train_loss", "objective")}}
+            for key, run in _runs(uri, name, by=("learning_rate", "epochs")).items()}
 
 
 def test_ctrl_c_mid_bundle_then_resume_loses_nothing_and_trains_no_finished_member_again(glue, tmp_path, space_yaml,
@@ -200,23 +207,10 @@ def test_a_fused_seeds_stage_gives_the_unfused_stages_runs_and_table(local_ray, 
                                      data_dir=str(glue_tiny), write=lambda _: None)
     assert not any(s.failed for s in summaries.values())
     uri = summaries["seeds-fused"].tracking_uri
-    client = tracking.client(uri)
-
-    def by_seed(name: str) -> dict[str, dict]:
-        experiment = client.get_experiment_by_name(name).experiment_id
-        runs = tracking.find_runs(client, experiment, **{tracking.TAG_ROLE: "trial"})
-        return {r.data.params["seed"]: {"trained_by": r.data.tags.get(tracking.TAG_TRAINED_BY),
-                                        **{m: v for m, v in r.data.metrics.items() if m not in UNCOMPARED}}
-                for r in runs}
-
-    fused, alone = by_seed("seeds-fused"), by_seed("seeds-alone")
-    assert sorted(fused) == sorted(alone) == ["1", "2", "3"]
-    assert len({run.pop("trained_by") for run in fused.values()}) == 1  # three seeds in one trial
-    for seed, run in fused.items():
-        alone[seed].pop("trained_by")
-        assert run.keys() == alone[seed].keys()
-        for metric, value in alone[seed].items():
-            assert run[metric] == pytest.approx(value, rel=1e-3, abs=1e-6), (seed, metric)
-    assert len({run["accuracy"] for run in fused.values()} | {run["train_loss"] for run in fused.values()}) > 2
+    fused, alone = (_runs(uri, name, by=("seed",)) for name in ("seeds-fused", "seeds-alone"))
+    assert sorted(fused) == [("1",), ("2",), ("3",)]
+    assert len({run["trained_by"] for run in fused.values()}) == 1  # three seeds in one trial
+    _assert_as_unfused(fused, alone)
+    assert len({run["histories"]["train_loss"][0][1] for run in fused.values()}) == 3  # three data orders
     tables = [build_table(uri, name, "seeds", tasks=["rte"]) for name in ("seeds-fused", "seeds-alone")]
     assert tables[0].to_dict("records") == tables[1].to_dict("records")

@@ -25,7 +25,7 @@ from istar_tune.search.tune.reporter import (
     RESTORED_RECORDS,
     TuneReporter,
 )
-from istar_tune.trial_config import FUSED_KEY, members
+from istar_tune.trial_config import members
 
 REACHED = "reached"
 """A member's key (``m<i>/reached``): the last epoch it reported, in every result from then on."""
@@ -35,18 +35,6 @@ FAILED_FILE = "failed.txt"
 """In a member's checkpoint folder: the error it failed with."""
 _MEMBER_KEY = re.compile(r"^m(\d+)/(.+)$")
 _MEMBER_RUN = re.compile(r"^(.+)-m(\d+)$")
-
-
-def is_fused(config: dict[str, Any]) -> bool:
-    return bool(config.get(FUSED_KEY))
-
-
-def member_runs(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-    """``(run id, configuration, epochs)`` of each member of a fused trial."""
-    from istar_tune.config import Hyperparameters
-
-    return [(f"{trial_id}-m{i}", member, int(member.get("epochs", Hyperparameters.epochs)))
-            for i, member in enumerate(members(config))]
 
 
 def member_index(run_id: str) -> int | None:
@@ -159,9 +147,9 @@ class BundleReporter:
 
         metrics: dict[str, Any] = {"epoch": epoch, "node_id": ray.get_runtime_context().get_node_id()}
         for index, record in sorted(self.pending.items()):
-            values = {**record, **self.reporters[index].objectives(record)}
-            metrics.update({f"m{index}/{k}": v for k, v in values.items()})
-            self.carried[index] = {REACHED: int(record["epoch"]), **self.reporters[index].objectives(record)}
+            objectives = self.reporters[index].objectives(record)
+            metrics.update({f"m{index}/{k}": v for k, v in {**record, **objectives}.items()})
+            self.carried[index] = {REACHED: int(record["epoch"]), **objectives}
         for index, error in errors.items():
             self.carried.setdefault(index, {})[ERROR] = error
             (self.folder / f"m{index}").mkdir(parents=True, exist_ok=True)
