@@ -342,10 +342,12 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert "On head node. Starting Ray cluster head" in log and "On worker node. Connecting to Ray cluster" in log
     assert "search slurmgrid: 6 trials, 6 finished" in log
     assert f"MLflow store kept in {results}/mlflow.db" in log
-    # The job ended with the search, not a minute later when the worker node's Ray would have noticed the head gone.
+    # The job ended with the search, not a minute later when the worker node's Ray would have noticed the head gone
+    # (about 77 s before the batch script stopped it). Measured: 17 s on one machine (2026-11-29), 36 s in a clean-clone
+    # CI run and 37 s alone on another (2026-12-06): the bound sits between those and the minute the fix removed.
     ended = int(re.search(rf"job {job}: ended (\d+) s after the search", log).group(1))
     print(f"search to the job's end: {ended} s")
-    assert ended < 30, _readable(log)
+    assert ended < 55, _readable(log)
 
     runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmgrid")
     assert len(runs) == 6 and len({r.trial_id for r in runs}) == 6
