@@ -82,12 +82,13 @@ def members(config: dict[str, Any]) -> list[dict[str, Any]]:
 def fuse(configs: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
     """``configs`` as trials of at most ``size`` members each: the configurations that share a batch stream (the
     same :data:`FUSED_SHARED` hyperparameters and every key that is not a hyperparameter) in bundles, in their
-    order; a configuration alone in its stream stays a trial of its own."""
+    order; a configuration alone in its stream stays a trial of its own. A member may be a shared trial
+    (:data:`SHARED_EPOCHS_KEY`): it completes its shorter configurations on its way, as it would alone."""
     streams: dict[str, list[dict[str, Any]]] = {}
     for config in configs:
         shared = (*FUSED_SHARED, "seed") if config.get("include_padding") else FUSED_SHARED
-        key = json.dumps({k: v for k, v in config.items() if k not in HYPERPARAMETER_KEYS or k in shared},
-                         sort_keys=True, default=str)
+        key = json.dumps({k: v for k, v in config.items() if k != SHARED_EPOCHS_KEY and
+                          (k not in HYPERPARAMETER_KEYS or k in shared)}, sort_keys=True, default=str)
         streams.setdefault(key, []).append(config)
     trials = []
     for same in streams.values():

@@ -75,3 +75,6 @@ def test_fused_configurations_join_by_batch_stream_and_a_trial_holds_at_most_fus
     assert all(m["fused"] is True for m in trials[0][FUSED_KEY])
     padded = fuse([{**c, "include_padding": True} for c in configs[:6]], 4)  # padding to one length would add points
     assert [{m["seed"] for m in t[FUSED_KEY]} for t in padded] == [{1}, {2}]
+    shared = [{**base, "learning_rate": 1e-3, "epochs": 3, SHARED_EPOCHS_KEY: [1, 3]}, {**base, "epochs": 2}]
+    (bundle,) = fuse(shared, 4)  # a shared trial joins a bundle as one member; the bundle trains to 3 epochs
+    assert [m.get(SHARED_EPOCHS_KEY) for m in bundle[FUSED_KEY]] == [[1, 3], None] and bundle["epochs"] == 3

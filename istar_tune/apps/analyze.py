@@ -257,9 +257,11 @@ def log_to_mlflow(result: dict[str, Any], files: list[Path], tracking_uri: str, 
             return None
         experiments = [e.experiment_id for e in client.search_experiments()]
         found = [r for e in experiments for r in tracking.find_runs(client, e, **{tracking.TAG_TRIAL_ID: trial_id})]
-        if not found:  # a shared trial: its weights are those of the longest configuration it completed
+        if not found:  # a shared trial (or a fused trial's shared member): its weights are those of the longest
+            trainer = trial_id.partition("-m")[0]  # configuration it completed
             found = sorted((r for e in experiments
-                            for r in tracking.find_runs(client, e, **{tracking.TAG_TRAINED_BY: trial_id})),
+                            for r in tracking.find_runs(client, e, **{tracking.TAG_TRAINED_BY: trainer})
+                            if r.data.tags.get(tracking.TAG_TRIAL_ID, "").startswith(f"{trial_id}-e")),
                            key=lambda r: -int(r.data.params.get("epochs", 0)))
         if not found:
             return None

@@ -5,6 +5,7 @@ Anything short of a complete grid is refused in one line naming what is missing.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -46,8 +47,9 @@ def read_grid(tracking_uri: str, experiment: str, simulated: bool = False, acros
     for (model, task, method), members in sorted(by_group.items()):
         members.sort(key=lambda r: tie_order({**r.config, "method": r.method}))  # replays independent of MLflow
         curves = [curve_of(run, history, holdout) for run in members]
-        # A shared trial's configurations cost its longest one's epochs; a fused trial's members each their own.
-        trainer = {r.run_id: r.trial_id if r.settings.get("fused") == "yes" else
+        # A shared trial's configurations cost its longest one's epochs; a fused trial's members each their own (a
+        # shared member's configurations, ``<trial>-m<i>-e<k>``, its longest one's).
+        trainer = {r.run_id: re.sub(r"-e\d+$", "", r.trial_id) if r.settings.get("fused") == "yes" else
                    raw[r.run_id].data.tags.get(tracking.TAG_TRAINED_BY) or r.trial_id for r in members}
         trained: dict[str, int] = {}
         for run, curve in zip(members, curves):

@@ -16,9 +16,9 @@ from istar_tune.metrics import best_scored
 from istar_tune.search.plan import PlannedGroup, base_config
 from istar_tune.search.spaces.space import Group
 from istar_tune.search.stopping import way_on
-from istar_tune.search.tune.fused import member_dev, member_ended, member_index
+from istar_tune.search.tune.fused import ERROR, member_index, member_last
 from istar_tune.search.tune.trainable import configuration_results, dev_values
-from istar_tune.trial_config import SEARCH_KEY, trial_group
+from istar_tune.trial_config import SEARCH_KEY, members, trial_group
 from istar_tune.trial_status import TrialStatus
 
 # ---------------------------------------------------------------------------------------------- running
@@ -180,8 +180,9 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
         devs = dev_values(config, metrics)
         for cid, configuration, value, epochs, passed in configuration_results(trial_id, config, metrics):
             trained_by = trial_id if cid != trial_id else ""
-            member = member_index(cid) if trained_by else None  # a fused trial's member: its own error and dev value
-            failed = member_ended(metrics, member)[2] if member is not None else ""
+            member = member_index(cid) if trained_by else None  # a fused trial's member: its own error and dev values
+            own = member_last(metrics, member) if member is not None else {}
+            failed = own.get(ERROR, "") if not passed else ""
             if failed:
                 outcome = TrialOutcome(cid, TrialStatus.FAILED, configuration, value, epochs, failed, ended)
             elif result.error is not None and not passed:
@@ -196,8 +197,8 @@ def group_outcomes(planned: list[PlannedGroup], results: list, statuses: dict[st
                 outcome = TrialOutcome(cid, tracking.ended_status(configuration, epochs, by_scheduler), configuration,
                                        value, epochs, ended_at=ended)
             outcome.trained_by = trained_by
-            outcome.dev_value = (devs.get(int(configuration.get("epochs", 0) or 0)) if member is None
-                                 else member_dev(metrics, member))
+            devs_of = devs if member is None else dev_values(members(config)[member], own)
+            outcome.dev_value = devs_of.get(int(configuration.get("epochs", 0) or 0))
             by_group.setdefault(group_key(config), []).append(outcome)
     outcomes = []
     for item in planned:

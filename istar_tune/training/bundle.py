@@ -196,23 +196,26 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
                  reporters: Sequence[Reporter | None] | None = None,
                  resume_from: Sequence[str | os.PathLike | None] | None = None,
                  sigma_cache: str | os.PathLike | None = None, task: Task | None = None,
-                 epoch_done: Callable[[int, dict[int, str]], None] | None = None) -> list[TrainResult]:
+                 epoch_done: Callable[[int, dict[int, str]], None] | None = None,
+                 completes: Sequence[Sequence[int]] | None = None) -> list[TrainResult]:
     """Fine-tune the configurations ``hparams`` (one batch stream: :func:`bundle_problems`) as one bundle; returns
     each one's result, in order, as :func:`~istar_tune.training.loop.train` returns it alone (a failed member's
     with status FAILED and its error). ``reporters``/``resume_from``: each member's, as ``train`` takes them (the
     first member's reporter is told the data read and the bundle's heartbeat). ``epoch_done(epoch, errors)``: after
     each of the bundle's epochs, once every member that trained it has reported it; ``errors``: the members that
-    failed in it, by index, with their errors."""
+    failed in it, by index, with their errors. ``completes``: each member's shorter configurations' epoch counts, as
+    ``train`` takes them (a member that is a search's shared trial)."""
     count = len(hparams)
     reporters = list(reporters) if reporters is not None else [None] * count
     resume_from = list(resume_from) if resume_from is not None else [None] * count
+    completes = list(completes) if completes is not None else [()] * count
     if settings.output_dir:
         raise ConfigError(f"output_dir {settings.output_dir!r}: a bundle's members write through their reporters; "
                           "give no output_dir")
     if second := [hp.method for hp in hparams if get_method(hp.method).second_stage]:
         raise ConfigError(f"method {second[0]} has a second stage, which is not fused: train it on its own")
     members, fits = [], []
-    for hp, reporter, resume in zip(hparams, reporters, resume_from):
+    for hp, reporter, resume, closing in zip(hparams, reporters, resume_from, completes):
         # The global generators seeded from its seed; the data read and tokenised once for all members.
         run = prepare(hp, settings, task, data_of=members[0].run if members else None)
         if not members:
@@ -220,7 +223,8 @@ def train_bundle(hparams: Sequence[Hyperparameters], settings: RunSettings,
             if (read := getattr(reporter, "data_read", None)) is not None:  # a search's dataset inputs
                 read(run.task, run.data)
         result = TrainResult(metric=run.task.metric, epochs=[], best_epoch=0, status=TrialStatus.RUNNING)
-        fit = begin_fit(run, result, reporter, resume, None, set(), sigma_cache)  # a resumed run's streams restored
+        # A resumed run's streams restored; a shared member scores its shorter configurations on its way.
+        fit = begin_fit(run, result, reporter, resume, None, set(closing), sigma_cache)
         # Where this configuration's own streams stand when its training starts (its dropout, and the host's).
         generator = own_generator(run.device)
         host = own_generator("cpu") if run.device.type != "cpu" else None

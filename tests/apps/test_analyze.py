@@ -81,6 +81,14 @@ def test_analyze_a_search_trial_checkpoint_and_log_it_to_its_run(glue_tiny, tmp_
         client.log_param(run_id, "epochs", str(epochs))
     other = tmp_path / "runs" / "trainable_fghij_00001_1_lr=0.001" / "checkpoint_000002"
     assert log_to_mlflow(result, files, uri, None, other) == shared[3]
+    # A fused trial's shared member: the run of that member's longest configuration, not another member's.
+    members = {(m, k): client.create_run(exp, tags={tracking.TAG_TRIAL_ID: f"klmno_00002-m{m}-e{k}",
+                                                   tracking.TAG_TRAINED_BY: "klmno_00002"}).info.run_id
+               for m in (0, 1) for k in (1, 2)}
+    for (_, epochs), run_id in members.items():
+        client.log_param(run_id, "epochs", str(epochs))
+    folder = tmp_path / "runs" / "trainable_klmno_00002_2_lr=0.001" / "checkpoint_000001" / "m1"
+    assert log_to_mlflow(result, files, uri, None, folder) == members[(1, 2)]
 
 
 def test_analyze_errors(tmp_path):

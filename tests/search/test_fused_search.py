@@ -68,12 +68,13 @@ def _assert_as_unfused(fused: dict[tuple, dict], alone: dict[tuple, dict]) -> No
                 assert same, (key, metric, values, twin)
 
 
-def _search(tmp_path, glue_tiny, space_yaml, name: str, fuse: int, tasks=("rte",), **overrides):
+def _search(tmp_path, glue_tiny, space_yaml, name: str, fuse: int, tasks=("rte",), settings=None, **overrides):
     path = tmp_path / f"{name}.yaml"
     path.write_text(space_yaml(
         name=name, tasks=list(tasks), resources={"cpu": 1},
         search={"algorithm": "grid", "fuse": fuse},
-        settings={"shrinkage_tokens": 400, "checkpoint": "resume", "attn_implementation": "eager"}, **overrides))
+        settings={"shrinkage_tokens": 400, "checkpoint": "resume", "attn_implementation": "eager", **(settings or {})},
+        **overrides))
     return run_search(load_search_space(path), storage_path=tmp_path / "runs", data_dir=str(glue_tiny),
                       write=lambda _: None)
 
@@ -97,6 +98,41 @@ def test_a_fused_grid_gives_the_unfused_grids_runs_and_table(local_ray, glue_tin
     assert [u.grid_epochs for u in grids[0]] == [u.grid_epochs for u in grids[1]] == [6, 6]
     for fused_unit, alone_unit in zip(*grids):
         assert fused_unit.best == alone_unit.best
+
+
+def test_fused_members_share_epoch_prefixes_as_unfused_trials_do(local_ray, glue_tiny, tmp_path, space_yaml):
+    """Under a constant learning rate, configurations that differ only in epochs share a trial; fused, each such
+    shared trial is one member, which completes its shorter configuration on its way: 8 configurations in 2 trials
+    (against 4 shared trials unfused), each configuration its own run, objective and dev value as unfused."""
+    grid = {"methods": ["base", "istar"], "hyperparameters": {"epochs": {"grid": [1, 2]},
+                                                              "learning_rate": {"grid": RATES[:2]}},
+            "settings": {"recipe": "paper", "holdout": 0.3}}
+    fused = _search(tmp_path, glue_tiny, space_yaml, "fused", 4, **grid)
+    alone = _search(tmp_path, glue_tiny, space_yaml, "alone", 1, **grid)
+    assert not fused.failed and not alone.failed
+    uri = fused.tracking_uri
+    by = ("method", "learning_rate", "epochs")
+    a, b = _runs(uri, "fused", by=by), _runs(uri, "alone", by=by)
+    assert len(a) == 8
+    assert len({run["trained_by"] for run in a.values()}) == 2  # one trial per method, of 2 shared members
+    assert len({run["trained_by"] for run in b.values()}) == 4  # unfused: 4 shared trials
+    _assert_as_unfused(a, b)
+    assert [h[0] for h in a[("istar", "0.001", "1")]["histories"]["accuracy"]] == [1]
+    assert [h[0] for h in a[("istar", "0.001", "2")]["histories"]["accuracy"]] == [1, 2]
+
+    def ended(summary) -> dict[tuple, tuple]:
+        return {(t.config["method"], t.config["learning_rate"], t.config["epochs"]): (t.status, t.value, t.dev_value)
+                for g in summary.groups for t in g.trials}
+
+    assert ended(fused).keys() == ended(alone).keys() and len(ended(fused)) == 8
+    for key, (status, value, dev) in ended(fused).items():
+        assert status == "finished" and value is not None and dev is not None, key
+        assert (value, dev) == pytest.approx(ended(alone)[key][1:], rel=1e-3, abs=1e-6), key
+    assert any(t.trial_id.endswith("-m1-e1") for g in fused.groups for t in g.trials)
+    tables = [build_table(uri, n, "best", tasks=["rte"]).drop(columns=["trial_id"]) for n in ("fused", "alone")]
+    assert tables[0].to_dict("records") == tables[1].to_dict("records")
+    grids = [read_grid(uri, n) for n in ("fused", "alone")]
+    assert [u.grid_epochs for u in grids[0]] == [u.grid_epochs for u in grids[1]] == [4, 4]  # 2 epochs a member
 
 
 def test_a_diverging_member_fails_alone_and_its_bundle_goes_on(local_ray, glue_tiny, tmp_path, space_yaml,

@@ -53,7 +53,8 @@ def check_fuse(space: Any, path: Path, scheduler) -> None:
 
 def bundles_in(space: Any, group: Any) -> list[int]:
     """The members of each trial of ``group`` as ``search.fuse`` bundles it (configurations of one batch stream,
-    ``fuse`` a trial)."""
+    ``fuse`` a trial; those that differ only in ``epochs`` one member where they share a trial)."""
+    shares = space.sharing_problem(group) is None
     configs = (space.variants(group.model, group.method) if space.stage == "seeds"
-               else grid_configs({}, group.domains, space.num_samples, space.seed))
+               else grid_configs({}, group.domains, space.num_samples, space.seed, shares))
     return [len(trial.get(FUSED_KEY, [trial])) for trial in fuse(configs, space.fuse)]

@@ -170,9 +170,9 @@ class SearchSpace:
     smaller one on the way, where that is exact (a constant learning rate, no second stage; the dry run says)."""
     fuse: int = _yaml("search.fuse", minimum=1, default=1)
     """grid, seeds stage: up to this many configurations of a group with the same model, task, batch size and
-    grad_accum train as one fused trial, one stacked model in one process (each seed its own data order), each member
-    still a run of its own (docs/searching.md, Fused trials); the dry run says what could not join a bundle. 1: a
-    trial per configuration."""
+    grad_accum train as one fused trial, one stacked model in one process (each seed its own data order; a shared
+    trial of epoch prefixes one member), each member still a run of its own (docs/searching.md, Fused trials); the dry
+    run says what could not join a bundle. 1: a trial per configuration."""
     points_to_evaluate: tuple[dict, ...] = _yaml("search.points_to_evaluate", default=())
     """A sampling backend: configurations each group tries first, e.g. `[{learning_rate: 3e-5, batch_size: 16}]`."""
     scheduler: str = _yaml("scheduler.type", default="none")
@@ -320,8 +320,6 @@ class SearchSpace:
             return "the grid draws a random value per configuration, so no two differ only in epochs"
         if not self.share_epochs:
             return "search.share_epochs is false"
-        if self.fuse_problem(group) is None:
-            return f"search.fuse {self.fuse} bundles them instead (a bundle's members each train their own epochs)"
         return prefix_sharing_problem(self.run_settings(), group.method)
 
     def fuse_problem(self, group: Group) -> str | None:

@@ -95,7 +95,7 @@ class MlflowTrialLogger(Callback):
                 index, at = member_index(run_id), reached
                 if index is not None:  # a fused trial's member: its own epochs and error
                     _, at, failed = member_ended(last, index)
-                if trial.status == Trial.ERROR and epochs > at or index is not None and failed:
+                if epochs > at and (trial.status == Trial.ERROR or index is not None and failed):
                     error = {tracking.TAG_ERROR: failed if index is not None and failed else
                              tracking.trial_error_text(trial)}
                     status, state, tags = TrialStatus.FAILED, "FAILED", error

@@ -19,13 +19,12 @@ from typing import Any
 
 from istar_tune.search.tune.reporter import (
     DATASETS,
-    DEV_OBJECTIVE,
     OBJECTIVE,
     RESTORE_NOTE,
     RESTORED_RECORDS,
     TuneReporter,
 )
-from istar_tune.trial_config import members
+from istar_tune.trial_config import completes, members
 
 REACHED = "reached"
 """A member's key (``m<i>/reached``): the last epoch it reported, in every result from then on."""
@@ -34,13 +33,22 @@ ERROR = "error"
 FAILED_FILE = "failed.txt"
 """In a member's checkpoint folder: the error it failed with."""
 _MEMBER_KEY = re.compile(r"^m(\d+)/(.+)$")
-_MEMBER_RUN = re.compile(r"^(.+)-m(\d+)$")
+_MEMBER_RUN = re.compile(r"^(.+)-m(\d+)(-e\d+)?$")
 
 
 def member_index(run_id: str) -> int | None:
-    """The member a run id names (``<trial id>-m<i>``), else ``None``."""
+    """The member a run id names (``<trial id>-m<i>``, or ``<trial id>-m<i>-e<k>``: a configuration a shared member
+    completes), else ``None``."""
     match = _MEMBER_RUN.match(run_id)
     return int(match.group(2)) if match else None
+
+
+def member_last(result: dict[str, Any] | None, index: int) -> dict[str, Any]:
+    """Member ``index``'s part of a fused trial's last result as an unfused trial's last result reads: its last
+    epoch, its objectives (a shared member's per configuration too) and its error, under their own keys."""
+    prefix = f"m{index}/"
+    own = {k[len(prefix):]: v for k, v in (result or {}).items() if k.startswith(prefix)}
+    return {**own, "epoch": int(own.get(REACHED, 0) or 0)}
 
 
 def member_view(result: dict[str, Any], index: int) -> dict[str, Any] | None:
@@ -66,10 +74,6 @@ def member_ended(result: dict[str, Any] | None, index: int) -> tuple[float | Non
     result = result or {}
     prefix = f"m{index}/"
     return (result.get(prefix + OBJECTIVE), int(result.get(prefix + REACHED, 0) or 0), result.get(prefix + ERROR) or "")
-
-
-def member_dev(result: dict[str, Any] | None, index: int) -> float | None:
-    return (result or {}).get(f"m{index}/{DEV_OBJECTIVE}")
 
 
 def member_restored(result: dict[str, Any], index: int) -> list[dict[str, Any]]:
@@ -132,7 +136,8 @@ class BundleReporter:
                 self.restored[index], reporter.restored = reporter.restored, []
                 states[index] = own
                 if records:
-                    self.carried[index] = {REACHED: int(records[-1]["epoch"]), **reporter.objectives(records[-1])}
+                    self.carried[index] = {REACHED: int(records[-1]["epoch"]), **reporter.objectives(records[-1]),
+                                           **reporter.completed()}
         return states, failed
 
     def member(self, index: int) -> MemberReporter:
@@ -147,7 +152,7 @@ class BundleReporter:
 
         metrics: dict[str, Any] = {"epoch": epoch, "node_id": ray.get_runtime_context().get_node_id()}
         for index, record in sorted(self.pending.items()):
-            objectives = self.reporters[index].objectives(record)
+            objectives = self.reporters[index].closing(record)  # a shared member's completed configurations too
             metrics.update({f"m{index}/{k}": v for k, v in {**record, **objectives}.items()})
             self.carried[index] = {REACHED: int(record["epoch"]), **objectives}
         for index, error in errors.items():
@@ -190,7 +195,7 @@ def train_fused(config: dict[str, Any], settings, keep: int, task) -> None:
 
     configs, trial_id = members(config), tune.get_context().get_trial_id()
     reporters = [TuneReporter(task.metric, keep, settings.checkpoint != "none", epochs=int(c.get("epochs", 0)),
-                              heartbeat_s=settings.heartbeat_s,
+                              completes=completes(c), heartbeat_s=settings.heartbeat_s,
                               label=f"{trial_id} — bundle of {len(configs)}: {tracking.run_name(configs[0])}, …")
                  for c in configs]
     cache = Path(tune.get_context().get_trial_dir()).parent / SIGMA_CACHE
@@ -215,6 +220,7 @@ def train_fused(config: dict[str, Any], settings, keep: int, task) -> None:
         with out_of_memory_explained(what, share):
             train_bundle([hparams[i] for i in training], settings, [bundle.member(i) for i in training],
                          resume_from=[states.get(i) for i in training], sigma_cache=cache, task=task,
+                         completes=[completes(configs[i]) for i in training],
                          epoch_done=lambda epoch, errors: bundle.epoch_done(
                              epoch, {training[k]: error for k, error in errors.items()}))
         if bundle.restored or bundle.note:  # every member had ended before the resume: its records still go on

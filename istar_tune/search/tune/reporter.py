@@ -103,16 +103,24 @@ class TuneReporter:
         if DEV_OBJECTIVE in values:
             self.closed_dev[int(record["epoch"])] = values[DEV_OBJECTIVE]
 
+    def closing(self, record: dict[str, Any]) -> dict[str, float]:
+        """An epoch's :meth:`objectives` and, for a shared trial, those of each configuration it has completed so far
+        (this epoch's own included where one ends here)."""
+        objectives = self.objectives(record)
+        if record.get("epoch") in self.completes:
+            self._close(record, objectives)
+        return {**objectives, **self.completed()}
+
+    def completed(self) -> dict[str, float]:
+        """A shared trial's completed configurations' objectives (and dev values), by their result keys."""
+        return {**{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())},
+                **{f"{DEV_OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed_dev.items())}}
+
     def __call__(self, record: dict[str, Any], checkpoint_dir: Path | None) -> None:
         import ray
         from ray import tune
 
-        objectives = self.objectives(record)
-        if record.get("epoch") in self.completes:
-            self._close(record, objectives)
-        metrics = {**record, **objectives, "node_id": ray.get_runtime_context().get_node_id(),
-                   **{f"{OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed.items())},
-                   **{f"{DEV_OBJECTIVE_AT}{k}": v for k, v in sorted(self.closed_dev.items())}}
+        metrics = {**record, **self.closing(record), "node_id": ray.get_runtime_context().get_node_id()}
         if checkpoint_dir is not None:
             metrics["checkpoint_bytes"] = sum(f.stat().st_size for f in Path(checkpoint_dir).rglob("*") if f.is_file())
         if self.note:  # a resume that had to fall back to an older checkpoint says so once, in its MLflow run

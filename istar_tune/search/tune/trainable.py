@@ -18,7 +18,7 @@ import yaml
 from istar_tune import tracking
 from istar_tune.config import Hyperparameters, RunSettings, from_dict, trial_epochs
 from istar_tune.search.tune import checkpoints
-from istar_tune.search.tune.fused import member_ended, train_fused
+from istar_tune.search.tune.fused import ERROR, member_last, train_fused
 from istar_tune.search.tune.reporter import (
     DEV_OBJECTIVE,
     DEV_OBJECTIVE_AT,
@@ -45,10 +45,10 @@ from istar_tune.trial_config import (
 def configurations(trial_id: str, config: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
     """``(id, configuration, epochs)`` of each configuration a trial completes: the trial itself, or for a shared
     trial one per epoch count (id ``<trial id>-e<k>``; each gets its own MLflow run), for a fused trial one per
-    member (id ``<trial id>-m<i>``)."""
+    member (id ``<trial id>-m<i>``; a shared member's ``<trial id>-m<i>-e<k>``)."""
     if config.get(FUSED_KEY):
-        return [(f"{trial_id}-m{i}", member, int(member.get("epochs", Hyperparameters.epochs)))
-                for i, member in enumerate(members(config))]
+        return [found for i, member in enumerate(members(config))
+                for found in configurations(f"{trial_id}-m{i}", member)]
     if not config.get(SHARED_EPOCHS_KEY):
         return [(trial_id, config, int(config.get("epochs", Hyperparameters.epochs)))]
     return [(f"{trial_id}-e{k}", configuration(config, k), k) for k in completes(config)]
@@ -58,6 +58,8 @@ def dev_values(config: dict[str, Any], result: dict[str, Any] | None) -> dict[in
     """With held-out data: the dev value (chooses nothing) of each configuration of a trial by its epochs, from its
     last result (empty without held-out data)."""
     result = result or {}
+    if config.get(FUSED_KEY):  # each member's, by its own epochs
+        return {}
     last, dev = int(result.get("epoch", 0) or 0), result.get(DEV_OBJECTIVE)
     if not config.get(SHARED_EPOCHS_KEY):
         return {} if dev is None else {int(config.get("epochs", Hyperparameters.epochs)): dev}
@@ -71,12 +73,19 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
     result. ``passed``: a shared trial completed it on its way (whatever happened to the trial later); it ended with
     the objective it reported at its last epoch. One the trial did not pass ends where the trial ended, with its last
     objective (as an unshared trial stopped there). A fused trial's member ended where it reported last, with its
-    own objective; ``passed`` where it completed its epochs (:func:`~istar_tune.search.tune.fused.member_ended`)."""
+    own objective; ``passed`` where it completed its epochs (:func:`~istar_tune.search.tune.fused.member_last`), a
+    shared member's configurations as a shared trial's."""
     result = result or {}
     if config.get(FUSED_KEY):
-        ended = [(cid, cfg, k, *member_ended(result, i)) for i, (cid, cfg, k) in
-                 enumerate(configurations(trial_id, config))]
-        return [(cid, cfg, value, last, last >= k and not error) for cid, cfg, k, value, last, error in ended]
+        found = []
+        for i, member in enumerate(members(config)):
+            own = member_last(result, i)
+            if member.get(SHARED_EPOCHS_KEY):
+                found += configuration_results(f"{trial_id}-m{i}", member, own)
+            else:
+                last, k = own["epoch"], int(member.get("epochs", Hyperparameters.epochs))
+                found.append((f"{trial_id}-m{i}", member, own.get(OBJECTIVE), last, last >= k and not own.get(ERROR)))
+        return found
     last, objective = int(result.get("epoch", 0) or 0), result.get(OBJECTIVE)
     if not config.get(SHARED_EPOCHS_KEY):
         return [(trial_id, config, objective, last, False)]

@@ -43,6 +43,20 @@ def test_a_groups_configurations_of_one_batch_stream_train_as_fused_trials(tmp_p
     assert "total 18 configurations in 10 trials, 3 groups" in report
 
 
+def test_configurations_that_share_epoch_prefixes_join_a_bundle_as_one_member(tmp_path, space_yaml):
+    """Under a constant learning rate the epochs {1, 2, 3} of a configuration share a trial; fused, that shared trial
+    is one member: 3 × 2 learning rates × 2 batch sizes are 12 configurations in 2 trials of 2 members (one per batch
+    size), 12 epochs trained where 24 would be without sharing."""
+    space = _space(tmp_path, space_yaml, methods=["base"], settings={"recipe": "paper", "attn_implementation": "eager"},
+                   hyperparameters={"epochs": {"grid": [1, 2, 3]}, "learning_rate": {"grid": [1e-3, 2e-3]},
+                                    "batch_size": {"grid": [16, 32]}})
+    (planned,) = plan(space)
+    assert (planned.trials, planned.trainings, planned.bundle, planned.sharing) == (12, 2, 2, None)
+    report = dry_run_report(space, [planned])
+    assert "fused tiny-bert/sst2/base: 12 configurations in 2 trials of 2, 2 members" in report
+    assert "total 12 configurations in 2 trials, 1 group; 12 epochs trained, 24 without sharing (0.50×)" in report
+
+
 def test_a_bundles_memory_is_its_members_weights_optimizer_state_and_activations(tmp_path, space_yaml):
     space = _space(tmp_path, space_yaml, methods=["base"])
     alone = _space(tmp_path, space_yaml, methods=["base"], search={"fuse": 1})

@@ -12,7 +12,7 @@ import pyarrow.fs
 
 from istar_tune import tracking
 from istar_tune.search.tune.callbacks import MlflowTrialLogger
-from istar_tune.search.tune.fused import member_ended, member_index, member_view
+from istar_tune.search.tune.fused import member_ended, member_index, member_last, member_view
 from istar_tune.trial_config import fuse
 
 
@@ -51,6 +51,9 @@ def test_each_member_reads_its_own_part_of_the_bundles_result():
     assert member_view(later, 2) is None  # its one epoch is over: it rests
     assert member_ended(later, 2) == (0.5, 1, "") and member_ended(result, 1) == (None, 0, ERROR)
     assert member_index("b-m2") == 2 and member_index("b-e2") is None and member_index("abc_00001") is None
+    assert member_index("abc_00001-m3-e2") == 3  # a shared member's configuration of 2 epochs
+    assert member_last(later, 2) == {"objective": 0.5, "reached": 1, "epoch": 1}
+    assert member_last(result, 1) == {"error": ERROR, "epoch": 0}
 
 
 def _runs(client, experiment) -> dict:

@@ -35,3 +35,20 @@ def test_a_fused_trials_configurations_are_its_members_each_scored_on_its_own():
             "m2/reached": 1}
     ended = [(cid, value, epochs, passed) for cid, _, value, epochs, passed in configuration_results("b", config, last)]
     assert ended == [("b-m0", 0.7, 2, True), ("b-m1", None, 0, False), ("b-m2", 0.5, 1, True)]
+
+
+def test_a_fused_trials_shared_member_stands_for_each_of_its_epoch_counts():
+    """A member that is a shared trial (epochs {1, 3} under a constant learning rate): a configuration per epoch
+    count (``-m<i>-e<k>``), each scored as the shared trial alone scores it; one it passed before its member failed
+    counts as passed."""
+    base = {"model": "tiny-bert", "task": "rte", "method": "istar", "lam": -1.0, "zeta": 0.2, "epochs": 3,
+            SHARED_EPOCHS_KEY: [1, 3]}
+    (config,) = fuse([{**base, "learning_rate": 1e-3}, {**base, "learning_rate": 2e-3}], 4)
+    assert [(cid, k) for cid, _, k in configurations("b", config)] == [
+        ("b-m0-e1", 1), ("b-m0-e3", 3), ("b-m1-e1", 1), ("b-m1-e3", 3)]
+    last = {"epoch": 3, "m0/objective": 0.7, "m0/reached": 3, "m0/objective_at_epoch_1": 0.4,
+            "m0/objective_at_epoch_3": 0.7, "m1/objective": 0.5, "m1/reached": 2, "m1/objective_at_epoch_1": 0.5,
+            "m1/error": ERROR}
+    ended = [(cid, value, epochs, passed) for cid, _, value, epochs, passed in configuration_results("b", config, last)]
+    assert ended == [("b-m0-e1", 0.4, 1, True), ("b-m0-e3", 0.7, 3, True), ("b-m1-e1", 0.5, 1, True),
+                     ("b-m1-e3", 0.5, 2, False)]
