@@ -333,11 +333,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from istar_tune.apps.calibrate import calibrate
-    from istar_tune.apps.calibrate_options import calibration_job, compile_modes, parse_packings
+    from istar_tune.apps.calibrate_options import calibration_job, compile_modes, parse_fuses, parse_packings
 
     job = calibration_job(args.model, args.task, args.method, args.batch_size, args.max_length, args.steps,
                           args.warmup, args.data_dir or os.environ.get("GLUE_DIR"), args.device)
-    calibrate(job, parse_packings(args.packing), compile_modes(args.compile, args.device), args.output)
+    calibrate(job, parse_packings(args.packing), compile_modes(args.compile, args.device), args.output,
+              fuses=parse_fuses(args.fuse))
     return 0
 
 

@@ -259,6 +259,9 @@ def _add_calibrate_command(commands) -> None:
     calibrate.add_argument("--batch-size", type=int, default=32, help="per trial (default: %(default)s)")
     calibrate.add_argument("--max-length", type=int, default=128, help="tokens per input (default: %(default)s)")
     calibrate.add_argument("--packing", default="1,2,4,8", help="trials a GPU to measure (default: %(default)s)")
+    calibrate.add_argument("--fuse", default="1", help="configurations a fused trial trains (search.fuse) to measure, "
+                                                       "e.g. 1,4,8; a bundle runs eager attention, and so then does "
+                                                       "every row (default: %(default)s)")
     calibrate.add_argument("--steps", type=int, default=20, help="timed training steps per trial (default: "
                                                                  "%(default)s)")
     calibrate.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")

@@ -28,6 +28,18 @@ def parse_packings(text: str) -> tuple[int, ...]:
     return packings
 
 
+def parse_fuses(text: str) -> tuple[int, ...]:
+    """``"1,4,8"`` → (1, 4, 8): configurations a fused trial trains (``search.fuse``), each once, from 1 to 64."""
+    try:
+        fuses = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
+    except ValueError:
+        fuses = ()
+    if not fuses or any(k < 1 or k > 64 for k in fuses):
+        raise ConfigError(f"--fuse {text!r}: give members per fused trial as comma-separated whole numbers from 1 to "
+                          "64, e.g. 1,4,8")
+    return fuses
+
+
 def compile_modes(compile: str, device: str) -> tuple[str, ...]:
     """The modes each packing is measured in (:data:`COMPILE`); ``device``: ``auto``, ``cuda`` or ``cpu``."""
     if compile not in COMPILE:

@@ -15,7 +15,15 @@ from istar_tune.errors import IstarTuneError
 from istar_tune.search.backends import get_backend
 from istar_tune.search.plan import PlannedGroup, counted, plan, planned_configs
 from istar_tune.search.schedulers import get_scheduler
-from istar_tune.search.spaces.cost import Throughput, by_cores, group_memory, packing_advice, packing_of, trial_seconds
+from istar_tune.search.spaces.cost import (
+    Throughput,
+    bundle_seconds,
+    by_cores,
+    group_memory,
+    packing_advice,
+    packing_of,
+    trial_seconds,
+)
 from istar_tune.search.spaces.space import ANY_MODEL, SearchSpace
 from istar_tune.trial_config import FUSED_SHARED, completes, configuration, members
 
@@ -99,20 +107,30 @@ def group_cost(space: SearchSpace, item: PlannedGroup, measured: Throughput | No
     """What a group's trials cost, with and without shared epoch prefixes, at the space's packing and (calibrated
     models) the recommended one: each trial holds ``1/packing`` of a GPU for its modelled time
     (:func:`istar_tune.search.spaces.cost.trial_seconds`)."""
-    trials = [member for trial in planned_configs(space, item) for member in members(trial)]  # a fused trial's each
+    planned_trials = planned_configs(space, item)
+    trials = [member for trial in planned_trials for member in members(trial)]  # a fused trial's each
     unshared = [configuration(t, k) for t in trials for k in completes(t)]
     tokens = space.run_settings().shrinkage_tokens
 
-    def hours(configs: list[dict], rates: Throughput, share: float) -> float:
-        return sum(trial_seconds(c, tokens, rates) for c in configs) * share / 3600.0
+    def seconds(trial: dict, rates: Throughput, packing: int) -> float:
+        """A trial's; a fused one's at its bundle's calibrated rate, else its members' as trials of their own."""
+        inside = members(trial)
+        rate = rates.bundle_rate(item.group.model, len(inside), packing) if len(inside) > 1 else None
+        if rate is not None:
+            return bundle_seconds(inside, rate, rates, tokens)
+        return sum(trial_seconds(c, tokens, rates) for c in inside)
+
+    def hours(configs: list[dict], rates: Throughput, packing: int, share: float) -> float:
+        return sum(seconds(c, rates, packing) for c in configs) * share / 3600.0
 
     cost = GroupCost(epochs=sum(map(trial_epochs, trials)), unshared_epochs=sum(map(trial_epochs, unshared)))
     if measured is not None:
-        share = space.gpu or 1.0
-        cost.gpu_hours, cost.unshared_gpu_hours = hours(trials, measured, share), hours(unshared, measured, share)
+        share, packing = space.gpu or 1.0, packing_of(space.gpu)
+        cost.gpu_hours = hours(planned_trials, measured, packing, share)
+        cost.unshared_gpu_hours = hours(unshared, measured, packing, share)
         best = measured.recommended.get(item.group.model)
         if best is not None:
-            cost.recommended_gpu_hours = hours(trials, measured.at(best), 1.0 / best)
+            cost.recommended_gpu_hours = hours(planned_trials, measured.at(best), best, 1.0 / best)
     return cost
 
 
@@ -153,7 +171,7 @@ def dry_run_report(space: SearchSpace, planned: list[PlannedGroup], measured: Th
     lines = [f"search {space.name} ({space.path}): {space.stage}, {strategy_line(space)}"]
     lines += [f"  {space.task(task).describe()}" for task in space.tasks]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    lines += _seeds_lines(space, planned) + _sharing_lines(planned) + _fusing_lines(space, planned)
+    lines += _seeds_lines(space, planned) + _sharing_lines(planned) + _fusing_lines(space, planned, measured)
     lines += memory[1] if memory else []
     lines.append(_total(planned, costs, measured, space))
     concurrency = space.concurrency or "as the cluster allows"
@@ -225,9 +243,9 @@ def _sharing_lines(planned: list[PlannedGroup]) -> list[str]:
     return lines
 
 
-def _fusing_lines(space: SearchSpace, planned: list[PlannedGroup]) -> list[str]:
-    """What ``search.fuse`` bundles: each fused group's trials by their members, the configurations that train alone
-    and why, and why a group is not fused."""
+def _fusing_lines(space: SearchSpace, planned: list[PlannedGroup], measured: Throughput | None = None) -> list[str]:
+    """What ``search.fuse`` bundles: each fused group's trials by their members (with a measured throughput, how their
+    GPU-hours are counted), the configurations that train alone and why, and why a group is not fused."""
     if space.fuse == 1:
         return []
     lines = []
@@ -239,9 +257,16 @@ def _fusing_lines(space: SearchSpace, planned: list[PlannedGroup]) -> list[str]:
         alone = sum(size == 1 for size in sizes)
         said = (f"; {counted(alone, 'configuration')} alone: no other of the group reads its batch stream (the same "
                 f"{', '.join(FUSED_SHARED)})") if alone else ""
+        hours = ""
+        if measured is not None:
+            bundled = sorted({k for k in sizes if k > 1})
+            rated = all(measured.bundle_rate(item.group.model, k, packing_of(space.gpu)) for k in bundled)
+            hours = ("; GPU-hours at the bundles' calibrated rates" if rated else
+                     f"; GPU-hours counted per member, as trials of their own (calibrate --fuse "
+                     f"{','.join(map(str, bundled))} measures a bundle's rate)")
         lines.append(f"fused {item.group.key}: {item.trials} configurations in {counted(len(trials), 'trial')} of "
-                     f"{', '.join(map(str, sizes))} members (one stacked model a trial, each member its own run; "
-                     f"GPU-hours counted per member){said}")
+                     f"{', '.join(map(str, sizes))} members (one stacked model a trial, each member its own run"
+                     f"{hours}){said}")
     for reason in dict.fromkeys(p.fusing for p in planned if p.fusing):
         lines.append(f"not fused: {reason}")
     return lines

@@ -45,3 +45,12 @@ def test_the_command_says_its_bad_numbers_in_one_line(capsys, tmp_path):
     assert not (tmp_path / "throughput.yaml").exists()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--steps must be at least 1, got 0" in err
+
+
+def test_bundle_sizes_are_whole_numbers_from_one_to_sixty_four():
+    from istar_tune.apps.calibrate_options import parse_fuses
+
+    assert parse_fuses("1, 4,8,4") == (1, 4, 8)
+    for text in ("0", "1,x", "", "65"):
+        with pytest.raises(ConfigError, match="--fuse"):
+            parse_fuses(text)

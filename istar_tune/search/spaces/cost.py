@@ -45,6 +45,9 @@ class Throughput:
     per_packing: dict[str, dict[int, float]] = field(default_factory=dict)
     recommended: dict[str, int] = field(default_factory=dict)
     """A calibrated model's packing with the most tokens per second in total."""
+    bundles: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict)
+    """A calibrated model's fused trials (``calibrate --fuse``): by (members, packing), one trial's tokens per second
+    of all its members' configurations."""
 
     @classmethod
     def parse(cls, values: list[str], models: tuple[str, ...], max_length: int) -> Throughput:
@@ -68,16 +71,18 @@ class Throughput:
         """``--throughput FILE ...``: calibrate's files, one per model of the search; the rates at ``packing``."""
         from istar_tune.yamlfile import load_yaml
 
-        per_packing, recommended = {}, {}
+        per_packing, recommended, bundles = {}, {}, {}
         for path in paths:
             data = load_yaml(path)
             try:
                 model, measured_at = str(data["model"]), int(data["max_length"])
-                rates = {}
+                rates, fused = {}, {}
                 for row in data["measurements"]:
                     if row.get("tokens_per_second_per_trial"):  # a packing that failed has none
-                        k = int(row["packing"])
-                        rates[k] = max(rates.get(k, 0.0), float(row["tokens_per_second_per_trial"]))
+                        k, size = int(row["packing"]), int(row.get("fuse", 1))
+                        found = rates if size == 1 else fused
+                        key = k if size == 1 else (size, k)
+                        found[key] = max(found.get(key, 0.0), float(row["tokens_per_second_per_trial"]))
                 best = int(data["recommended"]["packing"]) if data.get("recommended") else min(rates)
             except (KeyError, TypeError, ValueError, AttributeError) as err:
                 raise ConfigError(f"--throughput {path}: not a file written by `istar-tune calibrate` "
@@ -86,9 +91,15 @@ class Throughput:
                 raise ConfigError(f"--throughput {path}: no packing of {model} was measured: run calibrate again")
             # Examples per second are what the cost model needs: rates measured at another max_length are rescaled.
             per_packing[model] = {k: rate / measured_at * max_length for k, rate in rates.items()}
+            bundles[model] = {key: rate / measured_at * max_length for key, rate in fused.items()}
             recommended[model] = best
         _all_models(per_packing, models, "--throughput")
-        return cls({}, max_length, per_packing=per_packing, recommended=recommended).at(packing)
+        return cls({}, max_length, per_packing=per_packing, recommended=recommended, bundles=bundles).at(packing)
+
+    def bundle_rate(self, model: str, members: int, packing: int) -> float | None:
+        """Tokens per second of the configurations of one fused trial of ``members`` when ``packing`` such trials
+        share a GPU, where calibrate measured that (``None``: not measured; no bundle's rate is guessed)."""
+        return self.bundles.get(model, {}).get((members, packing))
 
     def at(self, packing: int) -> Throughput:
         """The same measurements, the rates of one trial when ``packing`` trials share a GPU."""
@@ -235,6 +246,25 @@ def epoch_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_T
     if method.uses_zeta:
         seconds += shrinkage_seconds(config, shrinkage_tokens, measured, task)
     return seconds
+
+
+def training_seconds(config: Mapping[str, Any], measured: Throughput | None = None) -> float:
+    """Modelled seconds of the training passes alone of a trial of ``config`` (no start-up, evaluation or Σ_S)."""
+    hp = typed_hyperparameters(config)
+    rate, task = throughput(hp.model, hp.batch_size, measured), trial_task(dict(config))
+    return trial_epochs(config) * task.train_examples / rate * get_method(hp.method).relative_step_cost
+
+
+def bundle_seconds(member_configs: list[Mapping[str, Any]], rate: float, measured: Throughput,
+                   shrinkage_tokens: int = SHRINKAGE_TOKENS) -> float:
+    """Modelled seconds of a fused trial whose bundle calibrate measured at ``rate`` (tokens per second of all its
+    members' configurations, :meth:`Throughput.bundle_rate`): one start-up; each member's training passes at that
+    rate, one after another in the bundle's time (a bundle's step is every member's step); each member's evaluations
+    and Σ_S passes at one trial's rate (``measured``: members are evaluated one after another)."""
+    bundle = Throughput({str(c.get("model")): rate for c in member_configs}, measured.max_length)
+    return STARTUP_SECONDS + sum(trial_seconds(c, shrinkage_tokens, measured) - STARTUP_SECONDS
+                                 - training_seconds(c, measured) + training_seconds(c, bundle)
+                                 for c in member_configs)
 
 
 def trial_seconds(config: Mapping[str, Any], shrinkage_tokens: int = SHRINKAGE_TOKENS,

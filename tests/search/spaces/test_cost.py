@@ -81,3 +81,26 @@ def test_the_packing_advice_says_which_of_memory_and_cores_binds():
     assert packing_advice(8, 6, 16, 16, 1).endswith("the memory bind, so 6 run a GPU")
     assert packing_advice(4, None, None) == "4 trials a GPU (neither memory nor cores given)"
     assert packing_advice(2, 3, None) == "2 trials a GPU asked; memory holds 3: all 2 fit"
+
+
+def test_a_calibrated_bundles_rate_is_read_apart_and_times_its_members_with_one_start(tmp_path):
+    """calibrate's fused rows (``fuse`` > 1) are not one trial's rate: they are read as the bundle's, by members and
+    packing; a fused trial then starts once and trains each member's work at that rate."""
+    import yaml
+
+    from istar_tune.search.spaces.cost import STARTUP_SECONDS, Throughput, bundle_seconds, training_seconds
+
+    path = tmp_path / "calibration.yaml"
+    path.write_text(yaml.safe_dump({"model": "tiny-bert", "max_length": 64, "recommended": {"packing": 1},
+                                    "measurements": [
+                                        {"packing": 1, "fuse": 1, "tokens_per_second_per_trial": 1000.0},
+                                        {"packing": 1, "fuse": 4, "tokens_per_second_per_trial": 3000.0},
+                                        {"packing": 1, "fuse": 8, "error": "out of memory"}]}))
+    measured = Throughput.read([str(path)], ("tiny-bert",), max_length=128)
+    assert measured.tokens_per_second == {"tiny-bert": 2000.0}  # rescaled to 128 tokens; the bundle's not taken
+    assert measured.bundle_rate("tiny-bert", 4, 1) == 6000.0 and measured.bundle_rate("tiny-bert", 8, 1) is None
+    config = {"model": "tiny-bert", "task": "rte", "method": "base", "epochs": 2, "batch_size": 32}
+    alone, training = trial_seconds(config, measured=measured), training_seconds(config, measured)
+    assert 0 < training < alone - STARTUP_SECONDS
+    bundle = bundle_seconds([config] * 4, 6000.0, measured)  # training at 3× the rate, evaluation as alone, one start
+    assert bundle == pytest.approx(STARTUP_SECONDS + 4 * (alone - STARTUP_SECONDS - training) + 4 * training / 3)
