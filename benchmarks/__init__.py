@@ -12,8 +12,10 @@ with ``istar_tune``.
 * ``bench_packing``: several trials a GPU against one, on the paper's protocol.
 * ``bench_replay``: the replay's time per model × task on the paper's grids.
 * ``bench_synetune``: the replay's ASHA against Syne Tune's simulator on an exported grid.
-* ``bench_fused``: K configurations trained as one fused bundle against the same K one after another.
-* ``bench_fused_search``: a grid searched as fused trials against the same grid unfused.
+* ``bench_fused``: K configurations trained as one fused bundle against the same K one after another, and against
+  ``hfta_bert``: the same bundle through HFTA-style operators fused by hand for BERT.
+* ``bench_fused_search``: a grid (or a search space file, the first page's) searched as fused trials against the
+  same grid unfused.
 * ``profile_step``: where a training step's time goes (the device check's ``profile`` section).
 * ``device/``: the prepared device check for a lent GPU machine.
 """

@@ -13,6 +13,12 @@ profiler counts them (leaf ``aten`` calls that compute, views and allocations le
 launch, the host work a bundle shares; the members' updates stay one optimizer each). Both sides train the same
 configurations on the same batch with the same dropout masks, so the largest gaps between a fused member's losses
 and weights and its separate twin's are printed too (float32 rounding of the batched kernels; 0 at K = 1).
+
+A third side runs the same bundle through HFTA-style fused operators written by hand for BERT
+(``benchmarks/hfta_bert.py``: one ``baddbmm`` per linear layer over the stacked weights, one dropout draw for all
+members), on the same stacks and updates as the vmap side: its step time, its throughput over vmap's, its operator
+count, and its largest task-loss gap from vmap's with dropout off on the first batch (exactness of the mechanism; with
+dropout on its masks are not the members' own, so its losses are not compared).
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ import time
 
 import torch
 
+from benchmarks.hfta_bert import HftaBert
 from istar_tune.losses import penalty
 from istar_tune.models import hidden_size, load_model
 from istar_tune.tasks import get_task
-from istar_tune.training.fused import FusedModel, MemberLoss, fused_forward_backward
+from istar_tune.training.fused import FusedModel, MemberLoss, fused_forward_backward, fused_losses
 
 RATES = (1e-4, 2e-4, 3e-4, 5e-4, 8e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 2e-2, 3e-2, 5e-2, 8e-2, 1e-1)
 """The members' learning rates, in order (K ≤ 16)."""
@@ -103,12 +110,17 @@ def measure(model_name: str, k: int, batch_size: int, seq_len: int, steps: int) 
     for generator, state in zip(generators, fused_states):
         generator.set_state(state)
     fused = FusedModel(fused_models, generators)
+    hfta_models, hfta_optimizers, _ = members(model_name, k)
+    hfta = HftaBert(FusedModel(hfta_models, [torch.Generator() for _ in range(k)]))
     losses = [MemberLoss("istar", -1.0, 0.2, shrinkage_cov=sigma)] * k
     batch = batch_of(fused_models[0].config.vocab_size, batch_size, seq_len)
+    hfta_gap = _no_dropout_gap(fused, hfta, losses, batch)
     work_of = {"separate": lambda: separate_work(separate_models, batch, sigma, states),
-               "fused": lambda: fused_forward_backward(fused, losses, batch)[:, 0]}
+               "fused": lambda: fused_forward_backward(fused, losses, batch)[:, 0],
+               "hfta": lambda: fused_forward_backward(hfta, losses, batch)[:, 0]}
     updates = {"separate": lambda: _update(separate_models, separate_optimizers),
-               "fused": lambda: _update(fused.models, fused_optimizers)}
+               "fused": lambda: _update(fused.models, fused_optimizers),
+               "hfta": lambda: _update(hfta.models, hfta_optimizers)}
     times: dict[str, list[float]] = {name: [] for name in work_of}
     logged: dict[str, list[torch.Tensor]] = {name: [] for name in work_of}
     for round_ in range(steps + 1):
@@ -128,7 +140,21 @@ def measure(model_name: str, k: int, batch_size: int, seq_len: int, steps: int) 
             "ratio": median["separate"] / median["fused"],
             "examples_per_s_fused": k * batch_size / median["fused"], "loss_gap": loss_gap, "weight_gap": weight_gap,
             "ops_separate": _counted(work_of["separate"], separate_models),
-            "ops_fused": _counted(work_of["fused"], fused.models)}
+            "ops_fused": _counted(work_of["fused"], fused.models),
+            "hfta_s": median["hfta"], "hfta_over_vmap": median["fused"] / median["hfta"],
+            "ops_hfta": _counted(work_of["hfta"], hfta.models), "hfta_gap": hfta_gap}
+
+
+def _no_dropout_gap(fused: FusedModel, hfta: HftaBert, losses: list[MemberLoss], batch) -> float:
+    """The largest gap between the HFTA side's and the vmap side's task losses on one batch with dropout off (the same
+    weights: exactness of the mechanism alone)."""
+    fused.train(False)
+    hfta.training = False
+    with torch.no_grad():
+        gap = (fused_losses(fused, losses, batch)[1][:, 1] - fused_losses(hfta, losses, batch)[1][:, 1]).abs().max()
+    fused.train(True)
+    hfta.training = True
+    return gap.item()
 
 
 def _counted(work, models) -> int:
@@ -152,14 +178,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); batch {args.batch_size} × "
           f"{args.seq_len} tokens, {args.steps} timed steps (medians)")
     print("| model | K | separate step (s) | fused step (s) | fused / separate throughput | examples/s fused | "
-          "forward + backward kernels: separate → fused | max |Δ loss| | max |Δ weight| |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+          "forward + backward kernels: separate → fused | max |Δ loss| | max |Δ weight| | HFTA-style step (s) | "
+          "HFTA / vmap throughput | HFTA kernels | HFTA − vmap |Δ task loss|, no dropout |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model_name in args.models.split(","):
         for k in (int(v) for v in args.k.split(",")):
             f = measure(model_name, k, args.batch_size, args.seq_len, args.steps)
             print(f"| {model_name} | {k} | {f['separate_s']:.3f} | {f['fused_s']:.3f} | {f['ratio']:.2f}× | "
                   f"{f['examples_per_s_fused']:.0f} | {f['ops_separate']} → {f['ops_fused']} | "
-                  f"{f['loss_gap']:.1e} | {f['weight_gap']:.1e} |", flush=True)
+                  f"{f['loss_gap']:.1e} | {f['weight_gap']:.1e} | {f['hfta_s']:.3f} | {f['hfta_over_vmap']:.2f}× | "
+                  f"{f['ops_hfta']} | {f['hfta_gap']:.1e} |", flush=True)
 
 
 if __name__ == "__main__":
