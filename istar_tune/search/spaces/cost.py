@@ -88,7 +88,8 @@ class Throughput:
                 raise ConfigError(f"--throughput {path}: not a file written by `istar-tune calibrate` "
                                   f"({type(err).__name__}: {err}): run calibrate again") from None
             if not rates:
-                raise ConfigError(f"--throughput {path}: no packing of {model} was measured: run calibrate again")
+                only = " (only fused bundles were: measure --fuse 1 too)" if fused else ""
+                raise ConfigError(f"--throughput {path}: no packing of {model} was measured{only}: run calibrate again")
             # Examples per second are what the cost model needs: rates measured at another max_length are rescaled.
             per_packing[model] = {k: rate / measured_at * max_length for k, rate in rates.items()}
             bundles[model] = {key: rate / measured_at * max_length for key, rate in fused.items()}

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from istar_tune.errors import ConfigError
 from istar_tune.search.spaces.cost import gpu_share, packing_of, trial_seconds
 
 
@@ -104,3 +105,9 @@ def test_a_calibrated_bundles_rate_is_read_apart_and_times_its_members_with_one_
     assert 0 < training < alone - STARTUP_SECONDS
     bundle = bundle_seconds([config] * 4, 6000.0, measured)  # training at 3× the rate, evaluation as alone, one start
     assert bundle == pytest.approx(STARTUP_SECONDS + 4 * (alone - STARTUP_SECONDS - training) + 4 * training / 3)
+    bundles_only = tmp_path / "bundles.yaml"
+    bundles_only.write_text(yaml.safe_dump({"model": "tiny-bert", "max_length": 64, "recommended": {"packing": 1},
+                                            "measurements": [{"packing": 1, "fuse": 4,
+                                                              "tokens_per_second_per_trial": 3000.0}]}))
+    with pytest.raises(ConfigError, match="only fused bundles were: measure --fuse 1 too"):
+        Throughput.read([str(bundles_only)], ("tiny-bert",), max_length=128)
