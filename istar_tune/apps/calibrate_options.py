@@ -16,28 +16,25 @@ COMPILE = ("auto", "off", "only")
 """``auto``: eager and, on CUDA, compiled too; ``off``: eager only; ``only``: compiled only."""
 
 
+def _counts(text: str, flag: str, what: str, example: str) -> tuple[int, ...]:
+    """``"1,2,4"`` → (1, 2, 4): whole numbers from 1 to 64, each once (one line naming ``flag`` otherwise)."""
+    try:
+        counts = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
+    except ValueError:
+        counts = ()
+    if not counts or any(k < 1 or k > 64 for k in counts):
+        raise ConfigError(f"{flag} {text!r}: give {what} as comma-separated whole numbers from 1 to 64, e.g. {example}")
+    return counts
+
+
 def parse_packings(text: str) -> tuple[int, ...]:
     """``"1,2,4,8"`` → (1, 2, 4, 8): trials per GPU, each once, from 1 to 64."""
-    try:
-        packings = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
-    except ValueError:
-        packings = ()
-    if not packings or any(k < 1 or k > 64 for k in packings):
-        raise ConfigError(f"--packing {text!r}: give trials per GPU as comma-separated whole numbers from 1 to 64, "
-                          "e.g. 1,2,4,8")
-    return packings
+    return _counts(text, "--packing", "trials per GPU", "1,2,4,8")
 
 
 def parse_fuses(text: str) -> tuple[int, ...]:
     """``"1,4,8"`` → (1, 4, 8): configurations a fused trial trains (``search.fuse``), each once, from 1 to 64."""
-    try:
-        fuses = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
-    except ValueError:
-        fuses = ()
-    if not fuses or any(k < 1 or k > 64 for k in fuses):
-        raise ConfigError(f"--fuse {text!r}: give members per fused trial as comma-separated whole numbers from 1 to "
-                          "64, e.g. 1,4,8")
-    return fuses
+    return _counts(text, "--fuse", "members per fused trial", "1,4,8")
 
 
 def compile_modes(compile: str, device: str) -> tuple[str, ...]:

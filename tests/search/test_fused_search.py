@@ -100,11 +100,14 @@ def test_a_fused_grid_gives_the_unfused_grids_runs_and_table(local_ray, glue_tin
         assert fused_unit.best == alone_unit.best
 
 
-def test_fused_members_share_epoch_prefixes_as_unfused_trials_do(local_ray, glue_tiny, tmp_path, space_yaml):
+def test_fused_members_share_epoch_prefixes_as_unfused_trials_do(local_ray, glue_tiny, tmp_path, space_yaml,
+                                                                  user_tasks):
     """Under a constant learning rate, configurations that differ only in epochs share a trial; fused, each such
     shared trial is one member, which completes its shorter configuration on its way: 8 configurations in 2 trials
-    (against 4 shared trials unfused), each configuration its own run, objective and dev value as unfused."""
-    grid = {"methods": ["base", "istar"], "hyperparameters": {"epochs": {"grid": [1, 2]},
+    (against 4 shared trials unfused), each configuration its own run, objective and dev value as unfused. On a task
+    of one's own (SST-2's sentences with words as labels, from a CSV)."""
+    definition = user_tasks(glue_tiny, tmp_path / "tasks")["words"]
+    grid = {"tasks": [str(definition)], "methods": ["base", "istar"], "hyperparameters": {"epochs": {"grid": [1, 2]},
                                                               "learning_rate": {"grid": RATES[:2]}},
             "settings": {"recipe": "paper", "holdout": 0.3}}
     fused = _search(tmp_path, glue_tiny, space_yaml, "fused", 4, **grid)
@@ -129,7 +132,9 @@ def test_fused_members_share_epoch_prefixes_as_unfused_trials_do(local_ray, glue
         assert status == "finished" and value is not None and dev is not None, key
         assert (value, dev) == pytest.approx(ended(alone)[key][1:], rel=1e-3, abs=1e-6), key
     assert any(t.trial_id.endswith("-m1-e1") for g in fused.groups for t in g.trials)
-    tables = [build_table(uri, n, "best", tasks=["rte"]).drop(columns=["trial_id"]) for n in ("fused", "alone")]
+    assert all(json.loads(run["task"])["name"] == "my-words" for run in a.values())
+    tables = [build_table(uri, n, "best", tasks=["my-words"]).drop(columns=["trial_id"]) for n in ("fused", "alone")]
+    assert len(tables[0]) == 2
     assert tables[0].to_dict("records") == tables[1].to_dict("records")
     grids = [read_grid(uri, n) for n in ("fused", "alone")]
     assert [u.grid_epochs for u in grids[0]] == [u.grid_epochs for u in grids[1]] == [4, 4]  # 2 epochs a member
