@@ -16,6 +16,8 @@ with ``istar_tune``.
   ``hfta_bert``: the same bundle through HFTA-style operators fused by hand for BERT.
 * ``bench_fused_search``: a grid (or a search space file, the first page's) searched as fused trials against the
   same grid unfused.
+* ``bench_coverage``: the coverage of every interval the robust seeds statistics can print, by simulation; writes the
+  table the tool reads (``istar_tune/results/coverage.json``).
 * ``profile_step``: where a training step's time goes (the device check's ``profile`` section).
 * ``device/``: the prepared device check for a lent GPU machine.
 """

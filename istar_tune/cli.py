@@ -255,8 +255,11 @@ def cmd_table(args: argparse.Namespace) -> int:
                         models=_names(args.models, "--models"), tasks=_names(args.tasks, "--tasks"),
                         methods=_names(args.methods, "--methods"),
                         against_paper=args.against_paper, simulated=args.simulated,
-                        mix_exactness=args.mix_exactness, stats=args.stats)
+                        mix_exactness=args.mix_exactness, stats=args.stats,
+                        with_replacement=args.with_replacement)
     shown = [table, *([table.attrs["robust"]] if "robust" in table.attrs else [])]  # --stats all: both tables
+    if args.output is None and args.format == "md" and len(table.attrs.get("power", ())):
+        shown.append(table.attrs["power"])  # what the seeds can show, under the seeds tables
     for index, each in enumerate(shown):
         text = render(each, args.format, args.output, caption=each.attrs.get("caption", CAPTIONS[args.kind]))
         print(text if text is not None else f"wrote {args.output}\n", end="\n" if index < len(shown) - 1 else "")

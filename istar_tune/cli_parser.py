@@ -15,6 +15,19 @@ from istar_tune.tasks import PROBLEM_TYPES
 from istar_tune.tracking.storage import DEFAULT_STORAGE, STORAGE_ENV
 
 
+def _replayable() -> str:
+    """The strategies ``replay`` knows: random search, TPE and every registered scheduler that stops trials (the
+    shipped ones, conformal included, and those of installed plugins; a broken plugin leaves the shipped ones)."""
+    from istar_tune.errors import ConfigError
+    from istar_tune.search.schedulers import SCHEDULERS, registered
+
+    try:
+        found = registered()
+    except ConfigError:
+        found = SCHEDULERS
+    return ", ".join(["random", "tpe", *(name for name, s in found.items() if s.build is not None)])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="istar-tune",
@@ -168,10 +181,14 @@ def _add_table_command(commands) -> None:
     table.add_argument("--simulated", action="store_true", help="tabulate the runs of a rehearsal (search "
                                                                 "--simulate); never mixed with real runs")
     table.add_argument("--stats", default="paper", metavar="STATS",
-                       help="with --kind seeds: paper (mean ± SD, t-interval, Welch + Holm, as the paper), robust "
-                            "(against Base, paired by seed: bootstrap interval of the difference, P(X > Y), the IQM "
-                            "over tasks, the seeds an interval would need) or all (both tables) (default: "
-                            "%(default)s)")
+                       help="with --kind seeds: paper (mean ± SD, t-interval, † from Welch + Holm, as the paper), "
+                            "robust (against Base, paired by seed: the paired t-interval and test with Holm, the "
+                            "exact Wilcoxon test, the effect in seed SDs, resampling intervals only where their "
+                            "measured coverage holds, the mean over tasks) or all (both tables, † from the paired "
+                            "test) (default: %(default)s)")
+    table.add_argument("--with-replacement", action="store_true",
+                       help="with --kind budget: draw the n configurations with replacement, as Dodge et al. (2019) "
+                            "do (default: without, as a random search of n runs them)")
     table.add_argument("--log", action="store_true",
                        help="with --kind seeds: write (or update) one aggregate run per model × task × method to "
                             "MLflow, its seed runs nested under it (a seeds stage writes them when it ends)")
@@ -202,7 +219,7 @@ def _add_replay_command(commands) -> None:
     replay.add_argument("--across-methods", action="store_true",
                         help="one choice per model × task among every method's configurations (default: per method)")
     replay.add_argument("--schedulers", nargs="+", metavar="NAME",
-                        help="replay only these: random, tpe, asha, hyperband, median (default: all)")
+                        help=f"replay only these: {_replayable()} (default: all)")
     replay.add_argument("--noise-from", metavar="NAME", help="the seeds stage whose spread is the seed noise "
                                                             "(default: one whose best_of names the experiment)")
     replay.add_argument("--format", default="md", metavar="FORMAT", help="md, csv or parquet (default: %(default)s)")

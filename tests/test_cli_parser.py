@@ -80,3 +80,21 @@ def test_every_commands_help_renders_and_a_percent_in_a_settings_text_stays_a_pe
             parser.parse_args([command, "--help"] if command else ["--help"])
         assert shown.value.code == 0, command
     assert "losses within 0.3 %," in " ".join(capsys.readouterr().out.split())  # the step_mode text, as written
+
+
+def test_replays_schedulers_help_lists_every_strategy_it_replays_a_plugins_too():
+    from istar_tune.cli_parser import build_parser
+    from istar_tune.replay.summary import strategy_names
+    from istar_tune.search import schedulers
+
+    saved = dict(schedulers.SCHEDULERS)
+    try:
+        schedulers.register(schedulers.Scheduler(name="below", summary="stop below 0.8", build=lambda rule: None))
+        replay = build_parser()._subparsers._group_actions[0].choices["replay"]
+        help_text = next(a.help for a in replay._actions if a.dest == "schedulers")
+        assert set(strategy_names()) >= {"random", "tpe", "asha", "hyperband", "median", "conformal", "below"}
+        for name in strategy_names():
+            assert name in help_text, name
+    finally:
+        schedulers.SCHEDULERS.clear()
+        schedulers.SCHEDULERS.update(saved)

@@ -12,8 +12,9 @@
 * ``pooled-isoscore-vs-<metric>-<model>-<task>.png`` — a search's runs pooled per (method, λ): error bars mix the
   spread of every other hyperparameter with seed noise (the paper's Figure 3 is the study above, not this);
 * ``budget-<metric>-<model>-<task>.png`` — a search's expected validation performance per method (``table --kind
-  budget``, Dodge et al. 2019): the expected best chosen score of n configurations drawn from those it finished, ± its
-  standard deviation over draws, n = 1 … N, and the dev score of the configuration chosen (dashed);
+  budget``): the expected best chosen score of n distinct configurations drawn from those it finished (without
+  replacement, as a random search of n), ± its standard deviation over draws, n = 1 … N, and the dev score of the
+  configuration chosen (dashed);
 * ``epochs-<model>-<task>.png`` — the task metric per epoch of every trial of that model × task.
 
 Written to a folder and logged as artifacts of the search's parent run.
@@ -219,7 +220,7 @@ def budget_figure(runs: list[TrialRun], model: str, task: Task, path: Path) -> P
         if (rows["dev"] != rows["chosen"]).any():
             ax.plot(rows["n"], rows["dev"], color=color, linestyle="--", label=f"{method_label(method)}: dev")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("configurations drawn at random from the search's (n)")
+    ax.set_xlabel("distinct configurations drawn at random from the search's (n)")
     ax.set_ylabel(f"expected best {task.metric} (percent)")
     ax.set_title(f"{model} on {task.display_name}: expected validation performance\n(mean ± sd over draws of n; "
                  "dashed: the dev score of the configuration chosen)", fontsize=9)

@@ -27,8 +27,12 @@ SEEDS_CAPTION = ("Mean ± SD (the sample standard deviation over the seeds, not 
                  "method's paper reports one; n per cell in the csv). A seed changes the new head's initialisation, "
                  "the dropout masks, each epoch's data order and the order Σ_S reads the data in (and, with held-out "
                  "data and no holdout_seed, which examples are held out); the pretrained weights, the data and the "
-                 "configuration are fixed. * best row per model and task; † I-STAR > Base, one-sided Welch's t-test, "
-                 "Holm-adjusted p < 0.05 over the tasks of the model.")
+                 "configuration are fixed; a cell of one run shows no SD (— and n = 1). * best row per model and task "
+                 "among those of two seeds or more; ")
+WELCH_MARK = ("† I-STAR > Base, one-sided Welch's t-test, Holm-adjusted p < 0.05 over the tasks of the model (the "
+              "paper's test; --stats robust pairs by seed).")
+PAIRED_MARK = ("† above Base, ‡ below Base: the two-sided paired t-test by seed, Holm-adjusted p < 0.05 over the "
+               "tasks and methods of the model (the robust table's p_holm).")
 
 
 def _reports_median(method: str) -> bool:
@@ -85,9 +89,11 @@ def significant_tasks(istar: dict[str, list[float]], base: dict[str, list[float]
 
 
 def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
-                against_paper: bool = False) -> pd.DataFrame:
+                against_paper: bool = False, paired_marks: dict[tuple, str] | None = None) -> pd.DataFrame:
     """Mean (or the method's paper's median) ± std [95 % interval] over each group's runs (the seed runs of the
-    paper's second stage), in percent; ``attrs["caption"]`` says how their configurations were chosen."""
+    paper's second stage), in percent; ``attrs["caption"]`` says how their configurations were chosen. ``†`` is the
+    paper's one-sided Welch test of I-STAR against Base, or with ``paired_marks`` ((model, task, method) → ``†`` or
+    ``‡``, :func:`istar_tune.results.robust.significant`) the paired t-test's marks for every method."""
     paper = paper_results()["seeds"] if against_paper else {}
     iso_paper = paper_results()["isolayer_table3"] if against_paper else {}
     if against_paper:  # every cell of the paper's Table 1, ours marked missing where no run exists
@@ -108,10 +114,12 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
                                    {t: seed_scores(groups, model, t, BASELINE, m) for t, m in primary_of.items()})
         for task in tasks:
             means = {row: float(_center(method)(v)) for row, method, prefix in rows
-                     if (v := seed_scores(groups, model, task, method, prefix + primary_of[task]))}
-            winner = max(means, key=means.get) if means else None
+                     if len(v := seed_scores(groups, model, task, method, prefix + primary_of[task])) > 1}
+            winner = max(means, key=means.get) if means else None  # a best needs two seeds or more
             for row, method, prefix in rows:
-                marks = {"best": row == winner, "significant": method == PAPER_METHOD and task in marked}
+                mark = (paired_marks.get((model, task, method), "") if paired_marks is not None and not prefix
+                        else "†" if paired_marks is None and method == PAPER_METHOD and task in marked else "")
+                marks = {"best": row == winner, "significant": mark}
                 cell, cell_typed = _seed_cell(groups, model, of[task], row, method, prefix, marks, (paper, iso_paper))
                 if against_paper:
                     cell += _paper_cell(paper, iso_paper, model, task, method, prefix, means.get(row))
@@ -120,7 +128,7 @@ def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
     table = pd.DataFrame([{"model": model, "method": row,
                            **{of[task].display_name: cells[(model, row, task)] for task in tasks}}
                           for model in models for row, _, _ in rows])
-    table.attrs["caption"] = seeds_caption(runs)
+    table.attrs["caption"] = seeds_caption(runs, paired=paired_marks is not None)
     table.attrs["typed"] = pd.DataFrame(typed, columns=TYPED_SEEDS).astype(
         {"value": "Float64", "std": "Float64", "ci_low": "Float64", "ci_high": "Float64", "n": "Int64",
          "best": "boolean", "significant": "boolean", "paper_value": "Float64", "paper_std": "Float64",
@@ -169,24 +177,27 @@ def _seed_cell(groups: dict, model: str, the_task: Task, row: str, method: str, 
     parts, typed, task = [], [], the_task.name
     for index, metric in enumerate(the_task.metrics):
         observed = seed_scores(groups, model, task, method, prefix + metric)
-        std = float(np.std(observed, ddof=1)) if len(observed) > 1 else 0.0
+        std = float(np.std(observed, ddof=1)) if len(observed) > 1 else None
         bounds = interval(observed)
-        if observed:
-            shown = f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else ""
-            parts.append(f"{_center(method)(observed):.2f} ± {std:.2f}{shown}")
+        if len(observed) > 1:
+            parts.append(f"{_center(method)(observed):.2f} ± {std:.2f} [{bounds[0]:.2f}, {bounds[1]:.2f}]")
+        elif observed:  # one run: no spread to show
+            parts.append(f"{observed[0]:.2f} ± {MISSING} (n = 1)")
         published = _published(*papers, model, task, method, prefix, index)
         typed.append({"model": model, "method": row, "task": task,
                       "metric": the_task.metric_text if metric == the_task.metric else metric,
                       "summary": "median" if _reports_median(method) else "mean",
                       "value": float(_center(method)(observed)) if observed else None,
-                      "std": std if observed else None, "ci_low": bounds[0] if bounds else None,
+                      "std": std, "ci_low": bounds[0] if bounds else None,
                       "ci_high": bounds[1] if bounds else None, "n": len(observed),
-                      "best": bool(observed) and marks["best"], "significant": bool(observed) and marks["significant"],
+                      "best": bool(observed) and marks["best"],
+                      "significant": bool(observed) and bool(marks["significant"]),
                       "paper_value": published[0], "paper_std": published[1],
                       **_protocol(groups.get((model, task, method), []))})
     if not parts:
         return MISSING, typed
-    cell = " / ".join(parts) + (" *" if marks["best"] else "") + (" †" if marks["significant"] else "")
+    cell = " / ".join(parts) + (" *" if marks["best"] else "") + (f" {marks['significant']}"
+                                                                  if marks["significant"] else "")
     if _reports_median(method):
         cell += _median_ev(groups, model, task, method, prefix)
     return cell, typed
@@ -249,12 +260,13 @@ CHOICES = {
             "for seed noise and for the number of tasks compared per model (Holm).",
     "holdout": "Configurations: each group's best on held-out training examples; the dev set "
                "reported here chose nothing, so every method had the same chance. † corrects for seed noise and for "
-               "the number of tasks compared per model (Holm).",
+               "the number of comparisons per model (Holm).",
 }
 
 
-def seeds_caption(runs: list[TrialRun]) -> str:
-    """The seeds table's caption: what the cells are, and how the configurations behind them were chosen."""
+def seeds_caption(runs: list[TrialRun], paired: bool = False) -> str:
+    """The seeds table's caption: what the cells are, which test marks † (``paired``: the paired t-test, else the
+    paper's Welch test), and how the configurations behind them were chosen."""
     chosen = sorted({r.chosen_by or "unknown" for r in runs if r.stage == "seeds"})
     if len(chosen) == 1 and chosen[0] in CHOICES:
         how = CHOICES[chosen[0]]
@@ -264,7 +276,7 @@ def seeds_caption(runs: list[TrialRun]) -> str:
     else:
         how = ("These runs are not a seeds stage: each cell pools whatever configurations the search ran. † corrects "
                "for the number of tasks compared per model (Holm).")
-    return SEEDS_CAPTION + " " + how + _training_caption(runs)
+    return SEEDS_CAPTION + (PAIRED_MARK if paired else WELCH_MARK) + " " + how + _training_caption(runs)
 
 
 def _training_caption(runs: list[TrialRun]) -> str:

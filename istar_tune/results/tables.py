@@ -25,7 +25,7 @@ from istar_tune.methods import BASELINE, PAPER_METHOD, has_second_stage, uses_la
 from istar_tune.metrics import best_scored, choosing_score, chosen_on, score
 from istar_tune.results.budget import BUDGET_CAPTION, budget_table
 from istar_tune.results.groups import axes, candidates, paper_results, refuse_mixed_exactness
-from istar_tune.results.robust import robust_table
+from istar_tune.results.robust import comparisons, power_table, robust_table, significant
 from istar_tune.results.seeds import SEEDS_CAPTION, seeds_table
 from istar_tune.tasks import get_task
 from istar_tune.tracking.runs import TrialRun, run_task, run_tasks
@@ -200,13 +200,17 @@ CAPTIONS = {
 
 def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: str = "last", models=None, tasks=None,
                 methods=None, against_paper: bool = False, simulated: bool = False,
-                mix_exactness: bool = False, stats: str = "paper") -> pd.DataFrame:
+                mix_exactness: bool = False, stats: str = "paper", with_replacement: bool = False) -> pd.DataFrame:
     """Read a search's runs from MLflow and build the table ``kind`` (of a rehearsal's runs with ``simulated``);
     runs with different exactness settings are refused unless ``mix_exactness``. A seeds table's ``stats``: the
     paper's (``paper``), the robust ones against Base (``robust``: :mod:`~istar_tune.results.robust`), or both
-    (``all``: the paper's table, the robust one in ``attrs["robust"]``)."""
+    (``all``: the paper's table, the robust one in ``attrs["robust"]``). A budget table's draws are without
+    replacement unless ``with_replacement`` (Dodge et al.'s)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown table kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if with_replacement and kind != "budget":
+        raise ConfigError(f"--with-replacement draws a budget curve's configurations as Dodge et al. do: it goes with "
+                          f"--kind budget, not --kind {kind}")
     if stats not in STATS or (stats != "paper" and kind != "seeds"):
         raise ConfigError(f"--stats {stats!r}: choose one of {', '.join(STATS)}; robust statistics compare a seeds "
                           f"stage's methods with Base (--kind seeds), not --kind {kind}")
@@ -221,12 +225,14 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
                               "best")
         if stats == "robust":
             return robust_table(runs, models, tasks, methods)
-        table = seeds_table(runs, models, tasks, methods, against_paper)
+        marks = significant(comparisons(runs, models, tasks, methods)) if stats == "all" else None
+        table = seeds_table(runs, models, tasks, methods, against_paper, paired_marks=marks)
         if stats == "all":
             table.attrs["robust"] = robust_table(runs, models, tasks, methods)
+        table.attrs["power"] = power_table(runs, models, tasks, methods)
         return table
     if kind == "budget":
-        return budget_table(runs, models, tasks, methods)
+        return budget_table(runs, models, tasks, methods, with_replacement=with_replacement)
     mlflow_client = tracking.client(tracking_uri)
     scores = run_scores(runs, scope, lambda run_id, metric: [m.value for m in
                                                               mlflow_client.get_metric_history(run_id, metric)])

@@ -4,6 +4,7 @@ held-out data where the runs hold some, for a shipped task and one's own, and re
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -12,7 +13,7 @@ import pytest
 
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
-from istar_tune.results.budget import budgets, expected_best
+from istar_tune.results.budget import budgets, expected_best, expected_best_without_replacement
 from istar_tune.results.tables import build_table
 
 
@@ -54,6 +55,18 @@ def test_the_closed_form_is_a_monte_carlo_estimate_within_its_standard_error(n):
     assert abs(mean - sampled) < 4 * error and sd == pytest.approx(sampled_sd, rel=0.02)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6])
+def test_without_replacement_is_the_mean_over_every_subset(n):
+    choose = np.array([0.7, 0.9, 0.8, 0.9, 0.6, 0.75])  # a tie at 0.9: the tables take the one preferred first
+    report = np.array([0.71, 0.86, 0.79, 0.93, 0.58, 0.7])
+    preference = [5, 3, 4, 1, 0, 2]  # configuration 3 sorts before configuration 1
+    picks = [max(subset, key=lambda i: (choose[i], -preference[i]))
+             for subset in itertools.combinations(range(6), n)]
+    mean, sd = expected_best_without_replacement(choose, report, n, preference)
+    assert mean == pytest.approx(np.mean(report[picks])) and sd == pytest.approx(np.std(report[picks]))
+    assert expected_best_without_replacement(choose, choose, 6)[0] == 0.9  # all six drawn: the best, always
+
+
 def test_the_rows_double_to_the_whole_search():
     assert budgets(1) == [1] and budgets(12) == [1, 2, 4, 8, 12] and budgets(16) == [1, 2, 4, 8, 16]
 
@@ -80,15 +93,16 @@ def _search(log_trial, tmp_path, held_out: bool):
 def test_the_table_draws_each_groups_finished_configurations_by_the_value_that_chooses(log_trial, tmp_path, held_out):
     uri, dev, held = _search(log_trial, tmp_path, held_out)
     table = build_table(uri, "s", kind="budget")
-    assert table.attrs["caption"].startswith("Expected validation performance (Dodge et al., 2019)")
+    assert table.attrs["caption"].startswith("Expected validation performance: the expected best `chosen` score of n "
+                                             "configurations drawn at random, without replacement")
     for task, shift in (("rte", 0.0), ("tickets", 0.3)):  # a shipped task and one of one's own
         rows = table[table.task == task]
         assert list(rows.n) == [1, 2, 4] and set(rows.configurations) == {4}
         choose = np.array(held if held_out else dev) - shift
         report = np.array(dev) - shift
-        for n, chosen, dev_mean in zip(rows.n, rows.chosen, rows.dev):
-            assert chosen == round(100 * expected_best(choose, choose, n)[0], 2)
-            assert dev_mean == round(100 * expected_best(choose, report, n)[0], 2)
+        for n, chosen, dev_mean in zip(rows.n, rows.chosen, rows.dev):  # no ties: any preference
+            assert chosen == round(100 * expected_best_without_replacement(choose, choose, n)[0], 2)
+            assert dev_mean == round(100 * expected_best_without_replacement(choose, report, n)[0], 2)
         assert set(rows.chosen_by) == {"holdout" if held_out else "dev"} and list(rows.epochs) == [1.0, 2.0, 4.0]
     if held_out:  # the dev score of what held-out data chose, not the dev set's own best
         last = table[(table.task == "rte") & (table.n == 4)].iloc[0]
