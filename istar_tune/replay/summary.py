@@ -19,7 +19,7 @@ from istar_tune.errors import ConfigError
 from istar_tune.replay import schedulers
 from istar_tune.replay.curves import Choice, Curve, Unit, arms
 from istar_tune.search.schedulers import Rule, registered
-from istar_tune.search.schedulers.conformal import margin, needed
+from istar_tune.search.schedulers.conformal import NOT_PROMISED, PROMISE, margin, needed
 
 TARGET = 0.95
 """The share of replays a recommended setting must choose the best (or within noise) in."""
@@ -163,10 +163,7 @@ def replay_table(units: list[Unit], replays: int = 50, workers: int = 4, seed: i
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-GUARANTEE = ("Guarantee: for a configuration exchangeable with a group's curves (another draw of its configurations, "
-             "trained alike, in a random order), the chance that the rule stops it although its final score would "
-             "beat the best finished one is at most α = {alpha:g} (split conformal prediction; α shared over the "
-             "epochs a stop can happen at).")
+GUARANTEE = "Guarantee (α = {alpha:g}): " + PROMISE + "; " + NOT_PROMISED + "."
 
 
 def conformal_bounds(units: list[Unit], alpha: float = 0.1, grace: int = 1) -> list[str]:

@@ -128,7 +128,9 @@ def test_the_conformal_rule_fitted_on_a_grid_states_its_margins_and_its_guarante
     assert lines[0] == ("conformal rule for m/t/base (α 0.2, 10 curves to epoch 3): stop a trial whose score so far "
                         "plus its margin (after epoch 1 +0.2900, after epoch 2 +0.1900) is below the best finished "
                         "score")
-    assert lines[1].startswith("Guarantee: ") and "at most α = 0.2" in lines[1]
+    assert lines[1].startswith("Guarantee (α = 0.2): for a trial whose curve is exchangeable")
+    assert "1 − α/R at each of the R epochs" in lines[1] and "it does not promise that at most α" in lines[1]
+    assert "the chance that the rule stops it although" not in lines[1]  # the conditional sentence is gone
     few = conformal_bounds([Unit("m", "t", "base", curves[:5], grid_epochs=15, grid_seconds=15.0)], alpha=0.2)
     assert "after epoch 1 +inf" in few[0] and few[0].endswith("it needs 9 to bound an epoch: it stops nothing")
 

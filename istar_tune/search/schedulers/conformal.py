@@ -5,11 +5,15 @@ a group's finished trials hold).
 From epoch ``grace_period`` on, a trial stops after epoch t when its score so far plus the margin q_t is below the
 best final score its group's finished trials reached. q_t is the ⌈(n + 1)(1 − α/R)⌉-th smallest of the n finished
 trials' residuals (final score − score after epoch t), R = horizon − grace_period the epochs a stop can happen at;
-with too few finished trials for that rank the margin is infinite and nothing stops. **The guarantee**: for a trial
-whose curve is exchangeable with the finished ones (another configuration of the same model × task × method, drawn
-as they were, in a random order), the chance that it is stopped although its final score would have beaten the
-threshold is at most α (the residual exceeds its margin with chance ≤ α/R at each of the R epochs). It bounds what
-is lost, not what is saved: a group with few trials stops nothing (α = 0.1 over R = 2 epochs needs 19 finished).
+with too few finished trials for that rank the margin is infinite and nothing stops. **What it promises**
+(:data:`PROMISE`): for a trial whose curve is exchangeable with the finished ones (another configuration of the same
+model × task × method, drawn as they were, in a random order), its score after epoch t plus q_t is an upper
+prediction bound of its final score that holds with probability at least 1 − α/R at each rung (split conformal
+prediction), so at least 1 − α at all R at once. **What it does not** (:data:`NOT_PROMISED`): that at most α of the
+trials that would have beaten the threshold are stopped; a share conditional on the outcome is not what a marginal
+bound controls, and curves that start low and finish high (late bloomers) are stopped far more often than α when
+they are few among the finished ones. A group with few trials stops nothing (α = 0.1 over R = 2 epochs needs 19
+finished). tests/search/schedulers/test_conformal.py simulates both sentences.
 
 Pure Python, no Ray: a group's scheduler answers Tune's calls (``on_trial_result`` and the rest) with Tune's
 decisions, and ``replay`` drives the same object on a grid's recorded curves.
@@ -24,6 +28,14 @@ from typing import Any
 from istar_tune.config import trial_epochs
 from istar_tune.search.schedulers.scheduler import Rule, Scheduler
 
+PROMISE = ("for a trial whose curve is exchangeable with its group's finished curves, its score after an epoch plus "
+           "that epoch's margin bounds its final score from above with probability at least 1 − α/R at each of the R "
+           "epochs a stop can happen at (at least 1 − α at all of them at once; split conformal prediction)")
+"""What the rule guarantees, in the words the reference, the replay and the docs print."""
+NOT_PROMISED = ("it does not promise that at most α of the trials that would have beaten the best finished score are "
+                "stopped: trials that start low and finish high (late bloomers) are stopped far more often when they "
+                "are rare among the finished curves")
+"""What it does not guarantee, printed beside :data:`PROMISE`."""
 STOP, CONTINUE = "STOP", "CONTINUE"
 """Tune's decisions (``ray.tune.schedulers.TrialScheduler``'s values)."""
 
@@ -114,5 +126,7 @@ def build_conformal(rule: Rule) -> ConformalStopping:
 
 CONFORMAL = Scheduler(name="conformal", summary="conformal early stopping: stop a trial whose score so far plus a "
                                                 "margin fitted on its group's finished curves is below their best "
-                                                "(at most α of the trials that would have beaten it are stopped)",
+                                                "(the score plus the margin is an upper bound of its final score "
+                                                "with probability ≥ 1 − α/R at each of R rungs, for a trial "
+                                                "exchangeable with the finished ones)",
                       reads=("grace_period", "alpha"), build=build_conformal)

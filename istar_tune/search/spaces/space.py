@@ -183,8 +183,9 @@ class SearchSpace:
     reduction_factor: float = _yaml("scheduler.reduction_factor", above=1, default=3.0)
     """asha, hyperband: the share of trials kept at each rung is 1/reduction_factor."""
     alpha: float = _yaml("scheduler.alpha", above=0, default=0.1)
-    """conformal: at most this share of the trials that would have beaten their group's best finished score are
-    stopped (below 1; docs/searching.md)."""
+    """conformal: the level of the upper prediction bounds, shared over the R epochs a stop can happen at: a trial
+    exchangeable with its group's finished ones has its final score above its score plus margin with probability at
+    most alpha/R at each (below 1; not a cap on the share of would-be winners stopped: docs/searching.md)."""
     cpu: float = _yaml("resources.cpu", above=0, default=1.0)
     """CPUs per trial."""
     gpu: float = _yaml("resources.gpu", minimum=0, default=0.0)
