@@ -4,8 +4,8 @@ each epoch, read from MLflow, as
 * ``curves``: one long table (parquet, or csv by the file's suffix): a row per model × task × method ×
   configuration × epoch, the configuration's hyperparameters as columns and the objectives of :data:`OBJECTIVES`;
   what mfpbench's generic tabular benchmark and pandas read;
-* ``synetune``: Syne Tune's blackbox repository files (its own ``BlackboxTabular`` and ``serialize``; ``pip install
-  syne-tune fastparquet``), one blackbox per model × method in a folder of its own, the tasks its tasks, ``epochs`` a
+* ``synetune``: Syne Tune's blackbox repository files (its own ``BlackboxTabular`` and ``serialize``;
+  :data:`SYNETUNE_INSTALL`), one blackbox per model × method in a folder of its own, the tasks its tasks, ``epochs`` a
   hyperparameter and the fidelity the epoch (a configuration's objectives past its own epochs are NaN), the
   metadata the model, the run settings (precision and speed settings among them), the tool's version and the data's
   fingerprints (the MLflow datasets' digests the runs trained and were scored on).
@@ -34,7 +34,9 @@ OBJECTIVES = ("dev_score", "held_out_score", "train_loss", "eval_isoscore_star",
 loss, eval IsoScore* and the seconds the configuration's trial had trained by then (its epochs' measured times)."""
 FORMATS = ("curves", "synetune")
 AXES = ("model", "task", "method")
-SYNETUNE_INSTALL = "pip install syne-tune fastparquet"
+SYNETUNE_INSTALL = 'pip install "syne-tune>=0.16" fastparquet huggingface_hub'
+"""Everything the blackbox files and Syne Tune's loader need in a fresh environment: syne-tune's blackbox repository
+imports huggingface_hub, which syne-tune does not declare (tried in a fresh venv with syne-tune 0.16.0)."""
 
 
 def export_grid(tracking_uri: str, experiment: str, fmt: str, output: str | Path, simulated: bool = False) -> str:

@@ -12,6 +12,7 @@ from ray.tune import Callback
 from istar_tune import tracking
 from istar_tune.config import trial_epochs
 from istar_tune.console import say
+from istar_tune.metrics import HOLDOUT_PREFIX, score
 from istar_tune.search.stopping import systemic_cause
 from istar_tune.search.tune.fused import member_ended, member_view
 from istar_tune.trial_config import FUSED_KEY, members, trial_task
@@ -56,9 +57,8 @@ class ProgressPrinter(Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
         config: dict[str, Any] = trial.config
-        metric = trial_task(config).metric
-        value = (trial.last_result or {}).get(metric)
-        shown = f"{metric} {value:.4f} — " if isinstance(value, float) else ""
+        shown = outcome(trial.last_result or {}, trial_task(config).metric)
+        shown = f"{shown} — " if shown else ""
         if config.get(FUSED_KEY):
             failed = sum(bool(member_ended(trial.last_result, i)[2]) for i in range(len(members(config))))
             shown = f"{failed} of its members failed — " if failed else ""
@@ -76,6 +76,17 @@ class ProgressPrinter(Callback):
             self.done += 1
             self.write(f"[{self.done}/{self.total}] trial {trial.trial_id} INTERRUPTED ({cause}) — "
                        f"{tracking.run_name(trial.config)}")
+
+
+def outcome(result: dict[str, Any], metric: str) -> str:
+    """What chose a finished trial's model, first, as the tables read it (:func:`istar_tune.metrics.choosing_score`):
+    ``held-out accuracy 0.7649 (dev 0.7603) at epoch 2`` where it held data out, else ``accuracy 0.7603``."""
+    held, dev = score(result, HOLDOUT_PREFIX + metric), score(result, metric)
+    if isinstance(held, float):
+        epoch = result.get("scored_epoch", result.get("epoch"))
+        scored = f" (dev {dev:.4f})" if isinstance(dev, float) else ""
+        return f"held-out {metric} {held:.4f}{scored}" + (f" at epoch {epoch}" if epoch is not None else "")
+    return f"{metric} {dev:.4f}" if isinstance(dev, float) else ""
 
 
 def named(config: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pyarrow.fs
 
+from istar_tune.metrics import choosing_score, score
 from istar_tune.search.tune.progress import ProgressPrinter
 
 FULL_DISK = "OSError: [Errno 28] No space left on device"
@@ -41,6 +42,20 @@ def test_the_printer_names_each_trials_configuration_when_it_starts_reports_and_
     quiet = ProgressPrinter(total=ProgressPrinter.EPOCH_LINES_UP_TO + 1, write=lines.append)
     quiet.on_trial_result(0, [], trial, {"epoch": 1, "accuracy": 0.5})
     assert len(lines) == 5
+
+
+def test_a_trial_that_held_data_out_is_said_done_with_the_held_out_value_that_chose_first():
+    """The last epoch's dev value is not what chose: the held-out one at the scored epoch is, and the tables' dev
+    column is the dev value at that epoch."""
+    lines = []
+    printer = ProgressPrinter(total=1, write=lines.append)
+    trial = _trial("t1")
+    trial.last_result = {"epoch": 3, "accuracy": 0.7603, "holdout_accuracy": 0.7649, "scored_epoch": 2,
+                         "scored_accuracy": 0.7615, "scored_holdout_accuracy": 0.7649}
+    printer.on_trial_complete(0, [], trial)
+    assert lines[0].startswith("[1/1] trial t1 done: held-out accuracy 0.7649 (dev 0.7615) at epoch 2 — ")
+    table_row = {"scored_accuracy": 0.7615, "accuracy": 0.7603, "scored_holdout_accuracy": 0.7649}
+    assert (choosing_score(table_row, "accuracy"), score(table_row, "accuracy")) == (0.7649, 0.7615)
 
 
 def test_a_resumed_searchs_count_goes_on_from_the_trials_that_ended_before_it():
