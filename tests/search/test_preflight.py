@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from istar_tune.errors import ConfigError
@@ -79,7 +81,8 @@ def test_run_checks_raises_every_problem_together():
     with pytest.raises(ConfigError) as err:
         preflight.run_checks([("a", lambda: ["first"]), ("b", lambda: []), ("c", lambda: ["second"])])
     assert err.value.problems == ["first", "second"]
-    assert preflight.run_checks([("a", lambda: [])]) >= 0
+    took = preflight.run_checks([("a", lambda: time.sleep(0.3) or []), ("b", lambda: [])])
+    assert 0.3 <= took < 5  # the seconds the checks took, the sleep included
 
 
 def test_a_task_definition_is_resolved_and_returned_for_its_trials_and_nothing_registered(own_data, tmp_path):
