@@ -311,7 +311,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     report = run_demo(data_dir=args.data_dir, storage_path=args.storage_path, smoke=args.smoke, space_file=args.space,
                       address=args.address)
     print(report.text())
-    return 1 if report.failed else 0
+    return report.exit_code or (1 if report.failed else 0)
 
 
 def cmd_plots(args: argparse.Namespace) -> int:

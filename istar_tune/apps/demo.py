@@ -3,7 +3,8 @@
 The real all-MiniLM-L6-v2 on real SST-2 (2,000 training examples, the full dev set), Base against I-STAR with
 λ ∈ {−1, +1} (ζ = 0.2) over two learning rates. At the end it prints, from MLflow, the best configuration per
 method, eval IsoScore* against accuracy per λ, and the command that opens the MLflow UI on these runs. Running it
-again reuses finished trials. ``smoke=True`` runs the same search on 128 training and 128 dev examples.
+again reuses finished trials. ``smoke=True`` runs the same search on 128 training and 128 dev examples. Interrupted
+(Ctrl-C), it prints the search's summary and how to go on, no tables, and exits as ``search`` does (130).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from istar_tune.methods import label, uses_lambda
 from istar_tune.metrics import best_scored, score
 from istar_tune.results.tables import build_table, lambda_groups
 from istar_tune.search.guard import results_exist
-from istar_tune.search.outcome import disk_size, folder_bytes
+from istar_tune.search.outcome import disk_size, exit_code, folder_bytes
 from istar_tune.search.run import run_search
 from istar_tune.search.spaces.file import load_search_space, resolve_space
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, hub_reachable, resolve_data_dir
@@ -41,8 +42,14 @@ class DemoReport:
     failed: int
     storage_path: str = ""
     """Where the Ray results are (the trials' checkpoints)."""
+    stopped: str = ""
+    """The search's summary where it was interrupted (Ctrl-C, a signal, a systemic failure): then no tables."""
+    exit_code: int = 0
+    """The search's exit status (130 after Ctrl-C, as ``search`` exits); 0 when it ran to its end."""
 
     def text(self) -> str:
+        if self.stopped:  # no result tables of a search that did not finish: its summary says how to go on
+            return "\n" + self.stopped + "\n"
         ui = f"{Path(sys.executable).parent / 'mlflow'} ui --backend-store-uri {self.tracking_uri} --port 5000"
         return "\n".join([
             "", f"Best configuration per method ({self.name}, from MLflow):", markdown(self.best), "",
@@ -94,6 +101,10 @@ def run_demo(data_dir: str | None = None, storage_path: str = "istar-runs", smok
         space = replace(space, name=f"{space.name}-smoke", settings={**space.settings, **SMOKE_SETTINGS})
     summary = run_search(space, storage_path=storage_path, resume=results_exist(storage_path, space.name),
                          data_dir=data_dir, address=address, write=write)
+    if summary.interrupted:
+        return DemoReport(name=space.name, tracking_uri=summary.tracking_uri, best=pd.DataFrame(),
+                          by_lambda=pd.DataFrame(), failed=len(summary.failed), storage_path=summary.storage_path,
+                          stopped=summary.report(), exit_code=exit_code(summary) or 1)
     best = build_table(summary.tracking_uri, space.name, "best", tasks=list(space.tasks))
     best = best[["model", "task", "method", "score", "learning_rate", "lam", "zeta", "trials", "trial_id"]]
     return DemoReport(name=space.name, tracking_uri=summary.tracking_uri,

@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from istar_tune import tracking
@@ -71,3 +78,25 @@ def test_demo_without_data_or_hub_names_both_options(monkeypatch, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert "--data-dir" in err and "GLUE_DIR" in err and "\n" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_interrupted_demo_exits_130_says_how_to_go_on_and_prints_no_tables(glue, tmp_path):
+    """Ctrl-C in a terminal signals the demo's whole process group after its first trial ended."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env.update(RAY_AUTH_MODE="disabled", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    command = [str(Path(sys.executable).with_name("istar-tune")), "demo", "--smoke", "--data-dir", str(glue),
+               "--storage-path", str(tmp_path / "istar-runs")]
+    demo = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    output = []
+    for line in demo.stdout:
+        output.append(line)
+        if line.startswith("[1/"):
+            os.killpg(demo.pid, signal.SIGINT)
+            break
+    rest, _ = demo.communicate(timeout=300)
+    text = "".join(output) + rest
+    assert demo.returncode == 130, text[-3000:]
+    assert re.search(r"INTERRUPTED \(interrupted by SIGINT[^)]*\)\): \d+ of 6 trials did not finish; continue with "
+                     r"--resume", text), text[-3000:]
+    assert "Best configuration per method" not in text and "| method |" not in text and "Traceback" not in text
