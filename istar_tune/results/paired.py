@@ -92,12 +92,20 @@ def pairs_needed(difference: float, sd: float, power: float = POWER, alpha: floa
 
     if difference == 0 or not sd > 0:
         return None
-    size = abs(difference) / sd
-    power_of = TTestPower().power
-    for n in range(2, most + 1):
-        if power_of(effect_size=size, nobs=n, alpha=alpha, alternative="two-sided") >= power:
-            return n
-    return None
+    size, solver = abs(difference) / sd, TTestPower()
+
+    def enough(n: int) -> bool:
+        return solver.power(effect_size=size, nobs=n, alpha=alpha, alternative="two-sided") >= power
+
+    if not enough(most):
+        return None
+    found = max(2, math.ceil(float(solver.solve_power(effect_size=size, alpha=alpha, power=power,
+                                                      alternative="two-sided"))))
+    while found > 2 and enough(found - 1):  # the solver's root, rounded up, checked on both sides
+        found -= 1
+    while not enough(found):
+        found += 1
+    return found
 
 
 def holm(p_values: list[float]) -> list[float]:
