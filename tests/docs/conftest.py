@@ -35,8 +35,8 @@ NOT_HERE = {
     "minilm_sst2": "the first page's comparison: MiniLM on 2,000 SST-2 examples, 14 grid and 9 seed trials (about 90 "
                    "minutes on two cores; the page shows its measured output)",
     "--storage-path comparison": "reads the comparison above",
-    "benchmarks/comparison/run.sh": "the first page's second comparison: MiniLM on 2,000 STS-B pairs, 6 grid and 10 seed "
-                                    "trials (about 70 minutes on two cores; the page shows its measured output)",
+    "benchmarks/comparison/run.sh": "the first page's second comparison: MiniLM on 2,000 STS-B pairs, 6 grid and 10 "
+                                    "seed trials (about 55 minutes on two cores; the page shows its measured output)",
     "paper_base paper_cosreg paper_istar paper_seeds --models bert": "the paper's protocol: GPU-days",
     "paper_figure3 paper_figure7 paper_figure8 --models bert": "the paper's figures: GPU-days",
     "--experiment paper-figure3": "reads the figure searches above",
