@@ -94,18 +94,19 @@ def pairs_needed(difference: float, sd: float, power: float = POWER, alpha: floa
         return None
     size, solver = abs(difference) / sd, TTestPower()
 
-    def enough(n: int) -> bool:
-        return solver.power(effect_size=size, nobs=n, alpha=alpha, alternative="two-sided") >= power
+    def enough(n: int) -> bool:  # statsmodels' noncentral t gives NaN far past 80 % (thousands of pairs): enough
+        found = solver.power(effect_size=size, nobs=n, alpha=alpha, alternative="two-sided")
+        return bool(math.isnan(found) or found >= power)
 
-    if not enough(most):
+    root = float(solver.solve_power(effect_size=size, alpha=alpha, power=power, alternative="two-sided"))
+    if not math.isfinite(root) or root > most:
         return None
-    found = max(2, math.ceil(float(solver.solve_power(effect_size=size, alpha=alpha, power=power,
-                                                      alternative="two-sided"))))
+    found = max(2, math.ceil(root))
     while found > 2 and enough(found - 1):  # the solver's root, rounded up, checked on both sides
         found -= 1
     while not enough(found):
         found += 1
-    return found
+    return found if found <= most else None
 
 
 def holm(p_values: list[float]) -> list[float]:

@@ -1,7 +1,10 @@
 """The paper's Table 1 (``table --kind seeds``): model × method rows, task columns, mean ± std [95 % t-interval] over
-the seed runs (SQuAD as F1 / EM), ``*`` on the best row per model and task, ``†`` where I-STAR beats Base significantly
-(one-sided Welch's t-tests, Holm-corrected over the model's tasks, p < 0.05); the caption says how the configurations
-were chosen (dev set or held-out training data) and what ``†`` does not correct for. A method whose paper reports the
+the seed runs (SQuAD as F1 / EM; a cell of one run shows no SD), ``*`` on the best row per model and task among
+those of two seeds or more, ``†`` where I-STAR beats Base significantly by the paper's test (one-sided Welch's
+t-tests, Holm-corrected over the model's tasks, p < 0.05) or, given the paired marks of
+:mod:`~istar_tune.results.robust` (``--stats all``), ``†``/``‡`` where any method is above/below Base by the paired
+t-test; the caption says which, how the configurations were chosen (dev set or held-out training data) and what
+``†`` does not correct for. A method whose paper reports the
 median (IsoLayer) shows median ± std and the explained variance EV_1/EV_2/EV_3 of its sentence space in the run with
 the median EV_1, after a "Finetuned LM" row of its first stage's model.
 """
