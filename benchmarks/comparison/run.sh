@@ -2,12 +2,12 @@
 # A comparison as the README shows it: its commands (the robust statistics and the budget curve added), each
 # command's output kept in a folder and each stage's time printed. Run from the repository's root:
 #   bash benchmarks/comparison/run.sh [GLUE_DIR] [STORE] [SPACE]
-# (defaults: $GLUE_DIR else ../shared/data/glue, ./comparison, minilm_sst2). SPACE names a grid in search_spaces/
+# (defaults: $GLUE_DIR, ./comparison, minilm_sst2; without either GLUE folder it stops and says so). SPACE names a grid in search_spaces/
 # whose seeds stage is SPACE_seeds; minilm_sst2's record is this folder (about 75 minutes on two idle cores), any
 # other's the folder SPACE/ beside this script (minilm_stsb: about 90 minutes). tests/docs/test_comparison_record.py
 # checks that the README and docs/searching.md show what these files hold.
 set -uo pipefail
-data=${1:-${GLUE_DIR:-../shared/data/glue}}
+data=${1:-${GLUE_DIR:?give the GLUE folder as the first argument or set GLUE_DIR}}
 store=${2:-comparison}
 space=${3:-minilm_sst2}
 experiment=${space//_/-}

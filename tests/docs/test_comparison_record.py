@@ -121,4 +121,4 @@ def test_the_second_comparison_is_five_seeds_where_the_paper_reports_a_gain():
     detectable, for_half = [c.strip() for c in power.strip("|").split("|")][4:6]
     assert f"Five seeds detect {detectable} points with 80 % power" in said
     assert f"half a point would need {for_half}" in said
-    assert "bash benchmarks/comparison/run.sh ../shared/data/glue comparison minilm_stsb" in README
+    assert 'bash benchmarks/comparison/run.sh "$GLUE_DIR" comparison minilm_stsb' in README
