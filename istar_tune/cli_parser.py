@@ -19,13 +19,13 @@ def _replayable() -> str:
     """The strategies ``replay`` knows: random search, TPE and every registered scheduler that stops trials (the
     shipped ones, conformal included, and those of installed plugins; a broken plugin leaves the shipped ones)."""
     from istar_tune.errors import ConfigError
-    from istar_tune.search.schedulers import SCHEDULERS, registered
+    from istar_tune.search.schedulers import SCHEDULERS, stopping
 
     try:
-        found = registered()
+        found = stopping()
     except ConfigError:
-        found = SCHEDULERS
-    return ", ".join(["random", "tpe", *(name for name, s in found.items() if s.build is not None)])
+        found = tuple(name for name, s in SCHEDULERS.items() if s.build is not None)
+    return ", ".join(["random", "tpe", *found])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ import pandas as pd
 from istar_tune.errors import ConfigError
 from istar_tune.replay import schedulers
 from istar_tune.replay.curves import Choice, Curve, Unit, arms
-from istar_tune.search.schedulers import Rule, registered
+from istar_tune.search.schedulers import Rule, registered, stopping
 from istar_tune.search.schedulers.conformal import NOT_PROMISED, PROMISE, margin, needed
 
 TARGET = 0.95
@@ -66,7 +66,7 @@ def settings_for(unit: Unit, workers: int, schedulers_asked: tuple[str, ...] | N
 
 def strategy_names() -> tuple[str, ...]:
     """Every strategy a replay knows: random search, TPE and each registered scheduler that stops trials."""
-    return ("random", "tpe", *(name for name, s in registered().items() if s.build is not None))
+    return ("random", "tpe", *stopping())
 
 
 def _named(values: dict[str, float], workers: int) -> str:

@@ -93,9 +93,11 @@ def significant(found: dict[tuple, tuple]) -> dict[tuple, str]:
     return marks
 
 
-def robust_table(runs: list[TrialRun], models=None, tasks=None, methods=None) -> pd.DataFrame:
-    """Every method but Base against Base, per model and task, and over the model's tasks (:data:`ROBUST_CAPTION`)."""
-    found = comparisons(runs, models, tasks, methods)
+def robust_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
+                 found: dict[tuple, tuple] | None = None) -> pd.DataFrame:
+    """Every method but Base against Base, per model and task, and over the model's tasks (:data:`ROBUST_CAPTION`);
+    ``found``: :func:`comparisons` of these runs, where the caller has them."""
+    found = comparisons(runs, models, tasks, methods) if found is None else found
     adjusted = holm_by_model(found)
     rows = []
     for model, method in dict.fromkeys((key[0], key[2]) for key in found):
@@ -170,9 +172,11 @@ def _across(model: str, method: str, pairs: list[tuple]) -> dict:
             "note": (f"{len(pairs)} tasks, each in units of its pooled seed SD; " + note).rstrip("; ")}
 
 
-def power_table(runs: list[TrialRun], models=None, tasks=None, methods=None) -> pd.DataFrame:
-    """Per model and task, what the seeds used can detect (:data:`POWER_CAPTION`)."""
-    found = comparisons(runs, models, tasks, methods)
+def power_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
+                found: dict[tuple, tuple] | None = None) -> pd.DataFrame:
+    """Per model and task, what the seeds used can detect (:data:`POWER_CAPTION`); ``found`` as for
+    :func:`robust_table`."""
+    found = comparisons(runs, models, tasks, methods) if found is None else found
     rows = []
     for model, task in dict.fromkeys((key[0], key[1]) for key in found):
         differences = [found[k][0] - found[k][1] for k in found if k[:2] == (model, task)]

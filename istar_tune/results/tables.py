@@ -223,13 +223,14 @@ def build_table(tracking_uri: str, experiment: str, kind: str = "best", scope: s
                               "seed runs of one configuration per group, and a search's runs differ in their "
                               "hyperparameters; run a seeds stage (e.g. paper_seeds) and tabulate it, or use --kind "
                               "best")
+        found = comparisons(runs, models, tasks, methods)  # every method against Base, paired by seed: once
         if stats == "robust":
-            return robust_table(runs, models, tasks, methods)
-        marks = significant(comparisons(runs, models, tasks, methods)) if stats == "all" else None
-        table = seeds_table(runs, models, tasks, methods, against_paper, paired_marks=marks)
+            return robust_table(runs, found=found)
+        table = seeds_table(runs, models, tasks, methods, against_paper,
+                            paired_marks=significant(found) if stats == "all" else None)
         if stats == "all":
-            table.attrs["robust"] = robust_table(runs, models, tasks, methods)
-        table.attrs["power"] = power_table(runs, models, tasks, methods)
+            table.attrs["robust"] = robust_table(runs, found=found)
+        table.attrs["power"] = power_table(runs, found=found)
         return table
     if kind == "budget":
         return budget_table(runs, models, tasks, methods, with_replacement=with_replacement)

@@ -44,6 +44,11 @@ def registered() -> dict[str, Scheduler]:
     return SCHEDULERS
 
 
+def stopping() -> tuple[str, ...]:
+    """The registered schedulers that stop trials (every one but ``none``), plugins included."""
+    return tuple(name for name, s in registered().items() if s.build is not None)
+
+
 def canonical(name: str) -> str:
     return ALIASES.get(name, name)
 
