@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from istar_tune import tracking
 from istar_tune.errors import DataError
 from istar_tune.markdown import markdown
 from istar_tune.methods import label, uses_lambda
@@ -55,7 +56,8 @@ class DemoReport:
             "", f"Best configuration per method ({self.name}, from MLflow):", markdown(self.best), "",
             "Eval IsoScore* (ζ = 0.2, all-layer token cloud) against accuracy per λ:", markdown(self.by_lambda), "",
             *READING, "",
-            "Open the MLflow UI on these runs:", f"  {ui}", "  then browse http://127.0.0.1:5000/#/experiments?workflowType=machine_learning",
+            "Open the MLflow UI on these runs:", f"  {ui}",
+            f"  then browse http://127.0.0.1:5000/#/experiments?{tracking.MODEL_TRAINING}",
             f"Ray results and checkpoints: {self.storage_path} ({disk_size(folder_bytes(self.storage_path) or 0)} on "
             "disk; delete it when done)", ""])
 

@@ -83,7 +83,7 @@ def compare_link(experiment_id: str, run_ids: list[str]) -> str:
     from urllib.parse import quote
 
     return (f"#/compare-runs?runs={quote(json.dumps(run_ids, separators=(',', ':')))}"
-            f"&experiments={quote(json.dumps([experiment_id], separators=(',', ':')))}")
+            f"&experiments={quote(json.dumps([experiment_id], separators=(',', ':')))}&{tracking.MODEL_TRAINING}")
 
 
 def _link_comparison(client, experiment_id: str, run_ids: list[str]) -> None:

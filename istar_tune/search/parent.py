@@ -58,9 +58,7 @@ def describe(mlflow_client, run_id: str, space: SearchSpace, planned: list[Plann
     log_task_definitions(mlflow_client, run_id, [space.task(name) for name in space.tasks])
 
 
-MODEL_TRAINING = "workflowType=machine_learning"
-"""The MLflow UI's model-training mode, in an address (MLflow 3.17 opens an experiment on its GenAI overview in the
-default GenAI mode, whatever the experiment's ``mlflow.experimentKind``)."""
+MODEL_TRAINING = tracking.MODEL_TRAINING
 SHARED_VIEW = "istar-tune"
 """The key of the runs-table view each search's experiment shares (MLflow's ``mlflow.sharedViewState.<key>`` tag,
 opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``)."""

@@ -35,6 +35,7 @@ from istar_tune.tracking.store import (
     COUNTED_STATUSES,
     EXPERIMENT_KIND_TAG,
     MAX_TAG_CHARS,
+    MODEL_TRAINING,
     NOTE_TAG,
     PAGE_SIZE,
     PLAN_TOTAL,
@@ -84,7 +85,8 @@ from istar_tune.tracking.writer import RunWriter
 
 __all__ = [
     "dataset_inputs", "describe_datasets",
-    "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "NOTE_TAG", "PAGE_SIZE", "PLAN_TOTAL", "RunWriter",
+    "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "MODEL_TRAINING", "NOTE_TAG", "PAGE_SIZE",
+    "PLAN_TOTAL", "RunWriter",
     "SCHEMES", "STATUSES",
     "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN", "TAG_REPLAY",
     "TAG_RESTORED_FROM", "TAG_STRATEGY", "TASKS_FOLDER",

@@ -48,6 +48,9 @@ TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the fi
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
 TAG_SHARD = "istar_tune.shard"  # on a job array's shard's parent run: `K/N` (search.shard)
 NOTE_TAG = "mlflow.note.content"  # what MLflow shows as a run's or an experiment's description
+MODEL_TRAINING = "workflowType=machine_learning"
+"""The MLflow UI's model-training mode, in an address: every link istar-tune writes carries it (MLflow 3.17 opens
+an experiment, and a comparison, in its GenAI mode otherwise, whatever the experiment's ``mlflow.experimentKind``)."""
 STATUSES = RECORDED
 """A trial's status (its ``istar_tune.status`` tag): running, or how it ended."""
 COUNTED_STATUSES = COUNTED

@@ -15,8 +15,8 @@ from scipy import stats
 from istar_tune import tracking
 from istar_tune.errors import ConfigError
 from istar_tune.results.aggregates import AGGREGATE_ROLE, TAG_STATISTICS, log_seed_aggregates
-from istar_tune.search.parent import MODEL_TRAINING
 from istar_tune.testing import MlflowServer
+from istar_tune.tracking import MODEL_TRAINING
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BASE = {"rte": [0.60, 0.62, 0.58], "tickets": [0.30, 0.33, 0.31]}
