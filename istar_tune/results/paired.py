@@ -35,8 +35,8 @@ def paired_t(differences) -> PairedT:
     mean = float(np.mean(values))
     if values.size < 2:
         return PairedT(mean, math.nan, math.nan, math.nan)
-    if np.all(values == values[0]):
-        return PairedT(mean, mean, mean, 1.0 if mean == 0 else 0.0)
+    if np.ptp(values) <= 1e-9 * max(1.0, float(np.max(np.abs(values)))):  # every difference one value, up to rounding
+        return PairedT(mean, mean, mean, 1.0 if abs(mean) <= 1e-12 else 0.0)
     test = stats.ttest_1samp(values, 0.0)
     found = test.confidence_interval(LEVEL)
     return PairedT(mean, float(found.low), float(found.high), float(test.pvalue))

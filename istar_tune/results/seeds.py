@@ -11,8 +11,6 @@ the median EV_1, after a "Finetuned LM" row of its first stage's model.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -63,15 +61,24 @@ def seed_rows(methods: list[str]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def agree(values) -> bool:
+    """Whether two or more values are one value up to float rounding (a spread under 1e-9 of their size): seeds that
+    agree have a zero-width interval, and no t statistic is computed of them (scipy's moments of nearly equal values
+    lose their precision and warn)."""
+    values = np.asarray(values, dtype=float)
+    return values.size > 1 and float(np.ptp(values)) <= 1e-9 * max(1.0, float(np.max(np.abs(values))))
+
+
 def interval(values: list[float]) -> tuple[float, float] | None:
-    """The 95 % Student's t interval of the mean of ``values`` (``None`` for fewer than two)."""
+    """The 95 % Student's t interval of the mean of ``values`` (``None`` for fewer than two; zero-width where they
+    agree)."""
     from scipy import stats
 
     if len(values) < 2:
         return None
-    sem = stats.sem(values)
-    if sem == 0:
+    if agree(values):
         return float(np.mean(values)), float(np.mean(values))
+    sem = stats.sem(values)
     low, high = stats.t.interval(CONFIDENCE, len(values) - 1, loc=np.mean(values), scale=sem)
     return float(low), float(high)
 
@@ -85,10 +92,24 @@ def significant_tasks(istar: dict[str, list[float]], base: dict[str, list[float]
     tasks = [t for t in istar if len(istar[t]) > 1 and len(base.get(t, [])) > 1]
     if not tasks:
         return set()
-    p_values = [ttest_ind(istar[t], base[t], equal_var=False, alternative="greater").pvalue for t in tasks]
-    p_values = [1.0 if math.isnan(p) else p for p in p_values]  # identical constant seeds: no evidence
+    p_values = [_welch_greater(istar[t], base[t], ttest_ind) for t in tasks]
     reject = multipletests(p_values, alpha=SIGNIFICANCE, method="holm")[0]
     return {t for t, r in zip(tasks, reject) if r}
+
+
+def _welch_greater(ours: list[float], theirs: list[float], ttest_ind) -> float:
+    """The one-sided Welch p that ``ours`` is greater; a side whose seeds agree has no variance, so the test is the
+    other side's one-sample t against that value (Welch's statistic and degrees of freedom then); both agreeing: 1
+    (no evidence, whatever the means)."""
+    from scipy.stats import ttest_1samp
+
+    if agree(ours) and agree(theirs):
+        return 1.0
+    if agree(ours):
+        return float(ttest_1samp(theirs, float(np.mean(ours)), alternative="less").pvalue)
+    if agree(theirs):
+        return float(ttest_1samp(ours, float(np.mean(theirs)), alternative="greater").pvalue)
+    return float(ttest_ind(ours, theirs, equal_var=False, alternative="greater").pvalue)
 
 
 def seeds_table(runs: list[TrialRun], models=None, tasks=None, methods=None,
@@ -183,7 +204,8 @@ def _seed_cell(groups: dict, model: str, the_task: Task, row: str, method: str, 
         std = float(np.std(observed, ddof=1)) if len(observed) > 1 else None
         bounds = interval(observed)
         if len(observed) > 1:
-            parts.append(f"{_center(method)(observed):.2f} ± {std:.2f} [{bounds[0]:.2f}, {bounds[1]:.2f}]")
+            same = f" (all {len(observed)} seeds agree)" if agree(observed) else ""
+            parts.append(f"{_center(method)(observed):.2f} ± {std:.2f} [{bounds[0]:.2f}, {bounds[1]:.2f}]{same}")
         elif observed:  # one run: no spread to show
             parts.append(f"{observed[0]:.2f} ± {MISSING} (n = 1)")
         published = _published(*papers, model, task, method, prefix, index)

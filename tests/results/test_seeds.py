@@ -231,3 +231,26 @@ def test_a_fair_comparisons_caption_and_exports_say_what_its_seed_runs_trained_o
     plain = tracking.ensure_experiment(client, "plain", str(tmp_path / "artifacts"))
     log_trial(client, plain, "p0", "bert", "rte", "base", {"accuracy": [0.6]}, seed=0, stage="seeds")
     assert "Training data:" not in build_table(uri, "plain", "seeds").attrs["caption"]
+
+
+def test_seeds_that_agree_print_no_library_warning_and_say_so_in_the_cell(log_trial, tmp_path, recwarn):
+    # Seeds that agree made scipy warn of "catastrophic cancellation" on the user's terminal.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    exp = tracking.ensure_experiment(client, "same", str(tmp_path / "artifacts"))
+    for i in range(3):
+        log_trial(client, exp, f"i{i}", "bert", "sst2", "istar", {"accuracy": [0.8]}, seed=i, stage="seeds")
+        log_trial(client, exp, f"b{i}", "bert", "sst2", "base", {"accuracy": [0.7 + 0.01 * i]}, seed=i, stage="seeds")
+        log_trial(client, exp, f"c{i}", "bert", "sst2", "cosreg", {"accuracy": [0.75]}, seed=i, stage="seeds")
+    table = build_table(uri, "same", "seeds", tasks=["sst2"], stats="all")
+    cells = {row[1]: row[2] for row in table.values.tolist()}
+    assert cells["I-STAR"].startswith("80.00 ± 0.00 [80.00, 80.00] (all 3 seeds agree)"), cells
+    assert "agree" not in cells["Base"]
+    assert not [w for w in recwarn.list if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in recwarn]
+    # The reference for a side without variance: Welch's statistic is the other side's one-sample t.
+    from scipy.stats import ttest_1samp
+
+    from istar_tune.results.seeds import _welch_greater
+    assert _welch_greater([80.0] * 3, [70.0, 71.0, 72.0], ttest_ind) == pytest.approx(
+        ttest_1samp([70.0, 71.0, 72.0], 80.0, alternative="less").pvalue)
+    assert _welch_greater([80.0] * 3, [80.0] * 3, ttest_ind) == 1.0
