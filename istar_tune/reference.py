@@ -15,6 +15,7 @@ from istar_tune.config import Hyperparameters, RunSettings, load_yaml
 from istar_tune.docstrings import field_docs
 from istar_tune.search.spaces.file import SPACE_KEYS
 from istar_tune.tasks.definition import KEY_DOCS
+from istar_tune.tasks.labels import CLASS_RULE
 
 NEGATED_FLAGS = {"progress", "save_checkpoint"}  # booleans that default to true: --no-progress, --no-save-checkpoint
 ALIASES = {"learning_rate": ["--lr"], "isolayer_learning_rate": ["--isolayer-lr"]}
@@ -83,4 +84,5 @@ def configuration_reference() -> str:
     out += ["", "## Task definitions (a task's YAML file, or inline under a search space's `tasks`)", "",
             "| key | meaning |", "| --- | --- |"]
     out += [f"| `{key}` | {meaning} |" for key, meaning in KEY_DOCS.items()]
+    out += ["", "## What a class is (the label rule, without `label_names`)", "", CLASS_RULE.strip()]
     return "\n".join(out) + "\n"

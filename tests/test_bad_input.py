@@ -423,6 +423,37 @@ CASES = {
     "data: SQuAD answer shifted": (lambda t: [*TRAIN, "--task", _squad_v2(t, shift=3)],
                                    "does not hold the answer text at its answer_start"),
     "data: SQuAD ids repeated": (lambda t: [*TRAIN, "--task", _squad_v2(t, same_ids=True)], "ids q repeat"),
+    "data: a currency as a label": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train='text,label\na,"12,50 \u20ac"\nb,"3,00 \u20ac"\nc,"12,50 \u20ac"\n',
+        dev='text,label\nd,"3,00 \u20ac"\n')],
+        "as a quantity \\(a currency sign .*problem_type: regression .*label_names"),
+    "data: a degree sign as a label": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na,21.0\u00b0C\nb,19.5\u00b0C\n", dev="text,label\nd,21.0\u00b0C\n")],
+        "as a quantity \\(a degree sign"),
+    "data: a star as a label": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na,4\u2605\nb,5\u2605\n", dev="text,label\nd,4\u2605\n")], "as a quantity \\(a star"),
+    "data: a header again with a BOM": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na,pos\nb,neg\n\ufefftext,label\nc,pos\n", dev="text,label\nd,neg\n")],
+        "rows 3: the row holds the fields' own names"),
+    "data: column_names over a header": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN + "column_names: [text, label]\n", train="review,sentiment\na,pos\nb,neg\nc,pos\nd,neg\n",
+        dev="review,sentiment\nd,neg\ne,pos\n")], "row 1 \\(review, sentiment\\) looks like the file's own header"),
+    "data: a variation selector twin": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na,\u2764\nb,\u2764\ufe0f\nc,x\n", dev="text,label\nd,x\n")],
+        "U\\+FE0F VARIATION SELECTOR-16"),
+    "data: R's NA as a label": (lambda t: [*TRAIN, "--task", _own(t, OWN, train="text,label\na,pos\nb,neg\nc,NA\n")],
+                                "'NA' is not a label"),
+    "data: a lone carriage return": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na\rb,pos\nc,neg\n")], "a carriage return .* alone inside a cell"),
+    "data: a ;-file that fails on a quote": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train='text;label\n"say "hi"";pos\nb;neg\n', dev="text;label\nd;neg\n")],
+        "its header holds ';' and no ',': .*separator: ';'"),
+    "data: a long cell as a label": (lambda t: [*TRAIN, "--task", _own(
+        t, OWN, train="text,label\na,pos\nb,neg\n", dev="text,label\nd," + "x" * 2000 + "\n")],
+        "'x{40}'\u2026 \\(2,000 characters\\)"),
+    "data: column_names for .txt files": (lambda t: [*TRAIN, "--task", _own(
+        t, "name: own\ntrain: train.txt\nvalidation: dev.txt\ncolumn_names: [text, label]\n")],
+        "format is not told by its files' extension"),
 }
 
 

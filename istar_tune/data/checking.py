@@ -7,19 +7,18 @@ reported at once, naming the file and rows; the resolved task and the normalised
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import replace
 
 import datasets
 
-from istar_tune.data.answers import qa_split
+from istar_tune.data.answers import qa_split, stripped_count
+from istar_tune.data.headers import header_rows
 from istar_tune.data.rows import MAX_ROWS_SHOWN, rows_text, value_kind
 from istar_tune.errors import DataError
 from istar_tune.tasks.labels import (
     LabelColumn,
     column_problems,
-    decorated_labels,
     distinct_labels,
     how_they_differ,
     is_number,
@@ -27,11 +26,12 @@ from istar_tune.tasks.labels import (
     mixed_labels,
     number_key,
     one_based,
+    quantity_labels,
     read_column,
     spelling_variants,
 )
 from istar_tune.tasks.task import CLASSIFICATION, DEFAULT_METRIC, EXTRACTIVE_QA, REGRESSION, SPLITS, Task
-from istar_tune.tasks.values import label_text
+from istar_tune.tasks.values import excerpt, label_text, names_text
 
 
 def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | None,
@@ -43,13 +43,16 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | Non
         return task, loaded
     text_fields = task.text_fields
     _check_text_fields(task, loaded, where, problems)
-    _header_rows(task, loaded, where, problems)
+    header_rows(task, loaded, where, problems)
     if problems:
         return task, loaded
     if task.problem_type == EXTRACTIVE_QA:
         splits = {split: qa_split(task, loaded[split], where[split], problems) for split in SPLITS}
         if not problems and any(not a["text"] for split in SPLITS for a in splits[split]["answers"]):
             task = replace(task, unanswerable=True)  # SQuAD v2: the null answer trains and is scored
+        if not problems:
+            task = replace(task, answers_stripped=sum(stripped_count(loaded[s][task.label_field], splits[s]["answers"])
+                                                      for s in dict.fromkeys(SPLITS)))
         return task, splits
     columns: dict[str, LabelColumn] = {}
     if task.problem_type == CLASSIFICATION:  # a regression's scores are read as numbers by label_value alone
@@ -58,7 +61,7 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | Non
         for split in SPLITS:  # rows without a label; the other rows are still read (their problems said too)
             problems += column_problems(columns[split], where[split], rows_text)
         emptied = [split for split in SPLITS if columns[split].texts and not columns[split].missing
-                   and all(t is None for t in columns[split].texts)]
+                   and not columns[split].structured and all(t is None for t in columns[split].texts)]
         problems += [f"{where[split]}: drop_labels {list(task.drop_labels)} drops every row of the {split} split: "
                      "nothing is left; drop fewer labels" for split in emptied]
         before = len(problems)
@@ -115,8 +118,8 @@ def cut_problems(task: Task, splits: dict[str, datasets.Dataset], where: dict[st
     train = splits.get("train")
     if task.problem_type == CLASSIFICATION and train is not None and len(set(train["label"])) == 1:
         name = task.label_names[train["label"][0]]
-        problems.append(f"{where['train']}: {cut + ': ' if cut else ''}every training label is {name!r}: a classifier "
-                        f"needs two classes or more{fix}")
+        problems.append(f"{where['train']}: {cut + ': ' if cut else ''}every training label is {excerpt(name)}: a "
+                        f"classifier needs two classes or more{fix}")
     if task.problem_type == REGRESSION:
         for split, data in splits.items():
             if len(data) and len(set(data["label"])) == 1:
@@ -145,11 +148,11 @@ def _fields(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, st
             part.strip() for part in columns[0].split(c)]), None)
         if missing and separated:
             problems.append(f"{where[split]}: no field {', '.join(map(repr, missing))}: its one field "
-                            f"{columns[0]!r} holds {separated!r}: a {separated!r}-separated file? give separator: "
-                            f"{separated!r} in the task's definition (--separator on the command line)")
+                            f"{excerpt(columns[0])} holds {separated!r}: a {separated!r}-separated file? give "
+                            f"separator: {separated!r} in the task's definition (--separator on the command line)")
         elif missing:
             problems.append(f"{where[split]}: no field {', '.join(map(repr, missing))} (its fields: "
-                            f"{', '.join(columns)}): set text_fields and label_field to fields that exist")
+                            f"{names_text(columns)}): set text_fields and label_field to fields that exist")
     return replace(task, text_fields=text_fields)
 
 
@@ -188,62 +191,30 @@ def _check_text_fields(task: Task, loaded: dict[str, datasets.Dataset], where: d
                                 "rows")
 
 
-def _header_rows(task: Task, loaded: dict[str, datasets.Dataset], where: dict[str, str], problems: list[str]) -> None:
-    """A row whose input and label fields hold their own names is a header read as data (two exports concatenated,
-    the header again mid-file; ``column_names`` given for a file that has a header): refused, naming its rows, in every
-    format, before its label could become a class named after the label field."""
-    named = [*task.text_fields, task.label_field]
-    for split in SPLITS:
-        data = loaded[split]
-        if not set(named) <= set(data.column_names):
-            continue
-        values = [data[name] for name in named]
-        found = [i for i, row in enumerate(zip(*values)) if _is_header(row, named)]
-        if found:
-            problems.append(f"{where[split]}: rows {rows_text(found)}: the row holds the fields' own names "
-                            f"({', '.join(named)}): a header read as data (two exports concatenated, or column_names "
-                            "given for a file that has a header): remove that row, or leave column_names out")
-
-
-HEADER_CELL = re.compile(r"[A-Za-z_][\w.-]{0,63}")
-"""A cell a header could hold: one name (a sentence of text is never one)."""
-
-
-def _is_header(row: tuple, named: list[str]) -> bool:
-    """The fields' own names, or (a header other than ``column_names``) the label field's name as the label with a
-    name in every input field."""
-    cells = [v.strip() if isinstance(v, str) else None for v in row]
-    if any(c is None for c in cells):
-        return False
-    if all(c.casefold() == n.casefold() for c, n in zip(cells, named)):
-        return True
-    return cells[-1].casefold() == named[-1].casefold() and all(HEADER_CELL.fullmatch(c) for c in cells[:-1])
-
-
 def _classes(task: Task, columns: dict[str, LabelColumn], where: dict[str, str], problems: list[str]) -> Task:
     """The label rule's class checks (:mod:`istar_tune.tasks.labels`): the task with its class names."""
     train, dev = columns["train"], columns["validation"]
     if not task.label_names:
         task = replace(task, label_names=distinct_labels(train.texts, train.numeric))
-        if mixed := mixed_labels(task.label_names):
+        if quantities := quantity_labels(task.label_names, train.numeric):
+            problems.append(f"{where['train']}: {quantities}")
+        elif mixed := mixed_labels(task.label_names):
             problems.append(f"{where['train']}: {mixed}")
-        if not train.numeric and (decorated := decorated_labels(train.texts)):
-            problems.append(f"{where['train']}: {decorated}")
         for variants in spelling_variants(task.label_names):
             problems.append(f"{where['train']}: labels {', '.join(map(repr, variants))} {how_they_differ(variants)}: "
                             "are they one class? write them one way, or declare each with label_names: [...]")
         if dev.numeric and not train.numeric and any(t is not None for t in train.texts):
             shown = ", ".join(sorted({t for t in dev.texts if t is not None}, key=number_key)[:3])
             problems.append(f"{where['validation']}: its labels are numbers ({shown}) where the training split's are "
-                            f"words ({', '.join(task.label_names[:3])}): no index is guessed; write the same labels "
+                            f"words ({names_text(task.label_names, 3)}): no index is guessed; write the same labels "
                             "in both, or give label_names: [...] (then a number in 0..N-1 names the class at that "
                             "index)")
         if task.metric == "f1" and len(task.label_names) != 2:
             problems.append(f"{task.source}: metric: f1 is binary F1, but the training split has "
-                            f"{len(task.label_names)} classes ({', '.join(task.label_names)}): use f1_macro")
+                            f"{len(task.label_names)} classes ({names_text(task.label_names)}): use f1_macro")
         elif task.positive_label and task.positive_label not in task.label_names:
             problems.append(f"{task.source}: positive_label {task.positive_label!r} is not a class of the training "
-                            f"split ({', '.join(task.label_names)})")
+                            f"split ({names_text(task.label_names)})")
     elif not task.label_values and one_based(train.texts, train.numeric, task.label_names):
         names = task.label_names
         problems.append(f"{where['train']}: labels 1..{len(names)} against label_names {list(names)} look 1-based, "
@@ -327,12 +298,12 @@ def _labels(task: Task, values: list, where: str, split: str, problems: list[str
         except DataError as err:
             bad.setdefault(label_text(value), []).append(origin[index] if origin is not None else index)
             reason = str(err).split(": ", 1)[-1].replace(repr(value), "{}", 1)
-            reasons.setdefault(reason, {}).setdefault(repr(value), []).append(
+            reasons.setdefault(reason, {}).setdefault(excerpt(value), []).append(
                 origin[index] if origin is not None else index)
             out.append(0)
     if bad:  # one problem per split: its rows and its first few bad values
         rows = sorted(i for indices in bad.values() for i in indices)
-        values = ", ".join(repr(v) for v in list(bad)[:MAX_ROWS_SHOWN])
+        values = ", ".join(excerpt(v) for v in list(bad)[:MAX_ROWS_SHOWN])
         values += f" and {len(bad) - MAX_ROWS_SHOWN} more" if len(bad) > MAX_ROWS_SHOWN else ""
         plural = len(bad) > 1
         if task.problem_type == REGRESSION:  # each reason once (not a number, not finite, off the scale)
@@ -355,7 +326,7 @@ def _labels(task: Task, values: list, where: str, split: str, problems: list[str
             hint = ("; scores with decimals? say problem_type: regression (--problem-type regression)" if decimals
                     and all(is_number(n) for n in task.label_names) else "")
             problems.append(f"{where}: rows {rows_text(rows)}: label{'s' if plural else ''} {values} "
-                            f"{'are' if plural else 'is'} not one of {', '.join(shown)}{unseen}{hint}")
+                            f"{'are' if plural else 'is'} not one of {names_text(shown)}{unseen}{hint}")
     return out
 
 

@@ -8,6 +8,8 @@ is refused, naming its rows (pandas made the first of one more field an index an
 from __future__ import annotations
 
 import csv
+import re
+from dataclasses import replace
 from pathlib import Path
 
 from istar_tune.data.format import Format
@@ -16,6 +18,7 @@ from istar_tune.data.text_files import refuse_binary, undecodable
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks.labels import is_number
 from istar_tune.tasks.task import Task
+from istar_tune.tasks.values import excerpt
 
 HEADER_WORDS = 5
 """A header cell of this many words or more reads as a sentence: the first row is data, not a header."""
@@ -24,10 +27,11 @@ HEADER_WORDS = 5
 def read_delimited(task: Task, path: Path) -> dict[str, list]:
     """One csv/tsv split's columns, every cell the text written (the file parsed once: its header, every row's field
     count against its names, then its columns)."""
+    task = _excel_separator(task, path)
     records = _records(task, path)
     if not records:
         return {}
-    names = list(task.column_names) or [records[0][0].removeprefix("\ufeff"), *records[0][1:]]
+    names = list(task.column_names) or records[0]
     body = records[0 if task.column_names else 1:]
     _field_counts(task, path, body, len(names))
     if task.format != TSV.name and any("\t" in name for name in names):
@@ -40,8 +44,8 @@ def read_delimited(task: Task, path: Path) -> dict[str, list]:
 def check_delimited(task: Task, files: dict[str, Path]) -> None:
     """Both splits' files before any is read: text, and their headers (the first line alone)."""
     for path in dict.fromkeys(files.values()):
-        refuse_binary(path, task.format)
-    _check_headers(task, files, {split: header(task, path) for split, path in files.items()})
+        refuse_binary(path, task.format, task.encoding)
+    _check_headers(task, files, {split: header(_excel_separator(task, path), path) for split, path in files.items()})
 
 
 def header(task: Task, path: Path) -> list[str]:
@@ -49,6 +53,8 @@ def header(task: Task, path: Path) -> list[str]:
     try:
         with open(path, encoding=task.encoding, newline="") as handle:
             first = handle.readline().lstrip("\ufeff")
+            if task.excel_separator_line:
+                first = handle.readline()
     except (UnicodeDecodeError, LookupError):
         return []  # said when the file is read, with the line and byte
     if task.format == TSV.name:
@@ -66,19 +72,71 @@ def _records(task: Task, path: Path) -> list[list[str]]:
     reader = None
     try:
         with open(path, encoding=task.encoding, newline="") as handle:
+            lines = _without_bom(handle)
+            if task.excel_separator_line:
+                next(lines, None)
             if task.format == TSV.name:
-                return [line.rstrip("\r\n").split("\t") for line in handle if line.strip("\r\n")]
-            reader = _csv_rows(handle, task)
+                return [line.rstrip("\r\n").split("\t") for line in lines if line.strip("\r\n")]
+            reader = _csv_rows(lines, task)
             return [row for row in reader if row]
     except UnicodeDecodeError:
-        raise DataError(f"{path}: not a readable {task.format} file: {undecodable(path, task.encoding)} (the file is "
-                        f"not {task.encoding}: give its encoding in the task's definition, e.g. encoding: latin-1)"
-                        ) from None
+        raise DataError(f"{path}: not a readable {task.format} file: {undecodable(path, task.encoding)}") from None
     except csv.Error as err:
         where = f"line {reader.line_num}: " if reader is not None else ""
-        raise DataError(f"{path}: not a readable {task.format} file: {where}{err}: a quote inside a quoted cell, or "
-                        "one never closed? quote a cell whole, doubling each quote inside it (\"say \"\"hi\"\"\"), "
-                        "or give format: tsv") from None
+        other = _other_separator(task, path)
+        fix = (f"its header holds {other!r} and no {task.separator or ','!r}: a {other!r}-separated file? give "
+               f"separator: {other!r} in the task's definition" if other else "a quote inside a quoted cell, or one "
+               "never closed? quote a cell whole, doubling each quote inside it (\"say \"\"hi\"\"\"), or give "
+               "format: tsv")
+        raise DataError(f"{path}: not a readable {task.format} file: {where}{err}: {fix}") from None
+
+
+EXCEL_SEPARATOR = re.compile(r"sep=(.)\r?\n?")
+"""Excel's first line naming a csv file's separator (``sep=;``): read, not taken for a header."""
+
+
+def _excel_separator(task: Task, path: Path) -> Task:
+    """The task with the separator a first line ``sep=X`` names (Excel writes one for a locale's ``;``); a definition
+    that gives another separator is refused (which one is right?)."""
+    if task.format == TSV.name:
+        return task
+    try:
+        with open(path, encoding=task.encoding, newline="") as handle:
+            found = EXCEL_SEPARATOR.fullmatch(handle.readline().lstrip("\ufeff"))
+    except (UnicodeDecodeError, LookupError):
+        return task  # said when the file is read
+    if found is None:
+        return task
+    if task.separator and task.separator != found.group(1):
+        raise DataError(f"{path}: its first line {found.group().strip()!r} names the separator {found.group(1)!r}, but "
+                        f"the definition gives separator: {task.separator!r}: leave separator out, or fix the file")
+    return replace(task, separator=found.group(1), excel_separator_line=True)
+
+
+def _other_separator(task: Task, path: Path) -> str:
+    """A separator the file's header holds where the task's own is absent from it ("" if none)."""
+    try:
+        with open(path, encoding=task.encoding, newline="") as handle:
+            first = handle.readline()
+    except (UnicodeDecodeError, LookupError):
+        return ""
+    own = task.separator or ","
+    return "" if own in first else next((c for c in ";|\t^~@#:" if c in first), "")
+
+
+def _lone_carriage_return(path: Path) -> int:
+    """The line (counting ``\\n``) of the first carriage return not followed by ``\\n``, or 0."""
+    raw = Path(path).read_bytes()
+    found = re.search(rb"\r(?!\n)", raw)
+    return raw[:found.start()].count(b"\n") + 1 if found else 0
+
+
+def _without_bom(handle):
+    """A file's lines with the byte-order mark an Excel "CSV UTF-8" export begins with removed before parsing: before
+    a quote (``\ufeff"text",label``) it would make the quote literal, so the cell would keep its quotes."""
+    first = next(handle, "")
+    yield first.removeprefix("\ufeff")
+    yield from handle
 
 
 def _csv_rows(lines, task: Task):
@@ -92,6 +150,9 @@ def _field_counts(task: Task, path: Path, rows: list[list[str]], expected: int) 
     """Every row has as many fields as its names (a row of one more or one fewer would shift or drop a column): the
     rows that do not are refused in one line."""
     bad = [index for index, row in enumerate(rows) if len(row) != expected]
+    if bad and (line := _lone_carriage_return(path)):
+        raise DataError(f"{path}: line {line}: a carriage return (\\r) alone inside a cell ends the row there (it is a "
+                        "line break): quote that cell, or remove the \\r")
     if bad:
         tab = task.format == TSV.name
         sep = task.separator or ","
@@ -120,7 +181,7 @@ def _check_headers(task: Task, files: dict[str, Path], headers: dict[str, list[s
     differ = len(headers) == 2 and all(headers.values()) and set(headers["train"]) != set(headers["validation"])
     if any(looks.values()) or differ:
         cells = next((cells for cells in looks.values() if cells), [])
-        why = (f"{cells[0]!r} as a column name" if cells else
+        why = (f"{excerpt(cells[0])} as a column name" if cells else
                f"train's header {', '.join(headers['train'])} against validation's {', '.join(headers['validation'])}")
         problems.append(f"{files['train']}: the first row looks like data ({why}): give the columns with "
                         "column_names: [...] in the task's definition (--column-names A,B on the command line)")

@@ -57,8 +57,7 @@ def json_rows(path: Path, encoding: str) -> list[dict]:
     try:
         text = path.read_text(encoding=encoding).lstrip("\ufeff")
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not a readable json file: {undecodable(path, encoding) or err} (the file is not "
-                        f"{encoding}: give its encoding in the task's definition, e.g. encoding: latin-1)") from None
+        raise DataError(f"{path}: not a readable json file: {undecodable(path, encoding) or err}") from None
     start = text.lstrip()[:1]
     if start in ("[", "{"):
         try:
@@ -103,6 +102,11 @@ def _whole(value, path: Path) -> list[dict]:
     if lists and len(lists) == len(value) and len({len(v) for v in lists.values()}) == 1 and len(value) > 1:
         raise DataError(f"{path}: a mapping of columns ({', '.join(map(repr, list(value)[:4]))}, each a list), not "
                         f"rows: {ROWS_HINT}")
+    maps = [v for v in value.values() if isinstance(v, dict)]
+    if len(maps) == len(value) > 1 and len({tuple(v) for v in maps}) == 1 and maps[0]:
+        raise DataError(f"{path}: pandas' to_json layout (orient='columns': {', '.join(map(repr, list(value)[:4]))}, "
+                        "each a mapping of row index to value), not rows: write it with "
+                        "to_json(path, orient='records', lines=True)")
     nested = [k for k, v in lists.items() if v and all(isinstance(r, dict) for r in v)]
     if nested:
         raise DataError(f"{path}: the rows sit under the key {nested[0]!r}: {ROWS_HINT} at the file's top level")
@@ -126,7 +130,7 @@ def _parse_error(err: ValueError, text: str) -> str:
 
 def _check(task: Task, files: dict[str, Path]) -> None:
     for split in SPLITS:
-        refuse_binary(files[split], "json")
+        refuse_binary(files[split], "json", task.encoding)
 
 
 JSON = Format(name="json", read=read_json, check=_check, extensions=(".json", ".jsonl"),

@@ -36,7 +36,7 @@ def check_lines(task: Task, files: dict[str, dict[str, Path]]) -> None:
     """Every part of both splits is text."""
     for split in SPLITS:
         for path in files[split].values():
-            refuse_binary(path, "lines")
+            refuse_binary(path, "lines", task.encoding)
 
 
 LINES = Format(name="lines", read=read_lines, check=check_lines, parts=True, keys=frozenset({"encoding"}),

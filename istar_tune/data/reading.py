@@ -11,6 +11,7 @@ checksums become part of it, so a trial on another node reads exactly the files 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,10 +21,10 @@ from istar_tune.data import registry
 from istar_tune.data.checking import cut_problems, normalise, where_of
 from istar_tune.data.format import Source, table
 from istar_tune.data.hub import read_hub
-from istar_tune.data.split import split_off
+from istar_tune.data.split import by_column, split_off
 from istar_tune.errors import ConfigError, DataError
 from istar_tune.tasks.data_folder import GLUE_DIR_ENV, resolve_data_dir
-from istar_tune.tasks.task import IN_DATA_FOLDER, SPLITS, Task
+from istar_tune.tasks.task import CLASSIFICATION, IN_DATA_FOLDER, SPLITS, Task
 
 
 def load_raw(task: Task, data_dir: str | Path | None = None, max_train_samples: int | None = None,
@@ -48,6 +49,9 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
         loaded, checksums = read_hub(task), {s: "hub" for s in SPLITS}
     else:
         loaded = _from_files(task, files)
+        if task.split_field:  # the authors' split, one column: each row to the split its value names
+            loaded, left_out = by_column(task, loaded["train"], where_of(task, files)["train"])
+            task = replace(task, left_out=left_out)
         digests = {str(p): file_checksum(p) for p in {str(p): p for p in files.values()}.values()}
         checksums = {s: digests[str(p)] for s, p in files.items()}  # one file as both splits: hashed once
     named = where_of(task, files)
@@ -72,28 +76,43 @@ def read_task(task: Task, data_dir: str | Path | None = None, max_train_samples:
     # Sizes a definition gives stay (the paper's tasks give the published ones; the data read may be a subset).
     resolved = replace(resolved, train_examples=task.train_examples or len(splits["train"]),
                        eval_examples=task.eval_examples or len(splits["validation"]),
-                       read_examples=(len(splits["train"]), len(splits["validation"])))
-    return resolved, datasets.DatasetDict(_limited(resolved, task, files, splits, max_train_samples,
-                                                   max_eval_samples, trains))
+                       read_examples=(len(splits["train"]), len(splits["validation"])), leaked=leaked(splits))
+    resolved, splits = _limited(resolved, task, files, splits, max_train_samples, max_eval_samples, trains)
+    return resolved, datasets.DatasetDict(splits)
 
 
 def _limited(resolved: Task, task: Task, files, splits: dict, max_train_samples: int | None,
-             max_eval_samples: int | None, trains: bool) -> dict:
-    """The first N rows of each split, and every check the whole split passed again on what the limits leave."""
-    cut = {}
+             max_eval_samples: int | None, trains: bool) -> tuple[Task, dict]:
+    """The first N rows of each split, and every check the whole split passed again on what the limits leave; the
+    task then says the cut: the rows kept, and (classification) each class's training examples among them."""
+    cut, whole = {}, (len(splits["train"]), len(splits["validation"]))
+    names = {"train": f"max_train_samples {max_train_samples}", "validation": f"max_eval_samples {max_eval_samples}"}
     for split, limit in (("train", max_train_samples), ("validation", max_eval_samples)):
         if limit is not None and limit < len(splits[split]):
             splits[split] = splits[split].select(range(limit))
             if trains or split != "train":
                 cut[split] = splits[split]
     if cut:
-        names = {"train": f"max_train_samples {max_train_samples}",
-                 "validation": f"max_eval_samples {max_eval_samples}"}
         problems = [p for split, data in cut.items() for p in cut_problems(
             resolved, {split: data}, where_of(task, files), f"the first {len(data):,} rows ({names[split]})")]
         if problems:
             raise ConfigError(problems)
-    return splits
+        said = ", ".join(names[split] for split in ("train", "validation") if split in cut)
+        counts = resolved.class_counts
+        if resolved.problem_type == CLASSIFICATION and "train" in cut:
+            kept = Counter(splits["train"]["label"])
+            counts = tuple(kept[i] for i in range(len(resolved.label_names)))
+        resolved = replace(resolved, read_examples=(len(splits["train"]), len(splits["validation"])),
+                           class_counts=counts, cut=f"the first rows of {whole[0]:,} / {whole[1]:,}: {said}")
+    return resolved, splits
+
+
+def leaked(splits: dict) -> int:
+    """Validation rows whose input (every text field, the question and context of QA) is a training row's too: a
+    score on them measures memory, not generalisation (the task's line counts them)."""
+    fields = [name for name in splits["validation"].column_names if name not in ("label", "id", "answers")]
+    seen = set(zip(*(splits["train"][name] for name in fields)))
+    return sum(row in seen for row in zip(*(splits["validation"][name] for name in fields)))
 
 
 def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | None:
@@ -107,7 +126,7 @@ def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | N
                                 f"--data-dir DIR or set {GLUE_DIR_ENV}")
             return None
         files = {split: root / name for split, name in task.files.items()}
-        if task.validation_split:
+        if task.validation_split or task.split_field:
             files["validation"] = files["train"]
         missing = [str(path) for path in files.values() if not path.is_file()]
         if missing:
@@ -118,7 +137,7 @@ def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | N
         return None
     files = {split: ({field: Path(p) for field, p in given.items()} if isinstance(given, dict) else Path(given))
              for split, given in task.files.items()}
-    if task.validation_split:
+    if task.validation_split or task.split_field:
         files["validation"] = files["train"]
     paths = {f"{split} file {str(path)!r}": path for split, source in files.items()
              for path in (source.values() if isinstance(source, dict) else [source])}

@@ -1,14 +1,18 @@
-"""One file as both splits (``validation_split``): the validation rows drawn from it by a seed, class-stratified for
-a classification (each class keeps its share, by ``datasets``' own stratified split), at random otherwise. The file is
-checked whole first, so a refusal names its rows as the file holds them; what the split leaves is checked again."""
+"""One file as both splits: the validation rows drawn from it by a seed (``validation_split``), class-stratified for
+a classification (each class keeps its share, by ``datasets``' own stratified split), at random otherwise: the file is
+checked whole first, so a refusal names its rows as the file holds them, and what the split leaves is checked again.
+Or the authors' own split, a column naming each row's (``split_field``): each split is its rows, checked as a split
+(a refusal's rows counted within it), and rows of other splits (test) left out and counted."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
 
-from istar_tune.errors import ConfigError
-from istar_tune.tasks.task import CLASSIFICATION, REGRESSION, Task
+from istar_tune.data.rows import MAX_ROWS_SHOWN
+from istar_tune.errors import ConfigError, DataError
+from istar_tune.tasks.task import CLASSIFICATION, REGRESSION, SPLITS, Task
+from istar_tune.tasks.values import excerpt, label_text
 
 
 def split_off(task: Task, whole):
@@ -47,3 +51,28 @@ def split_off(task: Task, whole):
     elif task.problem_type == REGRESSION and labels:
         task = replace(task, observed_scores=(min(labels), max(labels)))
     return replace(task, dropped=(task.dropped[0], 0)), splits, how
+
+
+def by_column(task: Task, whole, where: str) -> tuple[dict, tuple[tuple[str, int], ...]]:
+    """``({train, validation}, left out)``: the rows of one table whose ``split_field`` value names each split (by
+    ``split_values``), the column itself removed, and each other value with its count of rows left out."""
+    if task.split_field not in whole.column_names:
+        raise DataError(f"{where}: no field {task.split_field!r} (split_field; its fields: "
+                        f"{', '.join(whole.column_names)}): name the column that holds each row's split")
+    values = [label_text(v) if v is not None else "" for v in whole[task.split_field]]
+    meaning = {value: split for split in SPLITS for value in task.split_values[split]}
+    rows: dict[str, list[int]] = {split: [] for split in SPLITS}
+    other = Counter()
+    for index, value in enumerate(values):
+        if value in meaning:
+            rows[meaning[value]].append(index)
+        else:
+            other[value] += 1
+    empty = [split for split in SPLITS if not rows[split]]
+    if empty:
+        seen = ", ".join(f"{excerpt(v)} ({n:,})" for v, n in Counter(values).most_common(MAX_ROWS_SHOWN))
+        raise DataError(f"{where}: no row's {task.split_field!r} is {' or '.join(task.split_values[empty[0]])} (the "
+                        f"{empty[0]} split; its values: {seen}): name that split's values with split_values: "
+                        "{train: [...], validation: [...]}")
+    kept = whole.remove_columns(task.split_field)
+    return {split: kept.select(rows[split]) for split in SPLITS}, tuple(sorted(other.items()))

@@ -30,7 +30,7 @@ def parse_squad(task: Task, path: Path) -> dict[str, list]:
     checks of every format follow: answers in their context, ids unique, no nulls)."""
     try:
         try:
-            articles = json.loads(read_text(path))["data"]
+            articles = json.loads(read_text(path, task.encoding).removeprefix("\ufeff"))["data"]
         except RecursionError:
             raise DataError(f"{path}: JSON nested too deep to be a SQuAD file") from None
         rows: dict[str, list] = {"id": [], "title": [], "context": [], "question": [], "answers": []}

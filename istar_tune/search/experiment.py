@@ -40,6 +40,9 @@ class Experiment:
     """A resumed search: the trial ids Tune's (repaired) state holds."""
     log_models: bool = True
     """At the end, each group's best checkpoint as an MLflow model (:mod:`~istar_tune.search.logged_models`)."""
+    seen: dict[str, Any] = field(default_factory=dict)
+    """Each task as the preflight read it with the trials' cuts (task name → :class:`~istar_tune.tasks.Task`): what
+    the search's task lines show."""
     shard: Shard | None = None
     """A job array's share (:mod:`~istar_tune.search.shard`): its own results folder and parent runs, the searches'
     MLflow experiments shared with the other shards."""
@@ -91,8 +94,11 @@ def check_and_plan(experiment: Experiment, resume: bool) -> float:
     resolved: dict[str, list] = {}
 
     def data(n: str, space: SearchSpace, **read) -> list[str]:  # each search's tasks, as its preflight resolved them
+        seen: list = []
+        limits = (settings[n].max_train_samples, settings[n].max_eval_samples)
         resolved[n], problems = preflight.resolve_data(list(space.task_objects or space.tasks), settings[n].data_dir,
-                                                       **read)
+                                                       limits=limits, seen=seen, **read)
+        experiment.seen.update({task.name: task for task in seen})
         return problems + preflight.holdout_problems(resolved[n], settings[n], space.path)
 
     checks = [("storage", lambda: preflight.check_storage(experiment.storage)),

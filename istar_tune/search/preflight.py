@@ -46,17 +46,21 @@ def check_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: flo
 
 
 def resolve_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: float = 5.0,
-                 definitions_only: bool = False, read: bool = True) -> tuple[list[Task], list[str]]:
+                 definitions_only: bool = False, read: bool = True,
+                 limits: tuple[int | None, int | None] = (None, None),
+                 seen: list[Task] | None = None) -> tuple[list[Task], list[str]]:
     """Every task's data reads as the trials will read it (files exist and parse; fields, labels and splits fit its
     definition); returns the tasks with each definition resolved (class names, sizes, checksums), so its trials carry
     exactly that, and the problems. A task read from the hub needs the hub to answer within ``hub_timeout_s`` (else
     every trial would fail after its retries); one whose classes and sizes its definition gives (the paper's) is then
     downloaded by its trials alone. ``definitions_only``: only the definitions not resolved yet (a rehearsal or a dry
     run needs their sizes; it reads no other data). ``read=False``: only where the data comes from (files exist, the
-    hub answers when it is needed): what ``train`` checks before it reads the data itself."""
+    hub answers when it is needed): what ``train`` checks before it reads the data itself. ``limits``: the trials'
+    ``max_train_samples`` and ``max_eval_samples``, whose cuts are checked here too; ``seen`` collects each task as
+    read with them (the rows and classes the trials train on, for the search's task lines)."""
     import datasets
 
-    from istar_tune.data.reading import resolve, task_files
+    from istar_tune.data.reading import read_task, task_files
     from istar_tune.tasks.data_folder import hub_reachable
 
     datasets.utils.logging.disable_progress_bar()  # the driver's terminal shows the search's own lines
@@ -77,8 +81,10 @@ def resolve_data(tasks: list[Task | str], data_dir: str | None, hub_timeout_s: f
                 if task.resolved:
                     continue
             if read:
-                checked = resolve(task, data_dir)
+                checked = read_task(task, data_dir, *limits)[0]
                 resolved[-1] = task if task.shipped else checked  # a shipped task stays as it ships
+                if seen is not None:
+                    seen.append(checked)
         except IstarTuneError as err:
             problems += [p for p in getattr(err, "problems", [str(err)]) if p not in problems]
     return resolved, problems

@@ -157,7 +157,7 @@ def _say_checked(experiment: Experiment, checked_s: float, say: Callable[[str], 
     said = f"storage, tracking{'' if experiment.simulated else ', data, models'}"
     say(f"preflight: {said}{' and cluster resources' if cluster_checked else ''} checked in {checked_s:.1f} s")
     for task in {t.name: t for space in experiment.spaces for t in space.task_objects}.values():
-        say(f"  {task.describe()}")  # what the trials train on, as the preflight read it
+        say(f"  {experiment.seen.get(task.name, task).describe()}")  # the rows and classes the trials train on
 
 
 def _ended(experiment: Experiment) -> tuple[list, list] | None:

@@ -45,6 +45,7 @@ from istar_tune.tasks.layout import (
     hub_source,
     problem_type_held,
     separator_of,
+    split_column,
     split_share,
     takes,
     with_key,
@@ -75,6 +76,10 @@ KEY_DOCS = {
     "validation_split": "No validation file: a share of the train file's rows (`0.1`) or a count (`500`) drawn as "
                         "the validation split, seeded, class-stratified for a classification.",
     "split_seed": "The seed of `validation_split`'s draw (default 0).",
+    "split_field": "No validation file: the train file's column that names each row's split (the authors' own "
+                   "split); rows of other splits (test) are left out and counted.",
+    "split_values": "With `split_field`: the values meaning each split, `{train: [train], validation: [validation, "
+                    "dev, val]}` (the default).",
     "format": "csv, tsv, json, parquet, lines (parallel files), glue, ptb or squad (default: from the extension; "
               "splits given as `{field: file}`: lines).",
     "separator": "A delimited file's one character between fields (`';'`): read as csv, whatever the extension.",
@@ -208,13 +213,18 @@ def _reading(raw: Mapping[str, Any], problem_type: str, file_format: str, proble
     column_names = _strings(raw.get("column_names", []), "column_names", problem)
     separator = separator_of(raw.get("separator", ""), file_format, problem)
     if column_names and not takes(file_format, "column_names"):
+        files = any(split in raw for split in SPLITS)
+        told = (f"is {file_format}" if file_format else "is not told by its files' extension (give format: csv)"
+                if files else "is a hub data set")
         problem("column_names", f"names the columns of a {' or '.join(with_key('column_names'))} file without a "
-                                f"header; this task's format is {file_format or 'a hub data set'!s}")
+                                f"header; this task's format {told}")
     if len(set(column_names)) < len(column_names):
         problem("column_names", f"each column once, got {list(column_names)}")
     share, seed = split_share(raw, problem)
+    split_field, split_values = split_column(raw, problem)
     return {"drop_labels": drop_labels, "column_names": column_names, "unanswerable": unanswerable,
-            "separator": separator, "validation_split": share, "split_seed": seed}
+            "separator": separator, "validation_split": share, "split_seed": seed, "split_field": split_field,
+            "split_values": split_values}
 
 
 def _positive_label(value, problem_type: str, metric: str, label_names: tuple[str, ...], problem) -> str:

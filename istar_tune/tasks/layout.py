@@ -68,10 +68,11 @@ def files_and_format(raw: Mapping[str, Any], base_dir, files_in: str, problem) -
         file_format = None
     if not given:
         return {}, file_format or ""
-    splits = ("train",) if raw.get("validation_split") is not None else SPLITS
-    if "validation" in given and len(splits) == 1:
-        problem("validation_split", "draws the validation rows from the train file: give it or a validation file, "
-                                    "not both")
+    one_file = raw.get("validation_split") is not None or raw.get("split_field") is not None
+    splits = ("train",) if one_file else SPLITS
+    if "validation" in given and one_file:
+        key = "validation_split" if raw.get("validation_split") is not None else "split_field"
+        problem(key, "draws the validation rows from the train file: give it or a validation file, not both")
     files: dict[str, Any] = {}
     for split in splits:
         value = given.get(split)
@@ -108,7 +109,10 @@ def _path(value, key: str, base_dir, files_in: str, problem) -> str | None:
     if not path.is_absolute():
         path = Path(base_dir or ".") / path
     path = path.resolve()
-    if not path.is_file():
+    if (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
+        problem(key, f"{str(path)!r} is a folder saved by datasets' save_to_disk, not a file: write each split as one "
+                     "file, datasets.load_from_disk(folder)['train'].to_parquet('train.parquet'), and give those files")
+    elif not path.is_file():
         problem(key, f"file {str(path)!r} does not exist" + (" (it is a folder)" if path.is_dir() else ""))
     return str(path)
 
@@ -144,6 +148,36 @@ def split_share(raw: Mapping[str, Any], problem) -> tuple[float, int]:
         problem("split_seed", f"a whole number ≥ 0, got {seed!r}")
         seed = 0
     return float(share), seed
+
+
+SPLIT_VALUES = {"train": ("train",), "validation": ("validation", "dev", "val")}
+"""What a split column's values mean by default (a corpus' ``train``/``dev``/``test`` column): each split's values."""
+
+
+def split_column(raw: Mapping[str, Any], problem) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """``split_field`` (the column naming each row's split) and ``split_values`` (each split's values; default
+    :data:`SPLIT_VALUES`)."""
+    field, values = raw.get("split_field"), raw.get("split_values")
+    if field is None:
+        if values is not None:
+            problem("split_values", "names the values of split_field, which this definition does not give")
+        return "", {}
+    if not isinstance(field, str) or not field.strip():
+        problem("split_field", f"the name of the column that names each row's split, got {field!r}")
+        return "", {}
+    if raw.get("validation_split") is not None:
+        problem("split_field", "and validation_split both make the validation split: give one of them")
+    values = SPLIT_VALUES if values is None else values
+    if not isinstance(values, Mapping) or set(values) != set(SPLIT_VALUES):
+        problem("split_values", f"a mapping of train and validation to their values ({{train: [train], validation: "
+                                f"[dev]}}), got {values!r}")
+        return field, {}
+    read = {split: tuple(str(v) for v in (given if isinstance(given, (list, tuple)) else [given]))
+            for split, given in values.items()}
+    if set(read["train"]) & set(read["validation"]):
+        problem("split_values", f"a value means one split, got {sorted(set(read['train']) & set(read['validation']))} "
+                                "in both")
+    return field, {split: read[split] for split in SPLITS}
 
 
 def hub_source(value, problem) -> HubSource | None:

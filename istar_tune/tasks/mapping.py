@@ -19,6 +19,9 @@ def definition_mapping(task: Task) -> dict[str, Any]:
         if task.validation_split:
             share = task.validation_split
             mapping.update({"validation_split": int(share) if share >= 1 else share, "split_seed": task.split_seed})
+        if task.split_field:
+            mapping.update({"split_field": task.split_field,
+                            "split_values": {split: list(values) for split, values in task.split_values.items()}})
         if task.files_in != IN_DEFINITION_FOLDER:
             mapping["files_in"] = task.files_in
     if task.hub is not None:

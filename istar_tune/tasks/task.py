@@ -87,8 +87,18 @@ class Task:
     """The columns of a headerless csv/tsv file, in order (empty: the first row is the header)."""
     separator: str = ""
     """A csv-style file's one-character separator (empty: the format's own, a comma or a tab)."""
+    excel_separator_line: bool = field(default=False, compare=False)
+    """Once read: the file's first line is Excel's ``sep=X``, naming the separator (skipped, not a header)."""
     dropped: tuple[int, int] = (0, 0)
     """Once read: the training and validation rows dropped by ``drop_labels``."""
+    leaked: int = field(default=0, compare=False)
+    """Once read: validation rows whose input is a training row's too (counted in the task's line)."""
+    answers_beyond_windows: int = field(default=0, compare=False)
+    """Once encoded (extractive QA): training questions whose answer no window holds whole; they train as "no answer"
+    (the task's line counts them: raise the window to train them)."""
+    answers_stripped: int = 0
+    """Once read (extractive QA): answers read without the whitespace around their text, at the offset moved past
+    it (the task's line counts them)."""
     class_counts: tuple[int, ...] = field(default=(), compare=False)
     """Once read (classification): the training examples of each class, in id order (the task's line shows them)."""
     score_range: tuple[float, float] | None = None
@@ -102,6 +112,12 @@ class Task:
     """One file as both splits: the share of its rows (below 1) or their count (1 or more) drawn as the validation
     split, seeded by ``split_seed``, class-stratified for a classification (0: a validation file is given)."""
     split_seed: int = 0
+    split_field: str = ""
+    """One file with a column naming each row's split (the authors' own split): that column (empty: none)."""
+    split_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """With ``split_field``: each split's values; a row whose value is none of them is left out and counted."""
+    left_out: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    """Once read with ``split_field``: each other value and its rows, left out (the task's line counts them)."""
     files_in: str = IN_DEFINITION_FOLDER
     glue: GlueLayout | None = None
     hub: HubSource | None = None
@@ -126,9 +142,13 @@ class Task:
     """How the data decided the problem type, once read (for the task's line: "labels are numbers with decimals")."""
     observed_scores: tuple[float, float] | None = None
     """Regression, once read: the lowest and highest training score."""
-    read_examples: tuple[int, int] | None = None
-    """Once read: the training and validation examples the data holds (a shipped task keeps the published sizes in
-    ``train_examples``/``eval_examples``, for the cost model, while its data may be a subset)."""
+    read_examples: tuple[int, int] | None = field(default=None, compare=False)
+    """Once read: the training and validation examples the data holds, or the rows a cut keeps (a shipped task keeps
+    the published sizes in ``train_examples``/``eval_examples``, for the cost model, while its data may be a
+    subset)."""
+    cut: str = field(default="", compare=False)
+    """Once read with ``max_train_samples``/``max_eval_samples``: what the cut kept, in words (the task's line says
+    it; ``read_examples`` and ``class_counts`` are then the rows kept)."""
 
     @property
     def num_labels(self) -> int:
@@ -190,11 +210,22 @@ class Task:
             kind += " (trained as z-scores)" if low_high else ""
         sizes = (f"; {self.train_examples:,} train / {self.eval_examples:,} validation examples"
                  if self.train_examples and self.eval_examples else "")
-        if self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):
+        if self.cut:
+            sizes = f"; {self.read_examples[0]:,} train / {self.read_examples[1]:,} validation examples ({self.cut})"
+        elif self.read_examples and self.read_examples != (self.train_examples, self.eval_examples):
             sizes = (f"; {self.read_examples[0]:,} train / {self.read_examples[1]:,} validation examples read "
                      f"(published: {self.train_examples:,} / {self.eval_examples:,})")
         if self.problem_type == EXTRACTIVE_QA and self.unanswerable:
             kind += " with unanswerable questions (SQuAD v2: trained towards the null answer, scored by the v2 rules)"
+        if self.left_out:
+            sizes += "; rows of other splits left out: " + ", ".join(f"{v} {n:,}" for v, n in self.left_out)
+        if self.leaked:
+            sizes += f"; validation rows whose input is also a training row's: {self.leaked:,}"
+        if self.answers_beyond_windows:
+            sizes += (f"; answers longer than every window (trained as no answer; raise max_length): "
+                      f"{self.answers_beyond_windows:,}")
+        if self.answers_stripped:
+            sizes += f"; answers stripped of surrounding spaces: {self.answers_stripped:,}"
         if any(self.dropped):
             sizes += (f"; {self.dropped[0]:,} train / {self.dropped[1]:,} validation rows dropped (drop_labels: "
                       f"{', '.join(self.drop_labels)})")

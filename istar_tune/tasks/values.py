@@ -17,6 +17,10 @@ def label_text(value: Any) -> str:
 
 INTEGER = re.compile(r"[+-]?[0-9]+")
 """An integer written as one: read exactly, never through a float (codes past 2**53 stay apart)."""
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number as a file writes one: ASCII digits, an optional sign, a decimal point, an exponent. Python's ``float``
+also reads Arabic-Indic digits, full-width digits and ``1_000``; the label rule does not (they are refused, never
+silently a number)."""
 
 
 def canonical_number(value: Any) -> str | None:
@@ -27,10 +31,31 @@ def canonical_number(value: Any) -> str | None:
     text = str(value).strip()
     if INTEGER.fullmatch(text):
         return str(int(text))
-    try:
-        number = float(text)
-    except ValueError:
+    if not NUMBER.fullmatch(text):
         return None
+    number = float(text)
     if not math.isfinite(number):
         return None
     return str(int(number)) if number.is_integer() else repr(number)
+
+
+MAX_EXCERPT = 40
+"""The most characters of one value a refusal quotes (a cell's text can run to a million)."""
+
+
+def excerpt(value: Any) -> str:
+    """A value as a refusal quotes it: its ``repr``, or the first :data:`MAX_EXCERPT` characters' and its length."""
+    if not isinstance(value, str):
+        shown = repr(value)
+        return shown if len(shown) <= MAX_EXCERPT else excerpt(label_text(value))
+    text = value
+    if len(text) <= MAX_EXCERPT:
+        return repr(text)
+    return f"{text[:MAX_EXCERPT]!r}… ({len(text):,} characters)"
+
+
+def names_text(names, shown: int = 8) -> str:
+    """Class names as a refusal lists them: the first few, each an excerpt where long, and a count of the rest."""
+    names = list(names)
+    listed = ", ".join(n if len(n) <= MAX_EXCERPT else excerpt(n) for n in names[:shown])
+    return listed + (f" and {len(names) - shown:,} more" if len(names) > shown else "")

@@ -36,6 +36,9 @@ class EncodedData:
     """SQuAD: per validation feature, the position of its [CLS] token (where the null answer points)."""
     holdout: datasets.Dataset | None = None
     """Training examples held out to choose the scored epoch (the ``holdout`` setting; see :func:`hold_out`)."""
+    answers_beyond_windows: int = 0
+    """SQuAD: training questions whose answer no window holds whole (longer than a window's room for context): they
+    train as "no answer" in every window, as SQuAD fine-tuning does, and the task's line counts them."""
     label_scale: LabelScale | None = None
     """Regression: the training scores' mean and deviation; every split's labels are z-scores of it
     (:mod:`istar_tune.training.scale`)."""
@@ -140,17 +143,19 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
                          max_length=max_length, stride=stride, return_overflowing_tokens=True,
                          return_offsets_mapping=True)
 
-    def train_features(batch):
+    def train_features(batch, indices):
         encoded = windows(batch)
         sample_map = encoded.pop("overflow_to_sample_mapping")
         offsets = encoded.pop("offset_mapping")
-        spans = []
+        spans, holds = [], []
         for i, offset in enumerate(offsets):
             ids = encoded["input_ids"][i]
             cls_index = ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0
             spans.append(answer_span(offset, encoded.sequence_ids(i), 1 if pad_right else 0,
                                      batch["answers"][sample_map[i]], cls_index))
+            holds.append(spans[-1] != (cls_index, cls_index))
         encoded["start_positions"], encoded["end_positions"] = [s for s, _ in spans], [e for _, e in spans]
+        encoded["example"], encoded["holds_answer"] = [indices[s] for s in sample_map], holds
         return encoded
 
     def eval_features(batch):
@@ -166,7 +171,7 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
         ]
         return encoded
 
-    train = raw["train"].map(train_features, batched=True, remove_columns=raw["train"].column_names,
+    train = raw["train"].map(train_features, batched=True, with_indices=True, remove_columns=raw["train"].column_names,
                              new_fingerprint=fingerprint(raw["train"], tokenizer, train_features,
                                                          ("squad", max_length, stride)),
                              desc="Tokenising SQuAD train")
@@ -176,26 +181,33 @@ def _encode_squad(raw: datasets.DatasetDict, tokenizer, max_length: int, stride:
                                        desc="Tokenising SQuAD validation")
     offsets, example_ids, cls = validation["offset_mapping"], validation["example_id"], validation["cls_index"]
     validation = validation.remove_columns(["offset_mapping", "example_id", "cls_index"])
-    return EncodedData(train=train, validation=validation, raw_validation=raw["validation"], eval_offsets=offsets,
-                       eval_example_ids=example_ids, eval_cls=cls)
+    held = {example for example, holds in zip(train["example"], train["holds_answer"]) if holds}
+    beyond = sum(bool(a["answer_start"]) and i not in held for i, a in enumerate(raw["train"]["answers"]))
+    return EncodedData(train=train.remove_columns(["example", "holds_answer"]), validation=validation,
+                       raw_validation=raw["validation"], eval_offsets=offsets, eval_example_ids=example_ids,
+                       eval_cls=cls, answers_beyond_windows=beyond)
 
 
 def answer_span(offset: list, sequence_ids: list, context_id: int, answers: dict, cls_index: int) -> tuple[int, int]:
     """The first and last token of a window that hold the answer's characters; ``(cls_index, cls_index)`` when the
-    window does not hold the whole answer (or the question has none), as SQuAD fine-tuning marks it."""
-    token_start = sequence_ids.index(context_id)
-    token_end = len(sequence_ids) - 1 - sequence_ids[::-1].index(context_id)
+    window does not hold the whole answer (or the question has none), as SQuAD fine-tuning marks it. Both ends are
+    searched among the window's context tokens only: an answer at the context's very end starts on its own token,
+    never on the ``[SEP]`` after it (whose offset, ``(0, 0)``, reads as "before the answer")."""
+    first = sequence_ids.index(context_id)
+    last = len(sequence_ids) - 1 - sequence_ids[::-1].index(context_id)
     if not answers["answer_start"]:
         return cls_index, cls_index
     char_start = answers["answer_start"][0]
     char_end = char_start + len(answers["text"][0])
-    if offset[token_start][0] > char_start or offset[token_end][1] < char_end:
+    if offset[first][0] > char_start or offset[last][1] < char_end:
         return cls_index, cls_index  # the answer is outside this window
-    while token_start < len(offset) and offset[token_start][0] <= char_start:
-        token_start += 1
-    while offset[token_end][1] >= char_end:
-        token_end -= 1
-    return token_start - 1, token_end + 1
+    start = first
+    while start <= last and offset[start][0] <= char_start:
+        start += 1
+    end = last
+    while end >= first and offset[end][1] >= char_end:
+        end -= 1
+    return start - 1, end + 1
 
 
 def squad_predictions(encoded: EncodedData, start_logits: np.ndarray, end_logits: np.ndarray,

@@ -9,7 +9,7 @@ import math
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,8 @@ def _read_data(hparams: Hyperparameters, settings: RunSettings, task: Task):
                           settings.max_eval_samples)
     recipe = RECIPES[settings.recipe]
     data = encode(task, raw, tokenizer, settings.max_length, recipe.squad_window, recipe.squad_stride)
+    if data.answers_beyond_windows:  # said in the task's line, never trained as "no answer" silently
+        task = replace(task, answers_beyond_windows=data.answers_beyond_windows)
     if settings.holdout is not None:
         split_seed = hparams.seed if settings.holdout_seed is None else settings.holdout_seed
         data = hold_out(data, settings.holdout, split_seed)

@@ -16,11 +16,11 @@ PARIS = CONTEXT.index("Paris")
 
 
 @pytest.mark.parametrize(("answer", "kind"), [
-    ({"text": [" Paris"], "answer_start": [PARIS - 1]}, "padded"),   # trained one token wider, 46 of 55 targets wrong
-    ({"text": ["Paris, "], "answer_start": [PARIS]}, "padded"),
     ({"text": [""], "answer_start": [0]}, "empty"),                   # an IndexError before
+    ({"text": [" \u00a0"], "answer_start": [0]}, "empty"),
     ({"text": ["Paris"], "answer_start": [-1]}, "empty"),             # trained towards [CLS] without a word
     ({"text": ["Paris"], "answer_start": [PARIS + 1]}, "off"),
+    ({"text": [" Paris"], "answer_start": [PARIS + 1]}, "off"),       # neither the moved nor the given offset
     ({"text": ["Paris"], "answer_start": ["25"]}, "untyped"),
 ])
 def test_an_answer_that_would_train_the_wrong_span_is_refused(answer, kind):
@@ -28,6 +28,19 @@ def test_an_answer_that_would_train_the_wrong_span_is_refused(answer, kind):
     problems: list[str] = []
     check_answers([CONTEXT] * 3, [good, answer, {"text": [], "answer_start": []}], "dev.jsonl", "answers", problems)
     assert problems == [f"dev.jsonl: rows 2: answers: {ANSWER_PROBLEMS[kind]}"]
+
+
+@pytest.mark.parametrize(("text", "start"), [
+    (" Paris", PARIS - 1),                    # the offset at the padded text: moved past the space
+    ("Paris ", PARIS),                        # trailing: the offset stays
+    ("\u00a0Paris\r\n", PARIS),               # the offset already at the bare text (a corpus' own convention)
+    ("\tParis", PARIS),
+])
+def test_an_answer_padded_with_whitespace_reads_stripped_at_the_moved_offset(text, start):
+    problems: list[str] = []
+    read = check_answers([CONTEXT], [{"text": [text], "answer_start": [start]}], "dev.jsonl", "answers", problems)
+    assert not problems and read == [{"text": ["Paris"], "answer_start": [PARIS]}]
+    assert CONTEXT[PARIS:PARIS + 5] == "Paris"  # the reference: the bare text where the context holds it
 
 
 def test_a_split_takes_squads_columns_and_its_own_ids():

@@ -52,3 +52,32 @@ def test_a_cell_is_the_text_written_and_a_quote_never_closed_is_one_line(tmp_pat
     headed = split_files(tmp_path / "h", '"text"x,label', ["a,1"], ["c,1"])  # the header itself: one line too
     with pytest.raises(DataError, match="line 1: ',' expected after"):
         read_task(file_task(headed))
+
+
+def test_an_excel_export_with_every_cell_quoted_after_a_byte_order_mark_is_read(tmp_path, split_files, file_task):
+    # Refused as "no field 'text' (its fields: "text", label)": the BOM made the first quote literal.
+    rows = ['"good film","pos"', '"bad film","neg"']
+    files = split_files(tmp_path, '\ufeff"text","label"', rows, rows)
+    task, splits = read_task(file_task(files))
+    assert task.label_names == ("neg", "pos") and splits["train"]["text"] == ["good film", "bad film"]
+
+
+def test_excels_separator_line_is_read_as_the_separator_it_names(tmp_path, split_files, file_task):
+    rows = ['"good; film";pos', "bad, film;neg"]
+    files = split_files(tmp_path, "sep=;\ntext;label", rows, rows)
+    task, splits = read_task(file_task(files))
+    assert splits["train"]["text"] == ["good; film", "bad, film"] and task.label_names == ("neg", "pos")
+    with pytest.raises(DataError, match="names the separator ';', but the definition gives separator: '|'"):
+        read_task(file_task(files, separator="|"))
+
+
+def test_a_semicolon_file_failing_on_a_quote_is_told_its_separator(tmp_path, split_files, file_task):
+    files = split_files(tmp_path, "text;label", ['"say "hi"";pos', "b;neg"], ["c;pos"])
+    with pytest.raises(DataError, match="its header holds ';' and no ',': a ';'-separated file\\? give separator: ';'"):
+        read_task(file_task(files))
+
+
+def test_a_lone_carriage_return_in_a_cell_is_named_as_such(tmp_path, split_files, file_task):
+    files = split_files(tmp_path, "text,label", ["good\rfilm,pos", "bad film,neg"], ["fine,pos"])
+    with pytest.raises(DataError, match="line 2: a carriage return .* alone inside a cell ends the row there"):
+        read_task(file_task(files))

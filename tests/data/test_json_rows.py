@@ -71,3 +71,18 @@ def test_a_file_that_does_not_decode_names_its_line_and_byte(tmp_path):
     path.write_bytes(b'{"text": "a", "label": 0}\n{"text": "caf\xe9", "label": 1}\n')
     with pytest.raises(DataError, match="line 2: byte 0xe9 cannot be decoded as utf-8 .*encoding: latin-1"):
         json_rows(path, "utf-8")
+
+
+def test_pandas_default_to_json_layout_is_named_with_the_call_that_writes_rows(tmp_path):
+    columns = {"text": {"0": "good", "1": "bad"}, "label": {"0": "pos", "1": "neg"}}  # DataFrame.to_json(path)
+    with pytest.raises(DataError, match=r"pandas' to_json layout \(orient='columns'.*orient='records', lines=True"):
+        read_task(_task(tmp_path, json.dumps(columns), json.dumps(columns), suffix="json"))
+
+
+def test_a_multi_label_file_is_refused_saying_only_that(tmp_path):
+    # The refusal added "drop_labels [] drops every row", which nobody had written.
+    rows = _lines([{"text": f"t{i}", "label": ["a", "b"]} for i in range(3)])
+    with pytest.raises(ConfigError) as err:
+        read_task(_task(tmp_path, rows, rows))
+    assert err.value.problems and all("multi-label classification is not supported" in p and "drop_labels" not in p
+                                      for p in err.value.problems), err.value.problems

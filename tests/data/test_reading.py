@@ -109,8 +109,10 @@ def test_the_problem_type_comes_from_the_labels_and_is_stated(tmp_path):
     assert resolved.problem_type == "classification" and resolved.num_labels == 30
     assert "30 distinct: if they are scores, say problem_type: regression" in resolved.describe()
     assert read_task(_task(many, problem_type="regression"))[0].metric == "pearson"
-    stated = _task(scores, metric="accuracy")  # a classification metric states the type: the decimals are classes
-    assert not stated.infer_problem_type and read_task(stated)[0].problem_type == "classification"
+    stated = _task(scores, metric="accuracy")  # a classification metric states the type: decimals are never classes
+    assert not stated.infer_problem_type
+    with pytest.raises(ConfigError, match=r"as a quantity \(a decimal point\).*problem_type: regression.*label_names"):
+        read_task(stated)
 
 
 @pytest.mark.parametrize(("header", "train", "dev", "message"), [
@@ -316,13 +318,17 @@ def test_two_spellings_of_one_class_in_a_file_are_refused_naming_what_differs(tm
 
 @pytest.mark.parametrize(("labels", "written"), [
     (['"3,5"', '"4,0"', '"2,5"'], "a decimal comma"), (["70%", "85%", "40%"], "a percent sign"),
-    (["3.5 stars", "4 stars", "2.5 stars"], "a unit"), (['"3,5"', "4", '"2,5"'], "a decimal comma")])
+    (["3.5 stars", "4 stars", "2.5 stars"], "a decimal point; a number beside a word"),
+    (['"3,5"', "4", '"2,5"'], "a decimal comma"), (['"12,50 €"', '"3,00 €"', '"7,10 €"'], "a currency sign ('€')"),
+    (["$12.50", "$3.00", "$7.10"], "a currency sign ('$')"), (["21.0°C", "19.5°C", "18.0°C"], "a degree sign"),
+    (["4★", "5★", "3★"], "a star ('★')"), (["٣", "٤", "٥"], "digits of another script"),
+    (["−3", "−1", "2"], "a typographic minus"), (["1/2", "3/4", "1/4"], "a fraction")])
 def test_numbers_that_are_not_bare_numbers_are_never_classes(tmp_path, labels, written):
     # Read as "parses as a float or it is a class", these scores trained a classifier with a class per spelling.
     files = _files(tmp_path, "text,label", [f"{t},{label}" for t, label in zip("abc", labels)], [f"d,{labels[0]}"])
     with pytest.raises(ConfigError) as err:
         read_task(_task(files))
-    assert any(f"its labels are numbers written with {written}" in p and "problem_type: regression" in p
+    assert any(f"as a quantity ({written}" in p and "problem_type: regression" in p and "label_names" in p
                for p in err.value.problems), err.value.problems
     names = [label.strip('"') for label in labels]  # declared, they are the classes they name
     assert read_task(_task(files, label_names=names))[0].label_names == tuple(names)
@@ -366,3 +372,50 @@ def test_what_a_limit_leaves_is_checked_again(tmp_path):
     with pytest.raises(ConfigError, match="the first 2 rows \\(max_eval_samples 2\\): every validation score is 3.5: "
                                           "pearson is undefined on a constant"):
         read_task(_task(scores, problem_type="regression"), max_eval_samples=2)
+
+
+def test_a_cut_shows_the_classes_and_rows_it_keeps(tmp_path):
+    # A file sorted by class, cut to its first rows: the task line showed the whole file's counts and classes.
+    rows = [f"t {i},{label}" for label in ("alarm", "balance", "card") for i in range(5)]
+    task, splits = read_task(_task(_files(tmp_path, "text,label", rows, rows[:3] + rows[-3:])),
+                             max_train_samples=8, max_eval_samples=4)
+    assert len(splits["train"]) == 8 and task.class_counts == (5, 3, 0)
+    line = task.describe()
+    assert "3 classes: alarm (5), balance (3), card (0)" in line, line
+    assert "8 train / 4 validation examples (the first rows of 15 / 6: max_train_samples 8, max_eval_samples 4)" in line
+
+
+def test_the_search_preflight_reads_each_task_with_the_trials_cuts(tmp_path):
+    from istar_tune.search.preflight import resolve_data
+
+    rows = [f"t {i},{label}" for i in range(6) for label in ("neg", "pos")]
+    task = _task(_files(tmp_path, "text,label", rows, rows))
+    seen: list = []
+    resolved, problems = resolve_data([task], None, limits=(4, 2), seen=seen)
+    assert not problems and (resolved[0].train_examples, resolved[0].eval_examples) == (12, 12)  # the whole files
+    assert "4 train / 2 validation examples (the first rows of 12 / 12" in seen[0].describe()
+    _, problems = resolve_data([task], None, limits=(1, None))  # a cut that leaves one class: said before any trial
+    assert any("every training label is 'neg'" in p and "max_train_samples 1" in p for p in problems), problems
+
+
+def test_validation_rows_that_are_training_rows_too_are_counted_in_the_task_line(tmp_path):
+    rows = [f"sentence {i},{'ab'[i % 2]}" for i in range(8)]
+    task, _ = read_task(_task(_files(tmp_path, "text,label", rows, rows[:3] + ["unseen,a"])))
+    assert task.leaked == 3 and "validation rows whose input is also a training row's: 3" in task.describe()
+    clean, _ = read_task(_task(_files(tmp_path / "clean", "text,label", rows, ["unseen,a", "other,b"])))
+    assert clean.leaked == 0 and "also a training row's" not in clean.describe()
+
+
+def test_a_save_to_disk_folder_and_an_arrow_file_are_named_with_the_way_to_files(tmp_path):
+    import datasets
+
+    data = datasets.Dataset.from_dict({"text": ["a", "b"], "label": [0, 1]})
+    data.save_to_disk(str(tmp_path / "saved"))
+    with pytest.raises(ConfigError, match="is a folder saved by datasets' save_to_disk, not a file: .*to_parquet"):
+        read_task(task_from_mapping({"name": "own", "train": "saved", "validation": "saved", "format": "parquet"},
+                                    tmp_path))
+    arrow = next((tmp_path / "saved").glob("*.arrow"))
+    (tmp_path / "train.csv").write_bytes(b"ARROW1\x00\x00" + arrow.read_bytes()[8:])  # a feather file named .csv
+    (tmp_path / "dev.csv").write_text("text,label\na,0\n")
+    with pytest.raises(DataError, match="an Arrow \\(feather\\) file, not a csv file"):
+        read_task(task_from_mapping({"name": "own", "train": "train.csv", "validation": "dev.csv"}, tmp_path))

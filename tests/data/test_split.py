@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from istar_tune.data.reading import read_task
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, IstarTuneError
 from istar_tune.tasks import definition_mapping, task_from_mapping
 
 
@@ -57,3 +57,37 @@ def test_a_draw_that_cannot_be_made_is_refused(tmp_path, extra, counts, said):
     raw = {key: value for key, value in {**_file(tmp_path, counts), **extra}.items() if value is not None}
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
         read_task(task_from_mapping(raw, tmp_path))
+
+
+def _split_file(tmp_path, parts: list[str]) -> dict:
+    rows = [f"example {i},{'ab'[i % 2]},{part}" for i, part in enumerate(parts)]
+    (tmp_path / "all.csv").write_text("text,label,split\n" + "\n".join(rows) + "\n")
+    return {"name": "authors", "train": "all.csv", "split_field": "split"}
+
+
+def test_a_split_column_reads_the_authors_split_and_leaves_the_test_rows_out(tmp_path):
+    # Before it, the one way to read such a file was validation_split, which drew the authors' test rows into training.
+    parts = ["train"] * 12 + ["dev"] * 4 + ["test"] * 6
+    task, splits = read_task(task_from_mapping(_split_file(tmp_path, parts), tmp_path))
+    assert (len(splits["train"]), len(splits["validation"])) == (12, 4)
+    assert splits["train"]["text"] == [f"example {i}" for i in range(12)]
+    assert splits["validation"]["text"] == [f"example {i}" for i in range(12, 16)]
+    assert splits["train"].column_names == ["text", "label"]  # the split column is never an input
+    assert task.left_out == (("test", 6),) and "rows of other splits left out: test 6" in task.describe()
+    again = read_task(task_from_mapping(definition_mapping(task), None))[1]  # a trial elsewhere: the same rows
+    assert again["validation"]["text"] == splits["validation"]["text"]
+
+
+def test_a_split_columns_values_are_named_or_refused_saying_which_it_holds(tmp_path):
+    raw = {**_split_file(tmp_path, ["TRAIN"] * 4 + ["held"] * 2), "split_values": {"train": "TRAIN",
+                                                                                  "validation": ["held"]}}
+    task, splits = read_task(task_from_mapping(raw, tmp_path))
+    assert (len(splits["train"]), len(splits["validation"]), task.left_out) == (4, 2, ())
+    with pytest.raises(IstarTuneError, match=r"no row's 'split' is validation or dev or val \(the validation split; "
+                                             r"its values: 'TRAIN' \(4\), 'held' \(2\)\)"):
+        read_task(task_from_mapping(_split_file(tmp_path, ["TRAIN"] * 4 + ["held"] * 2) | {
+            "split_values": {"train": "TRAIN", "validation": ["validation", "dev", "val"]}}, tmp_path))
+    with pytest.raises(ConfigError, match="split_field: draws the validation rows from the train file"):
+        task_from_mapping({**_split_file(tmp_path, ["train"]), "validation": "all.csv"}, tmp_path)
+    with pytest.raises(ConfigError, match="a value means one split"):
+        task_from_mapping({**raw, "split_values": {"train": ["a", "b"], "validation": "b"}}, tmp_path)

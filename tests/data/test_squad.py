@@ -39,3 +39,11 @@ def test_a_file_that_is_not_squad_is_said(tmp_path):
     empty = _squad(tmp_path / "e.json", [])
     with pytest.raises(DataError, match="e.json: no questions"):
         parse_squad(Task("q", "Q", "extractive_qa", "f1"), empty)
+
+
+def test_a_squad_file_with_a_byte_order_mark_is_read(tmp_path):
+    path = _squad(tmp_path / "train.json", [{"id": "q1", "question": "Where is Paris?",
+                                             "answers": [{"text": "France", "answer_start": 12}]}])
+    path.write_text("\ufeff" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert looks_like_squad(path)
+    assert parse_squad(Task("q", "Q", "extractive_qa", "f1"), path)["id"] == ["q1"]

@@ -104,3 +104,47 @@ def test_spellings_of_one_name_are_refused_naming_the_code_points_that_differ(sp
     assert set(found) == set(spellings) and differ in how_they_differ(found)
     assert spelling_variants(spellings, declared=spellings) == []  # declared: each its own class
     assert spelling_variants(["positive", "negative", "positive "]) == [("positive", "positive ")]
+
+
+def _rule_examples() -> dict[str, list[str]]:
+    """The examples docs/reference.md's "What a class is" gives on each side of the line, read from its words."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = text.split("## What a class is", 1)[1]
+    code = section.split("- **an integer code**", 1)[1].split("- **a name**", 1)[0]
+    name = section.split("- **a name**", 1)[1].split("Any other label", 1)[0]
+    quantity = section.split("Any other label reads as a quantity", 1)[1].split("Such a column", 1)[0]
+    return {side: re.findall(r"`([^`]+)`", words) for side, words in
+            (("code", code), ("name", name), ("quantity", quantity))}
+
+
+@pytest.mark.parametrize(("side", "label"), [(side, label) for side, labels in _rule_examples().items()
+                                             for label in labels])
+def test_each_example_of_the_documented_class_rule_reads_as_the_docs_say(side, label, tmp_path):
+    """The reference is the docs' own words: an integer code or a name trains as a class; every quantity is refused
+    in one line with both fixes (regression, or label_names), and declared it is a class."""
+    import json
+
+    from istar_tune.data.reading import read_task
+    from istar_tune.errors import ConfigError
+    from istar_tune.tasks import task_from_mapping
+
+    other = "5" if side == "code" else "other"  # a code beside a code; a name or a quantity beside a word
+    rows = [{"text": f"row {i}", "label": value} for i, value in enumerate([label, other, label, other])]
+    for name in ("train.jsonl", "dev.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    definition = {"name": "rule", "train": "train.jsonl", "validation": "dev.jsonl", "problem_type": "classification"}
+    if side == "quantity":
+        with pytest.raises(ConfigError) as err:
+            read_task(task_from_mapping(definition, tmp_path))
+        (line,) = err.value.problems
+        assert repr(label) in line and "problem_type: regression" in line and "label_names: [...]" in line, line
+        declared = read_task(task_from_mapping({**definition, "label_names": [label, other]}, tmp_path))[0]
+        assert declared.label_names == (label, other)
+        return
+    task = read_task(task_from_mapping(definition, tmp_path))[0]
+    assert len(task.label_names) == 2
+    if side == "name":
+        assert label in task.label_names

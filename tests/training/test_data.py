@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+import datasets
 import numpy as np
 import pytest
 
@@ -136,3 +137,63 @@ def test_a_holdout_that_leaves_one_training_class_is_refused(glue_tiny):
 def hold_out_labels(data, seed: int) -> set[int]:
     """The labels a seeded 0.3 holdout takes (the same split :func:`hold_out` draws)."""
     return set(data.train.train_test_split(test_size=0.3, seed=seed, shuffle=True)["test"]["labels"])
+
+
+WORDS = ["river", "stone", "green", "house", "light", "window", "garden", "paper", "music", "table", "bridge",
+         "winter", "summer", "market", "forest"]
+
+
+@pytest.mark.parametrize("window", [24, 32])
+def test_every_encoded_span_decodes_to_its_answer_at_every_edge(window):
+    """Answers at each word of a context (its first word, its very last, a window's edge, across a doc stride), one
+    and two words long: every window labelled with a span decodes back to the answer text, and every answer that fits
+    a window is labelled in one. The reference is the answer text itself, not the code's offsets."""
+    tokenizer = load_tokenizer("tiny-bert")
+    rng = np.random.default_rng(window)
+    rows = {"id": [], "question": [], "context": [], "answers": []}
+    for n in range(6):
+        words = list(rng.choice(WORDS, size=int(rng.integers(8, 40))))
+        context = " ".join(words)
+        for at in range(len(words)):
+            for length in (1, 2):
+                if at + length > len(words):
+                    continue
+                start = len(" ".join(words[:at])) + (1 if at else 0)
+                text = " ".join(words[at:at + length])
+                assert context[start:start + len(text)] == text
+                rows["id"].append(f"c{n}w{at}l{length}")
+                rows["question"].append(f"question {len(rows['id']) - 1}")
+                rows["context"].append(context)
+                rows["answers"].append({"text": [text], "answer_start": [start]})
+    data = datasets.Dataset.from_dict(rows)
+    encoded = encode(get_task("squad"), datasets.DatasetDict(train=data, validation=data), tokenizer,
+                     max_length=window)
+    labelled: set[int] = set()
+    for feature in encoded.train:
+        start, end = feature["start_positions"], feature["end_positions"]
+        if start == 0 and end == 0:
+            continue
+        ids = feature["input_ids"]
+        row = int(tokenizer.decode(ids[1:ids.index(tokenizer.sep_token_id)]).split()[-1])  # "question 12"
+        assert tokenizer.decode(ids[start:end + 1]) == rows["answers"][row]["text"][0], (row, start, end)
+        labelled.add(row)
+    # Every answer is some window's span: the context's last word, the windows' edges and strides included.
+    assert labelled == set(range(len(rows["id"]))), sorted(set(range(len(rows["id"]))) - labelled)[:5]
+
+
+def test_an_answer_longer_than_every_window_is_counted_not_trained_silently():
+    tokenizer = load_tokenizer("tiny-bert")
+    words = list(np.random.default_rng(0).choice(WORDS, size=60))
+    context = " ".join(words)
+    long_answer, short = " ".join(words[5:45]), words[50]
+    rows = {"id": ["long", "short"], "question": ["which?", "which?"], "context": [context, context],
+            "answers": [{"text": [long_answer], "answer_start": [context.index(long_answer)]},
+                        {"text": [short], "answer_start": [len(" ".join(words[:50])) + 1]}]}
+    data = datasets.Dataset.from_dict(rows)
+    encoded = encode(get_task("squad"), datasets.DatasetDict(train=data, validation=data), tokenizer, max_length=32)
+    assert encoded.answers_beyond_windows == 1  # the 40-word answer: no 32-token window holds it whole
+    assert "example" not in encoded.train.column_names
+    from dataclasses import replace
+
+    line = replace(get_task("squad"), answers_beyond_windows=1).describe()
+    assert "answers longer than every window (trained as no answer; raise max_length): 1" in line
