@@ -95,7 +95,13 @@ def main(argv: list[str]) -> int:
             return 2
         return 0
     if command == "head" and value:
-        problem = head_problem(value, own_addresses())
+        try:
+            own = own_addresses()
+        except ImportError as err:  # an interpreter without Ray's psutil: a line, never a traceback
+            print(f"istar-tune: {sys.executable} has no {err.name} (it comes with Ray): the head check needs the "
+                  "job's environment, ISTAR_TUNE_VENV=/path/to/venv", file=sys.stderr)
+            return 2
+        problem = head_problem(value, own)
         if problem:
             print(f"istar-tune: {problem}: set ISTAR_TUNE_HEAD_ADDRESS to this node's address on the network the "
                   "nodes share", file=sys.stderr)

@@ -4,6 +4,7 @@ of the tools that read them (Ray's cluster schema, KubeRay's RayJob CRD, Ray's r
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import yaml
 from istar_tune.cli import build_parser
 from istar_tune.search.spaces.file import resolve_space
 
-JOBS = Path(__file__).resolve().parents[2] / "jobs"
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = ROOT / "jobs"
 
 
 def test_cluster_launcher_config_is_consistent():
@@ -419,3 +421,49 @@ def test_an_array_the_template_cannot_shard_is_refused_in_one_line_before_anythi
     refused = _template_until_ray(tmp_path, **array)
     assert refused.returncode == 2 and told in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
     assert not (tmp_path / "results").exists()  # nothing written
+
+
+def _commands(text: str) -> list[str]:
+    """Each command line of a text (a shell line, a YAML list item, a comment's recipe), with its backslash
+    continuations joined."""
+    return [line.strip(" #-`") for line in text.replace("\\\n", " ").splitlines()]
+
+
+DOCUMENTS = sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md", ROOT / "SECURITY.md",
+                    *(p for p in JOBS.rglob("*") if p.is_file() and p.suffix in (".yaml", ".sh", ".sbatch", ".md"))])
+"""Every page and cluster file a user copies commands from."""
+
+
+def test_every_mlflow_server_in_docs_and_jobs_binds_loopback_or_asks_for_a_password():
+    servers = [(path.name, line) for path in DOCUMENTS for line in _commands(path.read_text(encoding="utf-8"))
+               if re.search(r"\bmlflow server\b.*--", line)]
+    assert len(servers) >= 2, servers  # cluster.yaml's head and the job array's shared server
+    for name, line in servers:
+        host = re.search(r"--host[ =](\S+)", line)
+        assert host is None or host.group(1) == "127.0.0.1" or "--app-name basic-auth" in line, f"{name}: {line}"
+
+
+def test_every_recipe_that_creates_a_ray_token_makes_it_readable_by_its_owner_alone(tmp_path):
+    recipes = [(path.name, line) for path in DOCUMENTS for line in _commands(path.read_text(encoding="utf-8"))
+               if "get-auth-token --generate" in line]
+    assert recipes, "no recipe creates a token"
+    for name, line in recipes:
+        assert re.search(r"\(umask 077 && [^)]*get-auth-token --generate\)", line), f"{name}: {line}"
+    command = re.search(r"\(umask 077 && [^)]*\)", recipes[0][1]).group()  # run as written, Ray's real command
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", command], env=env, capture_output=True, timeout=120, check=True)
+    assert (tmp_path / ".ray" / "auth_token").stat().st_mode & 0o077 == 0  # without the umask: -rw-r--r--
+
+
+def test_check_site_without_psutil_says_so_in_a_line_not_a_traceback(tmp_path):
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n")  # no site-packages: no psutil
+    (venv / "python").chmod(0o755)
+    assert subprocess.run([str(venv / "python"), "-c", "import psutil"], capture_output=True).returncode != 0
+    done = subprocess.run(["bash", str(JOBS / "slurm" / "check-site.sh"), str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ISTAR_TUNE_VENV": str(tmp_path / "venv")})
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert any(line.startswith("warn") and "has no psutil (it comes with Ray)" in line
+               for line in done.stdout.splitlines()), done.stdout
