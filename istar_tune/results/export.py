@@ -43,7 +43,7 @@ def best_configurations(tracking_uri: str, experiment: str, simulated: bool = Fa
                                      "score": score(run.metrics, metric),
                                      "held_out": (choosing_score(run.metrics, metric) if chosen_on(run.metrics, metric)
                                                   == "holdout" else None),
-                                     "model_uri": logged.get(run.run_id)}
+                                     "model_uri": logged.get(run.run_id), "tracking_uri": tracking_uri}
     if not chosen:
         raise ConfigError(f"experiment {experiment!r} at {tracking_uri} has no finished trial to export")
     return chosen
@@ -112,7 +112,9 @@ def write_best(chosen: dict[str, dict[str, Any]], output: str | Path, experiment
                 f"{chose}).\n"
                 f"# Train it again: istar-tune train --config {single.name}\n")
         if found.get("model_uri"):
-            head += f"# Its weights as an MLflow model: {found['model_uri']} (mlflow.pyfunc.load_model)\n"
+            head += ("# Its weights as an MLflow model (a models:/ URI is looked up in its store: set that first):\n"
+                     f"#   import mlflow; mlflow.set_tracking_uri({found['tracking_uri']!r})\n"
+                     f"#   model = mlflow.pyfunc.load_model({found['model_uri']!r})\n")
         single.write_text(head + yaml.safe_dump(found["config"], sort_keys=False, allow_unicode=True), "utf-8")
         written.append(single)
     every = {key: found["config"] for key, found in chosen.items()}

@@ -150,6 +150,11 @@ def _log(client, experiment_id: str, run: tracking.TrialRun, results_root: Path,
             client.finalize_logged_model(model.model_id, "FAILED")
             raise
     client.finalize_logged_model(model.model_id, "READY")
+    # The run's own record of its model: its page's "Logged models" and outputs.model_outputs name it (source_run_id
+    # alone links the model to the run, not the run to the model).
+    from mlflow.entities import LoggedModelOutput
+
+    client.log_outputs(run.run_id, [LoggedModelOutput(model.model_id, scored)])
     _link_metrics(client, recorded, run, task, model.model_id, scored)
     return f"models:/{model.model_id}"
 

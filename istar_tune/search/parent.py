@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from istar_tune import tracking
-from istar_tune.config import RunSettings
+from istar_tune.config import RunSettings, group_key
 from istar_tune.markdown import markdown
 from istar_tune.metrics import HOLDOUT_PREFIX, SCORED_PREFIX, choosing_score, chosen_on, score
 from istar_tune.search.plan import PlannedGroup
@@ -75,7 +75,8 @@ def runs_view(space: SearchSpace) -> dict[str, Any]:
         k in d and (d[k].kind != "constant") for d in domains)]
     if space.stage == "seeds":
         searched = [*([space.vary[0]] if space.vary else []), "seed"]
-    columns = [*metrics, *(f"params.`{k}`" for k in searched), f"tags.`{tracking.TAG_STATUS}`"]
+    columns = [f"tags.`{tracking.TAG_CHOSEN}`", *metrics, f"tags.`{tracking.TAG_STATUS}`",
+               *(f"params.`{k}`" for k in searched)]
     return {"selectedColumns": columns, "orderByKey": metrics[0], "orderByAsc": False, "runsHiddenMode": "SHOW_ALL"}
 
 
@@ -133,9 +134,11 @@ def _description(space: SearchSpace, planned: list[PlannedGroup]) -> str:
             "them (or search `tags.\"istar_tune.role\" = 'trial'`).")
 
 
-def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulated: bool) -> list[dict[str, Any]]:
-    """The best trial of each planned group (:func:`istar_tune.tracking.best_trials`, the tables' rule): its group,
-    score, run name and the hyperparameters its method reads."""
+def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulated: bool,
+              chosen: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The best trial of each planned group (:func:`istar_tune.tracking.best_trials`, the tables' rule, ties broken
+    as it breaks them): its group, score, run name and the hyperparameters its method reads; ``chosen`` collects each
+    best run's id and the epoch it was scored at."""
     groups = sorted({(p.group.model, p.group.task, p.group.method) for p in planned})
     metrics = {p.group.task: p.group.task_object.metric for p in planned}
     best = tracking.best_trials(tracking_uri, name, simulated, groups=groups, metrics=metrics)
@@ -150,17 +153,34 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
                         if chosen_on(run.metrics, metric) == "holdout" else {}),
                      "run": tracking.run_name(run.config),
                      "trial_id": run.trial_id, **values})
+        if chosen is not None:
+            chosen[run.run_id] = int(run.metrics.get("scored_epoch", run.metrics.get("epoch", run.config["epochs"])))
     return rows
+
+
+def _mark_chosen(mlflow_client, experiment_id: str, chosen: dict[str, int], groups: set[str]) -> None:
+    """Tag the runs the search chose (the saved view's first column: ``yes (epoch N)``); a run of these groups an
+    earlier end chose (before a resume) loses its mark."""
+    earlier = mlflow_client.search_runs([experiment_id], f"tags.`{tracking.TAG_CHOSEN}` LIKE 'yes%'", max_results=5000)
+    for run in earlier:
+        if run.info.run_id not in chosen and run.data.tags.get(tracking.TAG_GROUP) in groups:
+            mlflow_client.delete_tag(run.info.run_id, tracking.TAG_CHOSEN)
+    for run_id, epoch in chosen.items():
+        mlflow_client.set_tag(run_id, tracking.TAG_CHOSEN, f"yes (epoch {epoch})")
 
 
 def log_best(tracking_uri: str, name: str, run_id: str, planned: list[PlannedGroup], simulated: bool) -> None:
     """The best configuration of each searched group: a table artifact, Markdown, and the description's end. A
     failure is logged and never fails the search (its trials are in MLflow either way)."""
     try:
-        rows = best_rows(tracking_uri, name, planned, simulated)
+        chosen: dict[str, int] = {}
+        rows = best_rows(tracking_uri, name, planned, simulated, chosen)
         if not rows:
             return
         mlflow_client = tracking.client(tracking_uri)
+        _mark_chosen(mlflow_client, mlflow_client.get_run(run_id).info.experiment_id, chosen,
+                     {group_key({"model": p.group.model, "task": p.group.task, "method": p.group.method})
+                      for p in planned})
         columns = list(dict.fromkeys(k for row in rows for k in row))
         table = pd.DataFrame({c: [row.get(c) for row in rows] for c in columns})
         # MlflowClient.log_table appends to a table the run holds already (each --resume would add the rows again):

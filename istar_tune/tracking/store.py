@@ -35,6 +35,7 @@ TAG_ERROR = "istar_tune.error"
 TAG_SPACE = "istar_tune.search_space"
 TAG_COMMIT = "istar_tune.git_commit"
 TAG_STAGE = "istar_tune.stage"  # search | seeds
+TAG_CHOSEN = "istar_tune.chosen"  # a trial run the search chose as its group's best: "yes (epoch N)"
 TAG_CHOSEN_BY = "istar_tune.chosen_by"  # a seeds stage: what chose its configurations (dev | holdout)
 TAG_NODE = "istar_tune.node_id"  # the Ray node that ran the trial (its last attempt)
 TAG_PARENT = "mlflow.parentRunId"

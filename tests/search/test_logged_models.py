@@ -92,6 +92,8 @@ def test_every_group_of_every_task_has_one_ready_model_of_its_chosen_epoch(searc
             run = by_run[model.source_run_id]
             metric = tracking.run_task(run).metric
             assert model.status == LoggedModelStatus.READY
+            outputs = client.get_run(run.run_id).outputs.model_outputs  # the run page's "Logged models" column
+            assert [(o.model_id, o.step) for o in outputs] == [(model.model_id, int(model.tags["istar_tune.epoch"]))]
             assert model.params == client.get_run(run.run_id).data.params  # the run's: nothing its method ignores
             assert ("zeta" in model.params) == (run.method == "istar")
             epoch = int(run.metrics.get("scored_epoch", run.metrics["epoch"]))  # the epoch held-out data chose
@@ -179,8 +181,8 @@ def test_the_saved_view_ranks_by_the_held_out_value_that_chose_with_the_dev_valu
     experiment = client.get_experiment_by_name("models")
     view = json.loads(experiment.tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
     assert view["orderByKey"] == "metrics.`scored_holdout_accuracy`"
-    assert view["selectedColumns"][:4] == [f"metrics.`{prefix}{m}`" for prefix in ("scored_holdout_", "scored_")
-                                           for m in ("accuracy", "pearson")]
+    assert view["selectedColumns"][1:5] == [f"metrics.`{prefix}{m}`" for prefix in ("scored_holdout_", "scored_")
+                                            for m in ("accuracy", "pearson")]
     qa_tags = client.get_experiment_by_name("models-qa").tags
     qa_view = json.loads(qa_tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
     assert qa_view["orderByKey"] == "metrics.`f1`"  # no data held out: the dev value chose
@@ -204,7 +206,8 @@ def test_the_export_and_the_summary_name_the_data_that_chose(searched):
     models = list(client.search_logged_models(experiment_ids=[experiment]))
     export_best(summary.tracking_uri, "models", folder / "best.yaml")
     exported = "".join(path.read_text() for path in folder.glob("best-*.yaml"))
-    assert all(f"# Its weights as an MLflow model: models:/{m.model_id}" in exported for m in models)
+    assert all(f"model = mlflow.pyfunc.load_model('models:/{m.model_id}')" in exported for m in models)
+    assert f"mlflow.set_tracking_uri({summary.tracking_uri!r})" in exported
     assert exported.count("chosen by held-out ") == 8
     export_best(qa.tracking_uri, "models-qa", folder / "qa.yaml")
     assert "chosen by dev f1 " in (folder / "qa-tiny-bert-my-answers-base.yaml").read_text()
@@ -241,6 +244,7 @@ def test_a_seeds_stage_logs_every_seeds_run_as_a_model_of_its_own(searched, glue
     for model in models:  # each seed's own run: no held-out data in this stage, its last epoch scored
         run = by_run[model.source_run_id]
         assert model.tags["istar_tune.epoch"] == "2" and model.params["task"] == run.task
+        assert [o.model_id for o in client.get_run(run.run_id).outputs.model_outputs] == [model.model_id]
         linked = {m.key: m.value for m in model.metrics}
         assert linked == {f"model/{tracking.run_task(run).metric}": run.metrics[tracking.run_task(run).metric]}
     words = next(m for m in models if m.name == "tiny-bert-my-words-base-seed1")
@@ -322,3 +326,26 @@ def test_the_table_plots_and_analyze_read_every_task_as_the_search_chose(searche
     checkpoint = sorted(trial.glob("checkpoint_*"))[-1]
     measured = analyze(checkpoint, output_dir=tmp_path / "analyzed")  # its own task, from what the checkpoint holds
     assert measured["task"] == "my-coded" and all(0.0 <= v <= 1.0 for v in measured["layer_isoscore_star"])
+
+
+def test_the_docs_snippet_loads_a_logged_model_as_written_in_a_fresh_process(searched, tmp_path):
+    """docs/watching.md's snippet, run as written (its store and model id filled in) by a new Python with no
+    MLFLOW_TRACKING_URI: without its set_tracking_uri line it would look in ./mlruns and find nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    summary, *_ = searched
+    client = tracking.client(summary.tracking_uri)
+    experiment = client.get_experiment_by_name("models").experiment_id
+    model = next(m for m in client.search_logged_models(experiment_ids=[experiment]) if "-sst2-" in m.name)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "watching.md").read_text(encoding="utf-8")
+    snippet = docs.split("<!-- load-model -->\n```python\n", 1)[1].split("```", 1)[0]
+    snippet = snippet.replace("sqlite:///istar-runs/mlflow.db", summary.tracking_uri)
+    snippet = snippet.replace("MODEL_ID", model.model_id)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "label" in done.stdout and ("negative" in done.stdout or "positive" in done.stdout), done.stdout

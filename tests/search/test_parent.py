@@ -19,6 +19,8 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     parent.describe(client, run_id, space, planned, space.run_settings())  # a resume: params are written once
     log_trial(client, experiment, "a", "tiny-bert", "rte", "base", {"accuracy": [0.5]}, learning_rate=1e-3)
     log_trial(client, experiment, "b", "tiny-bert", "rte", "istar", {"accuracy": [0.6]}, lam=-1.0, zeta=0.2)
+    log_trial(client, experiment, "c", "tiny-bert", "rte", "istar", {"accuracy": [0.6, 0.6]}, lam=-1.0,
+              zeta=0.2)  # a tie the search breaks by fewer epochs: "b" is chosen
     parent.log_best(uri, "smoke", run_id, planned, simulated=False)
     parent.log_best(uri, "smoke", run_id, planned, simulated=False)  # a resume's end: the table replaced, not appended
     run = client.get_run(run_id)
@@ -32,6 +34,15 @@ def test_the_search_run_carries_its_settings_a_description_and_the_best_table(lo
     table = json.loads(open(client.download_artifacts(run_id, parent.BEST_TABLE)).read())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert [(r["method"], r["score"]) for r in rows] == [("base", 0.5), ("istar", 0.6)]
+    # The runs the search chose, marked on their runs (the saved view's first column), ties broken as it broke them.
+    marked = {r.data.tags[tracking.TAG_TRIAL_ID]: r.data.tags.get(tracking.TAG_CHOSEN)
+              for r in client.search_runs([experiment], f"tags.`{tracking.TAG_ROLE}` = 'trial'")}
+    assert marked == {"a": "yes (epoch 1)", "b": "yes (epoch 1)", "c": None}
+    log_trial(client, experiment, "d", "tiny-bert", "rte", "istar", {"accuracy": [0.7]}, lam=-3.0, zeta=0.2)
+    parent.log_best(uri, "smoke", run_id, planned, simulated=False)  # a resumed search's end: d is chosen, not b
+    marked = {r.data.tags[tracking.TAG_TRIAL_ID]: r.data.tags.get(tracking.TAG_CHOSEN)
+              for r in client.search_runs([experiment], f"tags.`{tracking.TAG_ROLE}` = 'trial'")}
+    assert marked == {"a": "yes (epoch 1)", "b": None, "c": None, "d": "yes (epoch 1)"}
     assert rows[0]["lam"] is None and rows[1]["lam"] == "-1.0"  # Base has no λ; I-STAR's as logged
     assert json.loads(run.data.tags[parent.MLFLOW_LOGGED_ARTIFACTS]) == [{"path": parent.BEST_TABLE, "type": "table"}]
     # The filter MlflowClient.load_table finds a run's tables with.
@@ -48,5 +59,7 @@ def test_the_saved_view_shows_the_searched_columns_and_every_run_in_the_charts(t
     link = parent.share_view(client, experiment, space)
     view = json.loads(client.get_experiment(experiment).tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
     assert view["runsHiddenMode"] == "SHOW_ALL"  # MLflow's charts draw the first 10 runs otherwise
-    assert view["orderByKey"] == "metrics.`accuracy`" and "tags.`istar_tune.status`" in view["selectedColumns"]
+    assert view["orderByKey"] == "metrics.`accuracy`"
+    # The chosen mark first, the choosing value next, the status before the searched values (seen at 1400 px).
+    assert view["selectedColumns"][:3] == ["tags.`istar_tune.chosen`", "metrics.`accuracy`", "tags.`istar_tune.status`"]
     assert link.startswith(f"#/experiments/{experiment}/runs?viewStateShareKey={parent.SHARED_VIEW}")

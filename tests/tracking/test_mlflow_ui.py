@@ -123,6 +123,9 @@ def test_from_the_experiment_list_a_click_opens_the_runs_table_with_the_metric_t
     # the status.
     for column in (">scored_holdout_accuracy<", ">scored_accuracy<", ">learning_rate<", ">istar_tune.status<"):
         assert column in table, column
+    # The trial the search chose, marked in the first column (ties in the choosing value would hide it otherwise).
+    assert ">istar_tune.chosen<" in table
+    assert table.count(">yes (epoch ") == len({r.data.tags[tracking.TAG_GROUP] for r in runs})  # one a group
     for run in runs:  # every trial, no row expanded
         assert run.info.run_name in table
     chose = sorted((r.data.metrics["scored_holdout_accuracy"] for r in runs), reverse=True)
