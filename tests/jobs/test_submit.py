@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -132,7 +133,12 @@ def _mlflow(base: str, path: str, body: dict | None = None) -> dict:
 
 @pytest.fixture
 def ray_head_and_mlflow_server(glue_tiny, tmp_path):
-    env = _env(glue_tiny)
+    # Token authentication on, as jobs/submit.sh and jobs/cluster.yaml tell users to run: the head, the job server
+    # and the submitting shell read one token file, readable by its owner alone.
+    token = tmp_path / "auth_token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
+    env = {**_env(glue_tiny), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
     ray_port, dashboard_port, mlflow_port = _free_port(), _free_port(), _free_port()
     server_env = {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job workers: 2 cores here
     mlflow_server = subprocess.Popen(
@@ -178,8 +184,21 @@ def test_ray_job_submit_runs_the_smoke_search_and_logs_to_an_mlflow_server(ray_h
             break
         time.sleep(3)
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
-    jobs = json.loads(urllib.request.urlopen(f"{job_address}/api/jobs/", timeout=30).read())
+    token = Path(env["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+    listing = urllib.request.Request(f"{job_address}/api/jobs/", headers={"Authorization": f"Bearer {token}"})
+    jobs = json.loads(urllib.request.urlopen(listing, timeout=30).read())
     assert [job["status"] for job in jobs] == ["SUCCEEDED"]
+    # An outsider on the machine: without the token the job server refuses, with another token too, and so does
+    # `ray job submit` with auth off.
+    for headers, code in (({}, 401), ({"Authorization": f"Bearer {'0' * 64}"}, 403)):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"{job_address}/api/jobs/", headers=headers), timeout=30)
+        assert refused.value.code == code
+    outsider = {k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN_PATH"} | {"RAY_AUTH_MODE": "disabled",
+                                                                                 "HOME": str(tmp_path)}
+    denied = subprocess.run([str(BIN / "ray"), "job", "submit", "--address", job_address, "--", "echo", "ran"],
+                            capture_output=True, text=True, env=outsider, timeout=120)
+    assert denied.returncode != 0 and "ran" not in denied.stdout.splitlines(), denied.stdout[-2000:]
 
     experiment = _mlflow(mlflow_uri, "/api/2.0/mlflow/experiments/get-by-name?experiment_name=smoke")
     experiment_id = experiment["experiment"]["experiment_id"]
