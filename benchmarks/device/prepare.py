@@ -46,7 +46,8 @@ GPU machine's image lacks."""
 IN_IMAGE = frozenset("annotated-doc anyio attrs certifi charset-normalizer click cloudpickle filelock fsspec h11 idna "
                      "markupsafe msgpack numpy packaging pandas protobuf pyarrow python-dateutil pyyaml requests six "
                      "tqdm typing-extensions urllib3 zipp".split())
-"""What the search's packages need that the image holds (device/KINDS.md's list): not carried."""
+"""What the search's packages need that the lent GPU machine's image holds (the device tool's own notes list it; not a
+file of this repository): not carried."""
 RAY_LEFT_OUT = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/serve/", "ray/llm/")
 """Ray's Java jar (31 MB), the dashboard's web client (the search starts no dashboard) and libraries a search never
 imports; the dashboard's Python stays."""

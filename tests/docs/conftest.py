@@ -48,9 +48,11 @@ NOT_HERE = {
     "jobs/slurm/search.sbatch": "a Slurm cluster (tests/jobs/test_slurm.py submits the template to a one-node cluster "
                                 "it starts, and checks these commands there with `sbatch --test-only` and a dry run)",
     "tail -f istar-tune-JOBID.out": "the log of a Slurm job above",
-    "mlflow server --backend-store-uri postgresql://mlflow@dbhost": "a server on a cluster's network (tests/"
-                                                                    "jobs/test_slurm.py starts one for a job array)",
+    "mlflow server --app-name basic-auth --backend-store-uri postgresql://mlflow@dbhost": (
+        "a server on a cluster's network (tests/jobs/test_slurm.py starts one for a job array)"),
     "--tracking-uri http://HOST:5000": "reads the job array's server above",
+    'mlflow.pyfunc.load_model("models:/MODEL_ID")': ("the model a search logged (tests/search/test_logged_models.py "
+                                                     "runs this snippet as written, with a search's store and model)"),
     "--storage-path /shared/istar-runs": "reads the Slurm job's search above",
     "sky launch": "a cloud (tests/jobs/test_files.py checks the SkyPilot task file)",
     "sky jobs launch": "a cloud (tests/jobs/test_files.py checks the SkyPilot task file)",
