@@ -51,8 +51,9 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | Non
         if not problems and any(not a["text"] for split in SPLITS for a in splits[split]["answers"]):
             task = replace(task, unanswerable=True)  # SQuAD v2: the null answer trains and is scored
         if not problems:
+            read = ["train"] if loaded["validation"] is loaded["train"] else SPLITS  # one file as both: once
             task = replace(task, answers_stripped=sum(stripped_count(loaded[s][task.label_field], splits[s]["answers"])
-                                                      for s in dict.fromkeys(SPLITS)))
+                                                      for s in read))
         return task, splits
     columns: dict[str, LabelColumn] = {}
     if task.problem_type == CLASSIFICATION:  # a regression's scores are read as numbers by label_value alone

@@ -91,3 +91,17 @@ def test_a_split_columns_values_are_named_or_refused_saying_which_it_holds(tmp_p
         task_from_mapping({**_split_file(tmp_path, ["train"]), "validation": "all.csv"}, tmp_path)
     with pytest.raises(ConfigError, match="a value means one split"):
         task_from_mapping({**raw, "split_values": {"train": ["a", "b"], "validation": "b"}}, tmp_path)
+
+
+def test_padded_answers_of_one_file_drawn_into_two_splits_are_counted_once(tmp_path):
+    import json
+
+    context = "alpha beta gamma delta"
+    rows = [{"id": f"q{i}", "question": "which?", "context": context,
+             "answers": {"text": [" beta" if i < 3 else "beta"], "answer_start": [5 if i < 3 else 6]}}
+            for i in range(10)]
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task, splits = read_task(task_from_mapping({"name": "qa", "train": "all.jsonl", "validation_split": 0.2,
+                                                "problem_type": "extractive_qa"}, tmp_path))
+    assert task.answers_stripped == 3  # the file's three, not once for each split the file stands for
+    assert {a["answer_start"][0] for s in ("train", "validation") for a in splits[s]["answers"]} == {6}
