@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -149,7 +150,9 @@ def _own_task_files(folder: Path) -> None:
         "\n## ", 1)[0]
     for language, block in re.findall(r"```(python|yaml)\n(.*?)```", section, re.S):
         if language == "python":
-            subprocess.run([sys.executable, "-c", block], cwd=folder, check=True)
+            glue = folder.parent / "shared" / "data" / "glue"  # the clone's GLUE copy, as an offline user names it
+            subprocess.run([sys.executable, "-c", block], cwd=folder, check=True,
+                           env={**os.environ, "GLUE_DIR": str(glue)})
         else:
             path = folder / block.splitlines()[0][2:]
             path.parent.mkdir(parents=True, exist_ok=True)

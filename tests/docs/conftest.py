@@ -1,5 +1,6 @@
 """Every command the README and its pages show runs verbatim on this machine, page by page in the README's order, in a
-fresh folder laid out as a clone with ../shared beside it; a command that cannot run here is listed in NOT_HERE with
+fresh folder laid out as a clone with ../shared beside it and GLUE_DIR naming its GLUE copy (as an offline user sets
+it); a command that cannot run here is listed in NOT_HERE with
 the reason (a new command must be one or the other, or the tests fail). The pages run in GROUPS: the pages of a
 group share one folder (a later page reads what an earlier one wrote), each group its own test file, so the test
 workers run them side by side."""
@@ -97,7 +98,7 @@ def run_group(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("GLUE_DIR", "MLFLOW_TRACKING_URI", "RAY_ADDRESS",
                                                             "ISTAR_TUNE_STORAGE_PATH", "PYTHONPATH")}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1",
-               RAY_AUTH_MODE="disabled")
+               RAY_AUTH_MODE="disabled", GLUE_DIR=str(tmp_path / "shared" / "data" / "glue"))  # as an offline user
 
     def run(group: str) -> tuple[list[str], list[str], Path]:
         ran, skipped = [], []
