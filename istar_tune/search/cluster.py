@@ -85,7 +85,7 @@ def connect(address: str | None, rehearse: tuple[int, SearchSpace] | None = None
     # SIGTERM to the driver's whole process group (docker stop, timeout, systemd, a batch scheduler) must reach the
     # driver alone, which ends the search honestly; a local instance's processes would die of it first and take the
     # trials with them. Processes inherit a blocked signal, so the instance starts with SIGTERM blocked.
-    with _sigterm_blocked(cluster == "local"):
+    with _sigterm_blocked(cluster == "local"), _private_files(cluster == "local"):
         try:
             ray.init(address=cluster, include_dashboard=False, log_to_driver=True, logging_level=logging.WARNING,
                      **local)
@@ -122,6 +122,26 @@ def _ends_without_waiting(node) -> None:
         return
     kill = node.kill_all_processes
     node.kill_all_processes = lambda *args, **kwargs: kill(*args, **{**kwargs, "allow_graceful": False})
+
+
+@contextlib.contextmanager
+def _private_files(private: bool) -> Iterator[None]:
+    """A local instance's files made readable by their owner alone (umask 077 while it starts; its processes inherit
+    it): Ray writes the token a new local instance asks for to ``~/.ray/auth_token`` with the process's umask, so under
+    the usual 022 any user of a shared machine could read it and run code on the search's Ray (measured: -rw-r--r--).
+    A token file already there is made 0600 too."""
+    if not private:
+        yield
+        return
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+        token = os.path.expanduser(os.path.join("~", ".ray", "auth_token"))
+        with contextlib.suppress(OSError):
+            if os.stat(token).st_uid == os.getuid():
+                os.chmod(token, 0o600)
 
 
 @contextlib.contextmanager

@@ -125,3 +125,26 @@ def test_a_search_in_a_slurm_job_of_several_nodes_without_an_address_is_refused_
     monkeypatch.delenv("SLURM_JOB_NUM_NODES")
     monkeypatch.setenv("SLURM_NNODES", "2")
     assert cluster.slurm_nodes() == 2
+
+
+@pytest.mark.parametrize("had_one", [False, True])
+def test_a_local_instances_token_is_readable_by_its_owner_alone(tmp_path, had_one):
+    # Ray wrote ~/.ray/auth_token with the process's umask: -rw-r--r-- under 022, readable by every user of the node.
+    import stat
+    import subprocess
+    import sys
+
+    token = tmp_path / ".ray" / "auth_token"
+    if had_one:  # a token an earlier Ray left world-readable
+        token.parent.mkdir()
+        token.write_text("ab" * 32)
+        token.chmod(0o644)
+    script = ("import os, ray; os.umask(0o022)\n"
+              "from istar_tune.search.cluster import connect\n"
+              "connect(None)\nray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                                                            "RAY_AUTH_TOKEN_PATH")}
+    done = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
