@@ -98,6 +98,8 @@ def test_every_group_of_every_task_has_one_ready_model_of_its_chosen_epoch(searc
             assert ("zeta" in model.params) == (run.method == "istar")
             epoch = int(run.metrics.get("scored_epoch", run.metrics["epoch"]))  # the epoch held-out data chose
             assert model.tags["istar_tune.epoch"] == str(epoch)
+            # The run the search chose, marked on it, for the shipped tasks and the tasks of one's own alike.
+            assert client.get_run(run.run_id).data.tags[tracking.TAG_CHOSEN] == f"yes (epoch {epoch})"
             expected = {f"model/{metric}": (score(run.metrics, metric), epoch, f"{run.task}/validation")}
             if chosen_on(run.metrics, metric) == "holdout":
                 expected[f"model/{HOLDOUT_PREFIX}{metric}"] = (run.metrics[SCORED_PREFIX + HOLDOUT_PREFIX + metric],
