@@ -98,6 +98,8 @@ def normalise(task: Task, loaded: dict[str, datasets.Dataset], files: dict | Non
 def where_of(task: Task, files: dict | None) -> dict[str, str]:
     """How a refusal names each split: its file, or the hub's data set and split."""
     def named(source) -> str:
+        if isinstance(source, list):  # a split in parts: its rows are counted across them, in order
+            return f"{' + '.join(map(str, source))} (rows counted across the {len(source)} files, in this order)"
         return ", ".join(map(str, source.values())) if isinstance(source, dict) else str(source)
 
     return {split: (named(files[split]) if files else f"hub {task.hub.path} split {split}") for split in SPLITS}

@@ -179,12 +179,16 @@ def _check_headers(task: Task, files: dict[str, Path], headers: dict[str, list[s
     looks = {split: [c for c in names if is_number(c) or len(c.split()) >= HEADER_WORDS]
              for split, names in headers.items()}
     differ = len(headers) == 2 and all(headers.values()) and set(headers["train"]) != set(headers["validation"])
-    if any(looks.values()) or differ:
-        cells = next((cells for cells in looks.values() if cells), [])
-        why = (f"{excerpt(cells[0])} as a column name" if cells else
-               f"train's header {', '.join(headers['train'])} against validation's {', '.join(headers['validation'])}")
-        problems.append(f"{files['train']}: the first row looks like data ({why}): give the columns with "
-                        "column_names: [...] in the task's definition (--column-names A,B on the command line)")
+    cells = next((cells for cells in looks.values() if cells), [])
+    if cells:
+        problems.append(f"{files['train']}: the first row looks like data ({excerpt(cells[0])} as a column name): give "
+                        "the columns with column_names: [...] in the task's definition (--column-names A,B on the "
+                        "command line)")
+    elif differ:  # two headers, neither of them data-like: which one is right is the user's to say
+        problems.append(f"{files['train']} and {files['validation']} name their columns differently "
+                        f"({', '.join(headers['train'])} against {', '.join(headers['validation'])}): name them the "
+                        "same in both files, or, if each file's first row is data, give the columns with "
+                        "column_names: [...] (--column-names A,B)")
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))
 

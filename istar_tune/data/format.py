@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from istar_tune.tasks.task import Task
 
 Source = Path | dict[str, Path]
-"""Where one split is: a file, or (a format of parallel files) a mapping of field to file."""
+"""Where one split is: a file, or (a format of parallel files) a mapping of field to file. A split given in parts
+(a list of files) is read a part at a time, each part a :data:`Source`, and joined."""
 Columns = dict[str, list]
 
 

@@ -125,22 +125,26 @@ def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | N
                 raise DataError(f"{task.source}: task {task.name} reads its files from the data folder: give "
                                 f"--data-dir DIR or set {GLUE_DIR_ENV}")
             return None
-        files = {split: root / name for split, name in task.files.items()}
+        files = {split: [root / part for part in name] if isinstance(name, list) else root / name
+                 for split, name in task.files.items()}
         if task.validation_split or task.split_field:
             files["validation"] = files["train"]
-        missing = [str(path) for path in files.values() if not path.is_file()]
+        missing = [str(path) for source in files.values() for path in (source if isinstance(source, list) else [source])
+                   if not path.is_file()]
         if missing:
             raise DataError(f"{task.display_name} files not found: {', '.join(missing)}; the data directory must hold "
                             f"{' and '.join(map(str, task.files.values()))} (the standard GLUE layout)")
         return files
     if not task.files:
         return None
-    files = {split: ({field: Path(p) for field, p in given.items()} if isinstance(given, dict) else Path(given))
+    files = {split: ({field: Path(p) for field, p in given.items()} if isinstance(given, dict) else
+                     [Path(p) for p in given] if isinstance(given, list) else Path(given))
              for split, given in task.files.items()}
     if task.validation_split or task.split_field:
         files["validation"] = files["train"]
     paths = {f"{split} file {str(path)!r}": path for split, source in files.items()
-             for path in (source.values() if isinstance(source, dict) else [source])}
+             for path in (source.values() if isinstance(source, dict) else
+                          source if isinstance(source, list) else [source])}
     missing = [what for what, path in paths.items() if not path.is_file()]
     if missing:
         raise DataError(f"{task.source}: {' and '.join(dict.fromkeys(missing))} of task {task.name} do(es) not exist")
@@ -148,9 +152,11 @@ def task_files(task: Task, data_dir: str | Path | None) -> dict[str, Source] | N
 
 
 def file_checksum(source: Source) -> str:
-    """``sha256:<hex>`` of a split's file (parallel files: of each file's digest, by field)."""
-    if isinstance(source, dict):
-        digests = "".join(f"{field}:{file_checksum(path)}\n" for field, path in source.items())
+    """``sha256:<hex>`` of a split's file (parallel files: of each file's digest, by field; a split's parts: of each
+    part's digest, in order)."""
+    if isinstance(source, (dict, list)):
+        named = source.items() if isinstance(source, dict) else enumerate(source)
+        digests = "".join(f"{field}:{file_checksum(path)}\n" for field, path in named)
         return f"sha256:{hashlib.sha256(digests.encode()).hexdigest()}"
     digest = hashlib.sha256()
     with open(source, "rb") as handle:
@@ -164,13 +170,44 @@ def _from_files(task: Task, files: dict[str, Source]) -> dict[str, datasets.Data
     splits is read once."""
     fmt = registry.get(task.format)
     if fmt.check is not None:
-        fmt.check(task, files)
+        for pair in _pairs(files):  # each part against the other split's first (their headers agree)
+            fmt.check(task, pair)
     splits: dict[str, datasets.Dataset] = {}
     for split in SPLITS:
         same = next((s for s in splits if files[s] == files[split]), None)
         if same is not None:
             splits[split] = splits[same]
             continue
-        read = fmt.read(task, files[split])
-        splits[split] = read if isinstance(read, datasets.Dataset) else table(read, files[split])
+        parts = files[split] if isinstance(files[split], list) else [files[split]]
+        read = [fmt.read(task, part) for part in parts]
+        tables = [one if isinstance(one, datasets.Dataset) else table(one, part) for one, part in zip(read, parts)]
+        splits[split] = tables[0] if len(tables) == 1 else joined(tables, parts)
     return splits
+
+
+def _pairs(files: dict[str, Source | list]) -> list[dict[str, Source]]:
+    """Both splits' files as a format's check takes them: one pair, or (a split given in parts) each part beside the
+    other split's first part."""
+    first = {split: source[0] if isinstance(source, list) else source for split, source in files.items()}
+    pairs = [first]
+    for split, source in files.items():
+        for part in (source[1:] if isinstance(source, list) else []):
+            pairs.append({**first, split: part})
+    return pairs
+
+
+def joined(tables: list[datasets.Dataset], parts: list[Path]) -> datasets.Dataset:
+    """A split's parts as one table, in the order given; parts whose fields differ are refused naming both."""
+    fields = tables[0].column_names
+    for data, part in zip(tables[1:], parts[1:]):
+        if sorted(data.column_names) != sorted(fields):
+            raise DataError(f"{part}: fields {', '.join(data.column_names)}, but {parts[0]} has "
+                            f"{', '.join(fields)}: a split's files hold the same fields")
+    try:
+        return datasets.concatenate_datasets([data.select_columns(fields) for data in tables])
+    except (ValueError, TypeError) as err:  # a field read as text in one part and numbers in another
+        kinds = "; ".join(f"{part}: {', '.join(f'{k} {v}' for k, v in data.features.items())}"
+                          for data, part in zip(tables, parts))
+        text = " ".join(str(err).split())[:120]
+        raise DataError(f"a split's files read their fields as different kinds ({kinds}): write each field one way "
+                        f"in every file ({text})") from None

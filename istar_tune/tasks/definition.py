@@ -10,7 +10,8 @@ A definition (user-facing keys)::
     display_name: Tickets         # tables and plots (default: name)
     problem_type: classification  # classification, regression or extractive_qa (default: what the metric, label_names
                                   # or score_range imply, else the labels: numbers with decimals are regression)
-    train: data/train.csv         # files relative to this file's folder (csv, tsv, json/jsonl, parquet) ...
+    train: data/train.csv         # files relative to this file's folder (csv, tsv, json/jsonl, parquet); a split
+                                  # in parts: a list [a.csv, b.csv] or a pattern data/train-*.csv (name order) ...
     validation: data/dev.csv      # ... or validation_split: 0.1 (seeded by split_seed, class-stratified)
                                   # parallel files: train: {text: train.txt, label: train.labels} (format lines)
     format: csv                   # ... format from the extension unless given
@@ -71,8 +72,11 @@ KEY_DOCS = {
     "display_name": "How tables and plots name it (default: `name`).",
     "problem_type": "classification, regression or extractive_qa (default: what `metric`, `label_names` or "
                     "`score_range` imply, else the labels: numbers with decimals are regression).",
-    "train": "The training file, relative to the definition's folder (csv, tsv, json/jsonl, parquet).",
-    "validation": "The validation file, in the same format (parallel files: `{field: file}` for each split).",
+    "train": "The training file, relative to the definition's folder (csv, tsv, json/jsonl, parquet); a split in "
+             "parts: a list of files (`[part-1.csv, part-2.csv]`) or a pattern (`data/train-*.csv`, its matches in "
+             "name order), read in order and joined.",
+    "validation": "The validation file, in the same format (parts, as `train`; parallel files: `{field: file}` for "
+                  "each split).",
     "validation_split": "No validation file: a share of the train file's rows (`0.1`) or a count (`500`) drawn as "
                         "the validation split, seeded, class-stratified for a classification.",
     "split_seed": "The seed of `validation_split`'s draw (default 0).",

@@ -80,22 +80,62 @@ def files_and_format(raw: Mapping[str, Any], base_dir, files_in: str, problem) -
             parts = {str(field): _path(path, f"{split}.{field}", base_dir, files_in, problem)
                      for field, path in value.items()}
             files[split] = parts if None not in parts.values() else None
+        elif isinstance(value, (list, tuple)) or _is_glob(value, files_in):
+            files[split] = _paths(value, split, base_dir, files_in, problem)
         else:
             files[split] = _path(value, split, base_dir, files_in, problem)
     files = {split: path for split, path in files.items() if path is not None}
     mappings = {split for split, value in files.items() if isinstance(value, dict)}
+    if mappings and any(isinstance(value, list) for value in files.values()):
+        problem("format", "parallel files (a mapping of field to file) take one file a field: join the parts, or "
+                          "give each split as one table file")
     if file_format is None and files and mappings:
         file_format = registry.PARALLEL  # parallel files, a field each
     if file_format is None and files and raw.get("separator"):
         file_format = registry.DELIMITED  # a delimited file (.txt, .psv, ...): read as csv with its separator
     if file_format is None and files:
-        found = {registry.from_extension(Path(p)) for p in files.values()}
+        every = [p for value in files.values() for p in (value if isinstance(value, list) else [value])]
+        found = {registry.from_extension(Path(p)) for p in every}
         if len(found) != 1 or None in found:
-            problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in files.values())}: give "
+            problem("format", f"cannot tell the format from {', '.join(Path(p).name for p in every)}: give "
                               f"format: one of {', '.join(registry.names())} (a delimited text file: separator: ';')")
         file_format = next(iter(found)) or ""
     _check_parts(files, mappings, file_format, problem)
     return files, file_format or ""
+
+
+GLOB_CHARACTERS = "*?["
+"""A split's path holding one of these is a pattern (``data/train-*.csv``): the files it matches, in name order."""
+
+
+def _is_glob(value, files_in: str) -> bool:
+    """Whether a split's path is a pattern (files of the data folder are named, never matched)."""
+    return isinstance(value, str) and files_in != IN_DATA_FOLDER and any(c in value for c in GLOB_CHARACTERS)
+
+
+def _paths(value, key: str, base_dir, files_in: str, problem) -> list[str] | str | None:
+    """A split's parts, read in this order and joined: a list of paths, or a pattern's matches in name order (a
+    pattern matching one file is that file). ``None`` with its problem said."""
+    if isinstance(value, str):
+        pattern = Path(value).expanduser()
+        root = pattern.anchor if pattern.is_absolute() else Path(base_dir or ".")
+        relative = str(pattern.relative_to(pattern.anchor)) if pattern.is_absolute() else str(pattern)
+        matched = sorted(str(p.resolve()) for p in Path(root).glob(relative) if p.is_file())
+        if not matched:
+            problem(key, f"no file matches {value!r} (in {str(Path(root).resolve())!r}): check the pattern")
+            return None
+        return matched[0] if len(matched) == 1 else matched
+    if not value or not all(isinstance(part, (str, Path)) and str(part) for part in value):
+        problem(key, f"a list of the {key} split's files (read in order and joined), got {list(value)!r}")
+        return None
+    paths = [_path(part, key, base_dir, files_in, problem) for part in value]
+    if None in paths:
+        return None
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:
+        problem(key, f"names {', '.join(map(repr, twice))} more than once: each file once")
+        return None
+    return paths[0] if len(paths) == 1 else paths
 
 
 def _path(value, key: str, base_dir, files_in: str, problem) -> str | None:

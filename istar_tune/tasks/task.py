@@ -105,9 +105,10 @@ class Task:
     """Regression: the scale of the scores (STS-B: 0 to 5); a score outside it is refused as bad data."""
     format: str = ""
     """A registered format's name (:mod:`istar_tune.data.registry`; empty: a hub-only task)."""
-    files: dict[str, str | dict[str, str]] = field(default_factory=dict)
-    """Split → file: absolute, or relative to the data folder when ``files_in`` is ``data_dir``; parallel files: a
-    mapping of field to file. With ``validation_split``: the train file alone."""
+    files: dict[str, str | list[str] | dict[str, str]] = field(default_factory=dict)
+    """Split → file: absolute, or relative to the data folder when ``files_in`` is ``data_dir``; a split in parts: a
+    list of files, read in order and joined (a pattern's matches, in name order, once the definition is read);
+    parallel files: a mapping of field to file. With ``validation_split``: the train file alone."""
     validation_split: float = 0.0
     """One file as both splits: the share of its rows (below 1) or their count (1 or more) drawn as the validation
     split, seeded by ``split_seed``, class-stratified for a classification (0: a validation file is given)."""
@@ -185,6 +186,8 @@ class Task:
         given = self.files.get("train" if self.validation_split else split)
         if isinstance(given, dict):
             given = ", ".join(given.values())
+        elif isinstance(given, list):
+            given = " + ".join(given)
         if given and self.validation_split and split != "train":
             return f"{given} (validation_split {self.validation_split:g}, split_seed {self.split_seed})"
         return given or ""

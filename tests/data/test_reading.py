@@ -419,3 +419,65 @@ def test_a_save_to_disk_folder_and_an_arrow_file_are_named_with_the_way_to_files
     (tmp_path / "dev.csv").write_text("text,label\na,0\n")
     with pytest.raises(DataError, match="an Arrow \\(feather\\) file, not a csv file"):
         read_task(task_from_mapping({"name": "own", "train": "train.csv", "validation": "dev.csv"}, tmp_path))
+
+
+def _part(path, rows, header="text,label"):
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_split_in_parts_is_read_in_order_joined_and_checksummed_by_part(tmp_path):
+    first = _part(tmp_path / "train-1.csv", [f"first {i},{'ab'[i % 2]}" for i in range(6)])
+    second = _part(tmp_path / "train-2.csv", [f"second {i},{'abc'[i % 3]}" for i in range(6)])
+    _part(tmp_path / "dev.csv", ["one,a", "two,b", "three,c"])
+    definition = {"name": "own", "train": "train-*.csv", "validation": "dev.csv"}
+    resolved, raw = read_task(task_from_mapping(definition, tmp_path, source="own.yaml"))
+    assert raw["train"]["text"] == [f"first {i}" for i in range(6)] + [f"second {i}" for i in range(6)]
+    assert resolved.label_names == ("a", "b", "c") and resolved.class_counts == (5, 5, 2)
+    # Each part is in the split's checksum: a changed second part is a changed split.
+    second.write_text(second.read_text() + "second 6,a\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="train file .*train-1.csv \\+ .*train-2.csv.*: changed since the task"):
+        read_task(resolved)
+    assert first.exists()
+
+
+def test_a_problem_in_a_split_in_parts_names_every_part_and_how_rows_are_counted(tmp_path):
+    _part(tmp_path / "a.csv", ["x,a", "y,b"])
+    _part(tmp_path / "b.csv", ["z,a", ",b"])
+    _part(tmp_path / "dev.csv", ["one,a", "two,b"])
+    task = task_from_mapping({"name": "own", "train": ["a.csv", "b.csv"], "validation": "dev.csv"}, tmp_path,
+                             source="own.yaml")
+    with pytest.raises(ConfigError) as caught:
+        read_task(task)
+    said = str(caught.value)
+    assert "a.csv + " in said and "b.csv (rows counted across the 2 files, in this order): rows 4: text field " \
+                                  "'text' is empty" in said
+
+
+def test_parts_whose_headers_or_fields_differ_are_refused_naming_the_part(tmp_path):
+    _part(tmp_path / "a.csv", ["x,a", "y,b"])
+    _part(tmp_path / "b.csv", ["z,a", "w,b"], header="sentence,label")
+    _part(tmp_path / "dev.csv", ["one,a", "two,b"])
+    task = task_from_mapping({"name": "own", "train": ["a.csv", "b.csv"], "validation": "dev.csv"}, tmp_path,
+                             source="own.yaml")
+    with pytest.raises(ConfigError, match="b.csv and .*dev.csv name their columns differently \\(sentence, label "
+                                          "against text, label\\)"):
+        read_task(task)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["x", "y"], "label": ["a", "b"]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"text": ["z", "w"], "label": ["a", "b"], "score": [1, 2]}), tmp_path / "b.parquet")
+    pq.write_table(pa.table({"text": ["one", "two"], "label": ["a", "b"]}), tmp_path / "dev.parquet")
+    task = task_from_mapping({"name": "own", "train": "*[ab].parquet", "validation": "dev.parquet"}, tmp_path,
+                             source="own.yaml")
+    with pytest.raises(DataError, match="b.parquet: fields text, label, score, but .*a.parquet has text, label: a "
+                                        "split's files hold the same fields"):
+        read_task(task)
+    pq.write_table(pa.table({"text": ["z", "w"], "label": [1, 2]}), tmp_path / "b.parquet")
+    with pytest.raises(DataError, match="a split's files read their fields as different kinds \\(.*a.parquet: text "
+                                        "Value\\('string'\\), label Value\\('string'\\); .*b.parquet: .*label "
+                                        "Value\\('int64'\\)"):
+        read_task(task)
+    pq.write_table(pa.table({"text": ["z", "w"], "label": ["b", "a"]}), tmp_path / "b.parquet")
+    assert read_task(task)[1]["train"]["label"] == [0, 1, 1, 0]
