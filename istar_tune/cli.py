@@ -370,8 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
         # Trials' output reaches the terminal through Ray: no colour codes, no "[repeated Nx]" notices, no download
         # bars (a local instance's trials inherit this environment; jobs/ sets it on a cluster's nodes).
-        for key, value in QUIET_TRIALS.items():
-            os.environ.setdefault(key, value)
+        if args.command in ("search", "demo"):  # a search's trials only: `train` shows its downloads' bars
+            for key, value in QUIET_TRIALS.items():
+                os.environ.setdefault(key, value)
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         if hasattr(args, "storage_path"):  # flag, then environment, then the default (istar_tune.tracking.storage)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, unknown_keys
 from istar_tune.methods import METHODS, SHRINKAGE_TOKENS, get_method
 from istar_tune.recipes import RECIPES
 from istar_tune.step_modes import STEP_MODES, get_step_mode
@@ -184,12 +184,17 @@ the setting existed had: runs that differ in one of them are not compared in one
 T = typing.TypeVar("T")
 
 
+def _unknown(source: str, keys: list[str], known) -> str:
+    """One problem naming every unknown key, a close known one for a typo, and the known ones."""
+    where, text = unknown_keys(keys, known)
+    return f"{source}: {where}: {text}"
+
+
 def from_dict(cls: type[T], values: dict[str, Any], *, source: str = "config") -> T:
     """Build ``cls`` from ``values``: unknown keys, wrong types and bad ranges are all reported together."""
     hints = typing.get_type_hints(cls)
     known = {f.name for f in fields(cls)}
-    problems = [f"{source}: unknown key {key!r} (known keys: {', '.join(sorted(known))})"
-                for key in values if key not in known]
+    problems = [_unknown(source, [key for key in values if key not in known], known)] if set(values) - known else []
     kwargs = {}
     for key, value in values.items():
         if key in known:
@@ -322,8 +327,7 @@ def split_config(values: dict[str, Any], *, source: str = "config") -> tuple[Hyp
     """Split one flat dict (a train YAML, CLI flags) into validated hyperparameters and run settings."""
     problems: list[str] = []
     unknown = [k for k in values if k not in HYPERPARAMETER_KEYS | SETTING_KEYS]
-    problems += [f"{source}: unknown key {k!r} (known keys: {', '.join(sorted(HYPERPARAMETER_KEYS | SETTING_KEYS))})"
-                 for k in unknown]
+    problems += [_unknown(source, unknown, HYPERPARAMETER_KEYS | SETTING_KEYS)] if unknown else []
     built: list[Any] = []
     for cls, keys in ((Hyperparameters, HYPERPARAMETER_KEYS), (RunSettings, SETTING_KEYS)):
         try:

@@ -46,6 +46,24 @@ class TrainingError(IstarTuneError):
     """Training cannot go on (for example the loss became NaN)."""
 
 
+KEYS_SHOWN = 10
+"""Unknown keys one problem names (the rest are counted)."""
+
+
+def unknown_keys(given, known, what: str = "key") -> tuple[str, str]:
+    """An unknown-keys problem as ``(where, text)``: the keys (the first :data:`KEYS_SHOWN`, the rest counted), a
+    close known key for each that looks like a typo, and the known ones, once however many were given."""
+    import difflib
+
+    given, known = [str(k) for k in given], sorted(str(k) for k in known)
+    shown = ", ".join(given[:KEYS_SHOWN]) + (f" and {len(given) - KEYS_SHOWN:,} more" if len(given) > KEYS_SHOWN
+                                               else "")
+    close = {k: difflib.get_close_matches(k, known, n=1, cutoff=0.75) for k in given[:KEYS_SHOWN]}
+    meant = "; ".join(f"{k}: did you mean {m[0]}?" for k, m in close.items() if m)
+    plural = "s" if len(given) > 1 else ""
+    return shown, f"unknown {what}{plural}{' (' + meant + ')' if meant else ''} (known: {', '.join(known)})"
+
+
 def repeated(values) -> list:
     """The values given more than once in ``values``, sorted: what an error about a repeated name names."""
     values = list(values)

@@ -353,7 +353,7 @@ CASES = {
                                "expands to more than 1,000,000 values"),
     # search spaces
     "search: too many unknown keys": (lambda t: ["search", _space(t, SPACE + "".join(
-        f"k{i}: 1\n" for i in range(500)))], "and 480 more problems"),
+        f"k{i}: 1\n" for i in range(500)))], "k0, k1, .*, k9 and 490 more: unknown keys \\(known: "),
     "search: a grid of 20,000 values": (lambda t: ["search", _space(t, SPACE.replace(
         "[1.0e-3]", "[" + ", ".join(f"{i}.0e-6" for i in range(1, 20_001)) + "]"))], "at most 10,000"),
     "search: name of 300 characters": (lambda t: ["search", _space(t), "--name", "n" * 300], "at most 100"),
@@ -570,6 +570,85 @@ def _store(tmp: Path) -> Path:
     return tmp / "mlflow.db"
 
 
+MISSING_WORDS = ("does not exist", "not found", "no file matches", "no such", "missing", "is a folder",
+                 "no MLflow store", "has no results in", "name a file such as", "cannot be resolved",
+                 "cannot be written", "is not usable")
+"""Words a clause uses when the path it names is not there (any other path it names must exist)."""
+TEXT_ADVICE = ("latin-1", "encoding:")
+"""Advice that holds only for a text file (never for a compressed, UTF-16 or binary one)."""
+BINARY_MAGIC = (b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"\x1f\x8b", b"\xff\xfe", b"\xfe\xff",
+                b"ARROW1", b"PAR1", b"PK\x03\x04")
+EXCERPT_MOST = 90
+"""A quoted cell is an excerpt: at most this many characters between its quotes."""
+
+
+def _vocabulary() -> set[str]:
+    """The identifiers the tool itself may name: keys of a task definition, a run's settings, a search space, its
+    metrics, the shipped spaces and the shipped tasks' classes."""
+    from istar_tune.config import HYPERPARAMETER_KEYS, SETTING_KEYS
+    from istar_tune.search.spaces.file import _TOP_KEYS
+    from istar_tune.tasks import METRICS, get_task, task_names
+    from istar_tune.tasks.definition import KEYS
+
+    spaces = {p.stem for p in SMOKE.parent.glob("*.yaml")}
+    classes = {name for task in task_names() for name in get_task(task).label_names}
+    return (set(KEYS) | set(HYPERPARAMETER_KEYS) | set(SETTING_KEYS) | set(_TOP_KEYS) | spaces | classes
+            | {m for names in METRICS.values() for m in names})
+
+
+def _flags() -> set[str]:
+    import argparse
+
+    from istar_tune.cli_parser import build_parser
+
+    found: set[str] = set()
+
+    def walk(parser):
+        for action in parser._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+
+    walk(build_parser())
+    return found
+
+
+def false_clauses(line: str, argv: list[str], tmp: Path) -> list[str]:
+    """What a refusal says that is not so of the case it refuses (empty: every checked clause holds). Its reference
+    is the input itself, not the code: the flags the parser has, the keys the docs list, the files on disk."""
+    import re
+
+    files = [p for p in tmp.rglob("*") if p.is_file() and p.stat().st_size < 4_000_000]
+    given = " ".join(map(str, argv)) + "".join(p.read_bytes().decode("utf-8", "replace") for p in files)
+    wrong = [f"flag {flag} does not exist" for flag in set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", line))
+             - _flags()]
+    names = set(re.findall(r"(?<![\w/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/.-])", line))
+    wrong += [f"{name!r} is neither the tool's key nor in the input" for name in names - _vocabulary()
+              if name not in given]
+    for clause in line.split("; "):
+        for path in re.findall(re.escape(str(tmp)) + r"[^\s'\",:;()]*", clause):
+            path = Path(path.rstrip("."))
+            if not path.exists() and not any(word in clause for word in MISSING_WORDS):
+                wrong.append(f"{path} is named as if it were there, and is not")
+            if path.is_file() and any(advice in clause for advice in TEXT_ADVICE):
+                head = path.read_bytes()[:4096]
+                if head.startswith(BINARY_MAGIC) or b"\0" in head:
+                    wrong.append(f"{path} is not a text file, and is told how to read text")
+        if "hub data set" in clause and "hub" not in given and not any(
+                arg in _shipped() for arg in map(str, argv)):
+            wrong.append("a hub data set is named for a task that has none")
+    wrong += [f"a quoted cell of {len(cell)} characters" for cell in re.findall(r"(?<!\w)'([^']*)'(?!\w)", line)
+              if len(cell) > EXCERPT_MOST and not cell.startswith(str(tmp))]
+    return wrong
+
+
+def _shipped() -> set[str]:
+    from istar_tune.tasks import task_names
+
+    return set(task_names())
+
+
 def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
@@ -594,7 +673,29 @@ def test_bad_input_exits_2_with_one_line_and_creates_nothing(case, tmp_path, mon
     assert len(lines) == 1 and lines[0].startswith("istar-tune: error: "), err
     assert re.search(expected, lines[0]), lines[0]
     assert _tree(tmp_path) == before  # no results folder, no store, no output
+    assert not false_clauses(lines[0], argv, tmp_path), (false_clauses(lines[0], argv, tmp_path), lines[0])
 
 
 def test_the_table_has_at_least_a_hundred_cases():
     assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize("case", ["data: a headerless file", "data: a list label (JSON)", "train: config unknown key"])
+def test_a_refusal_is_one_line_from_the_installed_command(case, tmp_path):
+    """The command as a user runs it, in its own process: what libraries print on import or on the way (a warning,
+    a progress bar) is part of what the user reads, and in-process calls never see it."""
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    make_argv, expected = CASES[case]
+    argv = [arg for arg in make_argv(tmp_path) if arg != "--no-progress"]  # as typed: progress on by default
+    env = {k: v for k, v in os.environ.items() if k not in ("GLUE_DIR", "MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    before = _tree(tmp_path)
+    done = subprocess.run([str(Path(sys.executable).with_name("istar-tune")), *argv], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("istar-tune: error: "), done.stderr
+    assert _tree(tmp_path) == before

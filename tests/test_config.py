@@ -16,7 +16,7 @@ def test_every_problem_is_reported_together():
         split_config({"task": "mnli", "lam": "abc", "zeta": 1.5, "batch_size": 0, "colour": "red",
                       "precision": "fp8"}, source="run.yaml")
     text = str(err.value)
-    for expected in ("unknown key 'colour'", "lam must be a number, got 'abc'", "precision must be one of"):
+    for expected in ("colour: unknown key", "lam must be a number, got 'abc'", "precision must be one of"):
         assert expected in text
     with pytest.raises(ConfigError) as err:
         from_dict(Hyperparameters, {"task": "", "zeta": 1.5, "batch_size": 0})

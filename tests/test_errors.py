@@ -50,3 +50,13 @@ def test_repeated_names_each_value_given_more_than_once_once_sorted():
 ])
 def test_a_storage_failure_is_told_from_other_errors(text, cause):
     assert storage_failure(text) == cause
+
+
+def test_unknown_keys_are_one_problem_with_a_close_key_for_a_typo():
+    from istar_tune.errors import unknown_keys
+
+    where, text = unknown_keys(["max_len"], ["max_length", "seed"])
+    assert (where, text) == ("max_len", "unknown key (max_len: did you mean max_length?) (known: max_length, seed)")
+    where, text = unknown_keys([f"k{i}" for i in range(500)], ["seed"])
+    assert where == "k0, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 490 more"
+    assert text == "unknown keys (known: seed)"  # the known keys once, not once a key

@@ -38,7 +38,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from istar_tune.errors import ConfigError
+from istar_tune.errors import ConfigError, unknown_keys
 from istar_tune.tasks.layout import (
     encoding_of,
     files_and_format,
@@ -137,9 +137,9 @@ def task_from_mapping(raw: Mapping[str, Any], base_dir: str | Path | None = None
 
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: a task definition is a mapping of keys to values, got {type(raw).__name__}")
-    for key in raw:
-        if key not in KEYS:
-            problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
+    unknown = [key for key in raw if key not in KEYS]
+    if unknown:
+        problem(*unknown_keys(unknown, KEYS))
     name = _name(raw, reserved, problem)
     files_in = raw.get("files_in", IN_DEFINITION_FOLDER)
     if files_in not in (IN_DEFINITION_FOLDER, IN_DATA_FOLDER):

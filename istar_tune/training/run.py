@@ -190,8 +190,10 @@ def quiet_libraries(quiet: bool) -> None:
     import datasets
     import transformers
 
+    # The hub's own switch wins (HF_HUB_DISABLE_PROGRESS_BARS=1): turning bars on over it only draws its warning.
+    bars = not quiet and os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").lower() not in ("1", "true", "yes", "on")
     for library in (datasets.utils.logging, transformers.utils.logging):
-        (library.disable_progress_bar if quiet else library.enable_progress_bar)()
+        (library.enable_progress_bar if bars else library.disable_progress_bar)()
     if quiet:
         transformers.utils.logging.set_verbosity_error()
 

@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -153,9 +154,12 @@ def load_data(path: Path) -> Any:
 
     try:
         return torch.load(Path(path), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise TrainingError(f"{path} holds objects other than tensors and plain data, refused unread (istar-tune "
-                            f"loads checkpoints with weights_only=True): {str(err).splitlines()[0][:200]}") from None
+    except pickle.UnpicklingError as err:  # torch's text advises weights_only=False: not quoted, never followed
+        found = re.search(r"(?:Unsupported global|GLOBAL)\W+([\w.]+)", str(err))
+        named = f" (it names {found.group(1)})" if found else ""
+        raise TrainingError(f"{path} holds objects other than tensors and plain data{named}, refused unread: "
+                            "istar-tune loads checkpoints as tensors only, so a file it did not write (or one altered "
+                            "since) runs no code; use a checkpoint istar-tune wrote, or train again") from None
     except (RuntimeError, EOFError, OSError) as err:  # missing, truncated or damaged
         seen = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0][:160]
         raise TrainingError(f"{path} cannot be read ({seen}): the file is missing, truncated or damaged (written "

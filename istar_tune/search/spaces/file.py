@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from istar_tune.config import RunSettings, coerce_value, from_dict, load_yaml, task_problems
-from istar_tune.errors import ConfigError, repeated
+from istar_tune.errors import ConfigError, repeated, unknown_keys
 from istar_tune.methods import METHODS, refuse_unused
 from istar_tune.metrics import CHOOSE_BY
 from istar_tune.models import PAPER_MODELS
@@ -94,9 +94,9 @@ def load_search_space(path: str | Path, strategy: tuple[dict[str, Any], str] | N
     def problem(key: str, text: str) -> None:
         problems.append(f"{path}: {key}: {text}")
 
-    for key in raw:
-        if key not in _TOP_KEYS:
-            problem(key, f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    unknown = [key for key in raw if key not in _TOP_KEYS]
+    if unknown:
+        problem(*unknown_keys(unknown, _TOP_KEYS))
     stage = raw.get("stage", space_default("stage"))
     if stage not in STAGES:
         problem("stage", f"must be one of {', '.join(STAGES)}, got {stage!r}")
@@ -369,9 +369,10 @@ def _mapping(raw: dict, key: str, allowed: set[str], problem) -> dict:
     if not isinstance(value, dict):
         problem(key, f"must be a mapping, got {type(value).__name__}")
         return {}
-    for sub in value:
-        if sub not in allowed:
-            problem(f"{key}.{sub}", f"unknown key (known: {', '.join(sorted(allowed))})")
+    unknown = [sub for sub in value if sub not in allowed]
+    if unknown:
+        where, text = unknown_keys(unknown, allowed)
+        problem(", ".join(f"{key}.{sub}" for sub in where.split(", ")), text)
     return value
 
 
