@@ -15,10 +15,11 @@ from ray.tune import Callback
 from istar_tune import tracking
 from istar_tune.metrics import CLOSING_ONLY
 from istar_tune.search.stopping import Stop, systemic_cause
+from istar_tune.search.tune.checkpoints import READ_RECORD
 from istar_tune.search.tune.fused import ERROR, member_ended, member_index, member_restored, member_view
 from istar_tune.search.tune.reporter import DATASETS, DEV_OBJECTIVE_AT, OBJECTIVE_AT, RESTORED_RECORDS
 from istar_tune.search.tune.scheduler import STOPPED_EARLY
-from istar_tune.search.tune.trainable import configurations, failed_datasets, write_trial_config
+from istar_tune.search.tune.trainable import configurations, write_trial_config
 from istar_tune.trial_config import SEARCH_KEY
 from istar_tune.trial_status import TrialStatus
 
@@ -248,10 +249,13 @@ class MlflowTrialLogger(Callback):
         error = tracking.trial_error_text(trial)
         cause = systemic_cause(error)  # the machine failed, not the configuration: the trial was interrupted
         status, state = (TrialStatus.INTERRUPTED, "KILLED") if cause else (TrialStatus.FAILED, "FAILED")
-        described = failed_datasets(trial)  # a trial that failed before its first report: what it had read
+        # A trial that ended before its first report (an error, a signal): what it read, from its record in storage.
+        read = {} if getattr(trial, "has_reported_at_least_once", False) else read_record(trial)
         for run_id, _, _ in self._open(trial):
-            if described:
-                self.writer.inputs(run_id, described)
+            if read.get(DATASETS):
+                self.writer.inputs(run_id, read[DATASETS])
+            if read.get("node_id") and self._nodes.get(run_id) != read["node_id"]:
+                self.writer.set_tags(run_id, {tracking.TAG_NODE: read["node_id"]})
             self.writer.end(run_id, status, state, {tracking.TAG_ERROR: error})
             self._nodes.pop(run_id, None)
         if self.stop is not None and cause:
@@ -278,6 +282,36 @@ class MlflowTrialLogger(Callback):
 
     def close(self, timeout: float | None = None) -> bool:
         return self.writer.close(timeout)
+
+
+def _trial_file(trial, name: str) -> bytes | None:
+    """A file of a trial's folder: in storage, else in the driver's staging folder; ``None`` where neither holds it
+    (not written yet, storage that cannot be reached, or a search summarised without Ray)."""
+    import pyarrow.fs
+
+    storage = getattr(trial, "storage", None)
+    if storage is None:
+        return None
+    places = [(lambda: storage.storage_filesystem, lambda: storage.trial_fs_path),
+              (pyarrow.fs.LocalFileSystem, lambda: storage.trial_driver_staging_path)]
+    for filesystem, folder in places:
+        try:
+            with filesystem().open_input_stream(f"{folder()}/{name}") as stream:
+                return stream.read()
+        except (OSError, ValueError, AssertionError):
+            continue
+    return None
+
+
+def read_record(trial) -> dict[str, Any]:
+    """What a trial recorded reading (:data:`~istar_tune.search.tune.checkpoints.READ_RECORD`: its splits described,
+    its node); {} where it recorded nothing (it ended before reading its data)."""
+    text = _trial_file(trial, READ_RECORD)
+    try:
+        record = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def reported_epochs(trial) -> list[dict[str, Any]]:

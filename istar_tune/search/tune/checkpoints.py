@@ -28,6 +28,28 @@ def _storage():
     return tune.get_context().get_storage()
 
 
+READ_RECORD = "read.json"
+"""A trial's record of what it read, written to its folder in storage as it reads its data (before its first epoch):
+its splits, described for MLflow's dataset inputs, and its node. The driver reads it back for a trial that ends
+before its first report (a signal, the OOM killer, an error), so that FAILED run still says what it read and where;
+plain JSON, so nothing of Ray's is unpickled to get it."""
+
+
+def write_read_record(record: dict) -> None:
+    """Write :data:`READ_RECORD` for this trial (written whole or not at all; never a reason to fail the trial)."""
+    import json
+
+    try:
+        storage = _storage()
+        filesystem, folder = storage.storage_filesystem, storage.trial_fs_path
+        filesystem.create_dir(folder, recursive=True)
+        with filesystem.open_output_stream(f"{folder}/{READ_RECORD}.part") as stream:
+            stream.write(json.dumps(record).encode("utf-8"))
+        filesystem.move(f"{folder}/{READ_RECORD}.part", f"{folder}/{READ_RECORD}")
+    except Exception as err:  # noqa: BLE001 - a record for MLflow, never a reason to fail a trial
+        log.warning("could not record what the trial read: %s", err)
+
+
 def _listed() -> list[tuple[int, str]]:
     """(index, fs path) of this trial's checkpoint folders in storage, oldest first."""
     import pyarrow.fs

@@ -33,10 +33,6 @@ RESTORE_NOTE = "restore_note"
 """Result key of the note a trial reports when it resumed from an older checkpoint than Tune gave it."""
 DATASETS = "datasets"
 """Result key of a trial's tokenised splits, described once a process (JSON)."""
-FAILED_DATASETS = "istar_tune_datasets"
-"""Attribute of the error of a trial that failed before its first report: its splits, described (JSON), which Ray
-carries to the driver with the error (:func:`istar_tune.search.tune.trainable.failed_datasets`), so its FAILED run
-still says what it trained on."""
 
 
 class TuneReporter:
@@ -64,7 +60,12 @@ class TuneReporter:
 
     def data_read(self, task: Task, data) -> None:
         """The trial's tokenised splits, described for MLflow's dataset inputs (:mod:`istar_tune.tracking.datasets`)."""
-        self.datasets = json.dumps(tracking.describe_datasets(task, data))
+        described = tracking.describe_datasets(task, data)
+        self.datasets = json.dumps(described)
+        import ray
+
+        if ray.is_initialized():  # a trial: recorded now, in storage (one killed before its first report says it)
+            checkpoints.write_read_record({DATASETS: described, "node_id": ray.get_runtime_context().get_node_id()})
 
     def heartbeat(self, epoch: int, done: int, total: int, write: Callable[[str], None] | None = None) -> None:
         """Every ``heartbeat_s`` seconds of an epoch, one line: batches done, their rate and the time left (a trial's

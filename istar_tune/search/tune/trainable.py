@@ -6,7 +6,6 @@ fused trial's members); what it reports: :mod:`istar_tune.search.tune.reporter`.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -22,7 +21,6 @@ from istar_tune.search.tune.fused import ERROR, member_last, train_fused
 from istar_tune.search.tune.reporter import (
     DEV_OBJECTIVE,
     DEV_OBJECTIVE_AT,
-    FAILED_DATASETS,
     OBJECTIVE,
     OBJECTIVE_AT,
     TuneReporter,
@@ -93,25 +91,6 @@ def configuration_results(trial_id: str, config: dict[str, Any], result: dict[st
              k <= last) for cid, cfg, k in configurations(trial_id, config)]
 
 
-def failed_datasets(trial) -> list[dict[str, Any]]:
-    """The splits a failed trial had read before it failed, from the error Ray keeps on the driver; [] where its
-    error holds none (it failed before reading its data, or after its first report)."""
-    import pickle
-
-    import ray.cloudpickle
-
-    path = getattr(trial, "pickled_error_file", None)
-    if not path:
-        return []
-    try:
-        with open(path, "rb") as f:
-            error = ray.cloudpickle.load(f)
-    except (OSError, ValueError, EOFError, AttributeError, ImportError, pickle.UnpicklingError):
-        return []
-    described = getattr(getattr(error, "cause", error), FAILED_DATASETS, None) or getattr(error, FAILED_DATASETS, "")
-    return json.loads(described) if described else []
-
-
 def quiet_ray_loggers() -> None:
     """Ray's per-checkpoint info lines of every trial would drown the search's progress lines."""
     for name in ("ray.train", "ray.tune"):
@@ -140,13 +119,8 @@ def trainable(config: dict[str, Any], settings: dict[str, dict[str, Any]], keep:
     share = ray.get_runtime_context().get_assigned_resources().get("GPU")
     cap_gpu_memory(share)  # co-located trials: each within its share of the GPU's memory
     what = trial_shape(hparams.model, hparams.task, hparams.method, hparams.batch_size, run_settings.max_length)
-    try:
-        with out_of_memory_explained(what, share):
-            _train(hparams, task, run_settings, reporter, shared)
-    except Exception as err:
-        if reporter.datasets:  # failed before its first report: the splits it read travel with its error
-            setattr(err, FAILED_DATASETS, reporter.datasets)
-        raise
+    with out_of_memory_explained(what, share):
+        _train(hparams, task, run_settings, reporter, shared)
 
 
 def _train(hparams: Hyperparameters, task: Task, run_settings: RunSettings, reporter: TuneReporter,

@@ -312,27 +312,27 @@ def test_a_run_written_again_from_rays_record_keeps_its_dataset_inputs_and_node(
     assert run.data.tags[tracking.TAG_NODE] == "node-a" and run.data.tags[tracking.TAG_STATUS] == "finished"
 
 
-def test_a_trial_that_failed_before_its_first_report_still_says_what_it_read(mlflow_store, tmp_path):
-    import ray.cloudpickle
-    from ray.exceptions import RayTaskError
-
-    from istar_tune.search.tune.reporter import FAILED_DATASETS
-    from istar_tune.search.tune.trainable import failed_datasets
+def test_a_trial_that_failed_before_its_first_report_still_says_what_it_read_and_where(mlflow_store, tmp_path):
+    """Its record in its folder (written as it read its data), plain JSON: no error of Ray's is unpickled for it."""
+    from istar_tune.search.tune.callbacks import read_record
+    from istar_tune.search.tune.checkpoints import READ_RECORD
 
     uri, client, experiment = mlflow_store
     described = [{"name": "rte/validation", "digest": "def", "source": "/data/dev.tsv", "checksum": "sha256:2",
                   "columns": {"input_ids": "Sequence"}, "rows": 32, "context": "evaluation"}]
-    cause = RuntimeError("loss is NaN")
-    setattr(cause, FAILED_DATASETS, json.dumps(described))
-    (tmp_path / "error.pkl").write_bytes(ray.cloudpickle.dumps(RayTaskError("train", "Traceback ...", cause)))
-    trial = _trial("t1", error_file=None)
-    trial.pickled_error_file = str(tmp_path / "error.pkl")
-    assert failed_datasets(trial) == described
-    assert failed_datasets(_trial("t2")) == []  # no error kept: nothing to say
+    (tmp_path / "t1").mkdir()
+    (tmp_path / "t1" / READ_RECORD).write_text(json.dumps({"datasets": described, "node_id": "node-b"}))
+    trial = _trial("t1", folder=tmp_path / "t1")
+    assert read_record(trial) == {"datasets": described, "node_id": "node-b"}
+    assert read_record(_trial("t2", folder=tmp_path / "t2")) == {}  # it read nothing: nothing to say
+    (tmp_path / "t3").mkdir()
+    (tmp_path / "t3" / READ_RECORD).write_text('{"datasets": [')  # cut short: nothing rather than a guess
+    assert read_record(_trial("t3", folder=tmp_path / "t3")) == {}
     logger = MlflowTrialLogger(uri, "s", "p", experiment, {}, threads=1)
     logger.on_trial_start(0, [], trial)
     logger.on_trial_error(0, [], trial)
     assert logger.close(timeout=30)
     [run] = tracking.find_runs(client, experiment)
     run = client.get_run(run.info.run_id)
+    assert run.data.tags[tracking.TAG_NODE] == "node-b"
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["rte/validation"] and run.info.status == "FAILED"
