@@ -368,9 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.debug:  # MLflow's INFO lines (creating its tables, ...) only with --debug; read when it is imported
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-        # Trials' output reaches the terminal through Ray: no colour codes, no "[repeated Nx]" notices, no download
-        # bars (a local instance's trials inherit this environment; jobs/ sets it on a cluster's nodes).
-        if args.command in ("search", "demo"):  # a search's trials only: `train` shows its downloads' bars
+        if args.command in ("search", "demo"):  # trials' lines via Ray: plain, once, no bars (jobs/: on each node)
             for key, value in QUIET_TRIALS.items():
                 os.environ.setdefault(key, value)
     previous = signal.signal(signal.SIGTERM, _terminated)

@@ -16,10 +16,10 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from istar_tune import tracking
 from istar_tune.errors import ClusterError, ConfigError
 from istar_tune.search.spaces.cost import packing_of
 from istar_tune.search.spaces.space import SearchSpace
+from istar_tune.tracking.naming import configuration_words
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
 _USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")
@@ -104,6 +104,17 @@ def slurm_nodes() -> int:
     one."""
     value = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "0"
     return int(value) if value.isdigit() else 0
+
+
+def slurm_job() -> str:
+    """The Slurm job this process runs in and its requeues so far (``"4127, requeued 1 time"``); empty outside
+    one."""
+    job = os.environ.get("SLURM_JOB_ID", "")
+    if not job:
+        return ""
+    count = os.environ.get("SLURM_RESTART_COUNT", "0")
+    count = int(count) if count.isdigit() else 0
+    return f"{job}, requeued {count} time{'' if count == 1 else 's'}"
 
 
 RAY_START_WAIT_S = 30
@@ -245,7 +256,7 @@ def run_config(space: SearchSpace, name: str, storage: str, callbacks):
 def trial_dirname(trial) -> str:
     """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
     rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
-    words = tracking.run_name(trial.config).rsplit(" (", 1)[0]
+    words = configuration_words(trial.config)
     for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
         words = words.replace(symbol, name)
     return f"trainable_{trial.trial_id}_{words}"[:200]

@@ -51,8 +51,16 @@ SETTING_PREFIX = "setting."
 
 
 def run_name(config: dict[str, Any]) -> str:
-    """What a trial's configuration is, in a few words (its MLflow run name, its progress lines): the method, then
-    only the hyperparameters that apply, e.g. ``istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)``."""
+    """What a trial's configuration is, in a few words (its MLflow run name, its progress lines): model and task
+    first (what a narrow name column still shows), then the method and only the hyperparameters that apply, e.g.
+    ``bert/rte istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42``."""
+    values = resolved_hyperparameters(config)
+    return f"{Path(str(values['model'])).name}/{values['task']} {configuration_words(config)}"
+
+
+def configuration_words(config: dict[str, Any]) -> str:
+    """A configuration's method and the hyperparameters that apply to it, e.g. ``istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3
+    s42`` (:func:`run_name` without the model and task)."""
     values = resolved_hyperparameters(config)
     unused = unused_hyperparameters(values["method"])
     words = [values["method"]]
@@ -64,7 +72,7 @@ def run_name(config: dict[str, Any]) -> str:
     words += [f"lr={_short(values['learning_rate'])}", f"bs={values['batch_size']}", f"ep={values['epochs']}"]
     if "isolayer_epochs" not in unused:
         words += [f"layer-lr={_short(values['isolayer_learning_rate'])}", f"layer-ep={values['isolayer_epochs']}"]
-    return " ".join([*words, f"s{values['seed']}", f"({Path(str(values['model'])).name}/{values['task']})"])
+    return " ".join([*words, f"s{values['seed']}"])
 
 
 def _short(value: float) -> str:

@@ -450,8 +450,8 @@ def test_a_problem_in_a_split_in_parts_names_every_part_and_how_rows_are_counted
     with pytest.raises(ConfigError) as caught:
         read_task(task)
     said = str(caught.value)
-    assert "a.csv + " in said and "b.csv (rows counted across the 2 files, in this order): rows 4: text field " \
-                                  "'text' is empty" in said
+    assert "a.csv + " in said
+    assert "b.csv (rows counted across the 2 files, in this order): rows 4: text field 'text' is empty" in said
 
 
 def test_parts_whose_headers_or_fields_differ_are_refused_naming_the_part(tmp_path):

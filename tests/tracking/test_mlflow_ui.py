@@ -53,9 +53,9 @@ def test_runs_are_named_by_what_they_are_and_carry_only_what_applies(smoke_on_a_
     client = tracking.client(uri)
     assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"  # opens on its runs
     names = sorted(run.info.run_name for run in runs)
-    assert names == ["base lr=1e-4 bs=16 ep=2 s42 (minilm/sst2)", "base lr=3e-5 bs=16 ep=2 s42 (minilm/sst2)",
-                     "istar λ=-1 ζ=0.2 lr=1e-4 bs=16 ep=2 s42 (minilm/sst2)",
-                     "istar λ=-1 ζ=0.2 lr=3e-5 bs=16 ep=2 s42 (minilm/sst2)"]
+    assert names == ["minilm/sst2 base lr=1e-4 bs=16 ep=2 s42", "minilm/sst2 base lr=3e-5 bs=16 ep=2 s42",
+                     "minilm/sst2 istar λ=-1 ζ=0.2 lr=1e-4 bs=16 ep=2 s42",
+                     "minilm/sst2 istar λ=-1 ζ=0.2 lr=3e-5 bs=16 ep=2 s42"]  # model and task first: never cut off
     for run in runs:
         params, metrics = run.data.params, run.data.metrics
         assert ("lam" in params) == ("zeta" in params) == (run.data.tags["method"] == "istar")  # Base: neither

@@ -12,10 +12,10 @@ from istar_tune.trial_config import with_task_definition
 def test_a_run_is_named_by_what_applies_to_its_method():
     istar = {"model": "/models/bert", "task": "rte", "method": "istar", "lam": -1, "zeta": 0.2,
              "learning_rate": 1e-4, "batch_size": 32, "epochs": 3, "seed": 42}
-    assert run_name(istar) == "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42 (bert/rte)"
+    assert run_name(istar) == "bert/rte istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=3 s42"
     base = {"model": "bert", "task": "rte", "method": "base", "learning_rate": 3e-5, "batch_size": 16, "epochs": 4,
             "seed": 1}
-    assert run_name(base) == "base lr=3e-5 bs=16 ep=4 s1 (bert/rte)"
+    assert run_name(base) == "bert/rte base lr=3e-5 bs=16 ep=4 s1"
 
 
 def test_params_are_what_the_method_reads_and_the_searchs_settings():

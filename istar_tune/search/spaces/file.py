@@ -94,8 +94,7 @@ def load_search_space(path: str | Path, strategy: tuple[dict[str, Any], str] | N
     def problem(key: str, text: str) -> None:
         problems.append(f"{path}: {key}: {text}")
 
-    unknown = [key for key in raw if key not in _TOP_KEYS]
-    if unknown:
+    if unknown := [key for key in raw if key not in _TOP_KEYS]:
         problem(*unknown_keys(unknown, _TOP_KEYS))
     stage = raw.get("stage", space_default("stage"))
     if stage not in STAGES:

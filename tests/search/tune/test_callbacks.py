@@ -282,7 +282,7 @@ def test_a_retry_after_a_systemic_failure_stops_the_search_there_and_a_trials_ow
         logger.on_trial_recover(0, [], trial)
         printer.on_trial_recover(0, [], trial)
     assert failures == [("no space left on the storage device", FULL_DISK)]
-    name = "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42 (tiny-bert/rte)"
+    name = "tiny-bert/rte istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42"
     assert lines == [f"[1/2] trial t2 INTERRUPTED (no space left on the storage device) — {name}"]
     assert logger.close(timeout=60)
     retries = {k: r.data.tags.get("istar_tune.retries") for k, r in _trial_runs(client, experiment).items()}

@@ -33,7 +33,7 @@ def test_the_printer_names_each_trials_configuration_when_it_starts_reports_and_
     printer.on_trial_complete(0, [], trial)
     printer.on_trial_start(0, [], trial)  # retried after a failure: it goes on
     printer.on_trial_error(0, [], _trial("t2"))
-    name = "istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42 (tiny-bert/rte)"
+    name = "tiny-bert/rte istar λ=-1 ζ=0.2 lr=1e-4 bs=32 ep=2 s42"
     assert lines == [f"  trial t1 started: {name}",
                      f"  trial t1 epoch 1/2: accuracy 0.6250 (12 s) — {name}",
                      f"[1/2] trial t1 done: accuracy 0.7500 — {name}",
@@ -68,7 +68,7 @@ def test_a_resumed_searchs_count_goes_on_from_the_trials_that_ended_before_it():
     printer.on_step_begin(1, [ended, failed, waiting, retried])  # counted once
     printer.on_trial_complete(1, [], waiting)
     printer.on_trial_complete(2, [], retried)
-    assert [line[:22] for line in lines] == ["[3/4] trial t3 done: a", "[4/4] trial t4 done: i"]
+    assert [line[:22] for line in lines] == ["[3/4] trial t3 done: a", "[4/4] trial t4 done: t"]
     fresh = ProgressPrinter(total=1, write=lines.append)
     fresh.on_step_begin(0, [])
     fresh.on_trial_complete(0, [], ended)
