@@ -235,6 +235,8 @@ def _open_tracking(experiment: Experiment) -> None:
             tags[tracking.TAG_SIMULATED] = "true"
         experiment.parents[n] = tracking.parent_run(mlflow, experiment_id, n, tags,
                                                     shard=str(experiment.shard) if experiment.shard else None)
+        if job := cluster.slurm_job():  # set again on each requeue: a resumed search run shows the count so far
+            mlflow.set_tag(experiment.parents[n], tracking.TAG_SLURM_JOB, job)
         tracking.record_plan(mlflow, experiment.parents[n],
                              {group_key(base_config(p)): p.trials for p in experiment.planned[n]})
         parent.describe(mlflow, experiment.parents[n], space, experiment.planned[n], experiment.settings[n])

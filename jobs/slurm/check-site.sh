@@ -30,6 +30,15 @@ if command -v scontrol > /dev/null && config=$(scontrol show config 2> /dev/null
   cgroup=$(sed -n 's/^TaskPlugin *= *//p' <<< "$config")
   say ok "TaskPlugin: ${cgroup:-none} (the template asks for --mem=0: all of each node's memory)"
 fi
+template=$(dirname "$0")/search.sbatch
+for option in account partition qos; do  # the template's placeholders: a site that asks for one must fill it in
+  line=$(grep -E "^#+SBATCH --$option=" "$template" | head -1)
+  case "$line" in
+    "#SBATCH --$option="*YOUR_*) fail "--$option in $template is still $(sed 's/.*=//' <<< "$line"): fill it in" ;;
+    "#SBATCH --$option="*) say ok "--$option: ${line#*=}" ;;
+    *) say warn "--$option: a placeholder in $template (${line:-no line}); fill it in where the site asks for one, or pass sbatch --$option=..." ;;
+  esac
+done
 local_root=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}
 if [ -d "$local_root" ] && [ -w "$local_root" ]; then
   say ok "node-local scratch: $local_root (Ray's sockets, the SQLite store; ISTAR_TUNE_LOCAL overrides)"
@@ -41,7 +50,10 @@ if ( : > "$results/.check-site.lock" ) 2> /dev/null; then
   exec 9> "$results/.check-site.lock"
   locked=0
   flock -n -E 75 9 || locked=$?
-  if [ "$locked" = 0 ]; then
+  mount=$(findmnt -n -o FSTYPE,OPTIONS --target "$results" 2> /dev/null)
+  if [ "$locked" = 0 ] && [[ "$mount" == lustre*localflock* ]]; then
+    fail "$results is Lustre with localflock: flock holds on one node only, two jobs could share the store; use an MLflow server (MLFLOW_TRACKING_URI) or a mount with -o flock"
+  elif [ "$locked" = 0 ]; then
     say ok "flock works on $results (one job's SQLite store at a time)"
   else
     fail "flock does not work on $results (a Lustre mount without -o flock?): use an MLflow server (MLFLOW_TRACKING_URI)"

@@ -3,12 +3,22 @@
 # `ray symmetric-run` (Ray 2.60.0), and on the head node `istar-tune search ARGS --address HEAD:PORT` as well.
 set -euo pipefail
 : "${ISTAR_TUNE_HEAD:?run by jobs/slurm/search.sbatch}"
+on_head=0
+if [ "${SLURMD_NODENAME:-$(hostname -s)}" = "$ISTAR_TUNE_HEAD_NODE" ]; then on_head=1; fi
+mps=0
+ended() {  # on the head, however this ends: its status, for the batch script (on this node) to see at once that the
+  # head's part is over, the search started or not (a failed head would leave the other nodes waiting for it)
+  local code=$?
+  if [ "$mps" = 1 ]; then echo quit | nvidia-cuda-mps-control || true; fi
+  if [ "$on_head" = 1 ]; then echo "$code" > "$ISTAR_TUNE_HEAD_ENDED"; fi
+}
+trap ended EXIT
 mkdir -p "$RAY_TMPDIR"
 if [ "${ISTAR_TUNE_MPS:-0}" = 1 ]; then  # NVIDIA's MPS, this job's own daemon on this node
   export CUDA_MPS_PIPE_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-pipe CUDA_MPS_LOG_DIRECTORY=$ISTAR_TUNE_LOCAL_ROOT/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  mps=1
 fi
 # The GPUs Slurm gave this task, as many as it made visible (without a GPU request Ray counts the node's own).
 gpus=()
@@ -26,7 +36,7 @@ ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODE
   --min-worker-port $((base + 20)) --max-worker-port $((base + 199)) \
   -- bash -c 'echo $$ > "$ISTAR_TUNE_DRIVER_PID"; exec istar-tune search "$@" --address "$ISTAR_TUNE_HEAD"' \
   istar-tune "$@" || status=$?
-if [ "${SLURMD_NODENAME:-$(hostname -s)}" = "$ISTAR_TUNE_HEAD_NODE" ]; then
+if [ "$on_head" = 1 ]; then
   exit "${status:-0}"  # the search's own exit status, as symmetric-run passes it on
 fi
 # A worker's Ray ends when the head's does, with an error of its own (it lost the head): the job's status is the

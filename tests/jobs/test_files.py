@@ -467,3 +467,43 @@ def test_check_site_without_psutil_says_so_in_a_line_not_a_traceback(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert any(line.startswith("warn") and "has no psutil (it comes with Ray)" in line
                for line in done.stdout.splitlines()), done.stdout
+
+
+def _fake_findmnt(tmp_path) -> str:
+    """A PATH whose ``findmnt`` says every folder is on Lustre mounted with localflock (no Lustre here to mount)."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "findmnt").write_text("#!/bin/sh\necho 'lustre rw,localflock,lazystatfs'\n")
+    (bin_dir / "findmnt").chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+def test_check_site_names_the_placeholders_left_and_a_lustre_localflock(tmp_path):
+    import shutil
+
+    script = JOBS / "slurm" / "check-site.sh"
+    done = subprocess.run(["bash", str(script), str(tmp_path / "results")], capture_output=True, text=True, timeout=60)
+    for option in ("account", "partition", "qos"):  # the shipped template: placeholders, each said
+        assert any(line.startswith("warn") and f"--{option}: a placeholder" in line
+                   for line in done.stdout.splitlines())
+    site = tmp_path / "site"
+    shutil.copytree(JOBS / "slurm", site, ignore=shutil.ignore_patterns("__pycache__"))
+    template = site / "search.sbatch"
+    text = template.read_text().replace("##SBATCH --account=YOUR_ACCOUNT", "#SBATCH --account=YOUR_ACCOUNT")
+    template.write_text(text.replace("##SBATCH --qos=YOUR_QOS", "#SBATCH --qos=gpu-normal"))
+    filled = subprocess.run(["bash", str(site / "check-site.sh"), str(tmp_path / "results")], capture_output=True,
+                            text=True, timeout=60)
+    assert f"FAIL      --account in {template} is still YOUR_ACCOUNT: fill it in" in filled.stdout, filled.stdout
+    assert "ok        --qos: gpu-normal" in filled.stdout and filled.returncode == 1
+    lustre = subprocess.run(["bash", str(script), str(tmp_path / "results")], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PATH": _fake_findmnt(tmp_path)})
+    assert any(line.startswith("FAIL") and "Lustre with localflock: flock holds on one node only" in line
+               for line in lustre.stdout.splitlines()), lustre.stdout
+    assert not any("flock works on" in line for line in lustre.stdout.splitlines())
+
+
+def test_the_template_refuses_a_store_on_lustre_with_localflock(tmp_path):
+    done = _template_until_ray(tmp_path, PATH=_fake_findmnt(tmp_path))
+    assert done.returncode == 1
+    assert "is a Lustre mount with localflock (locks hold on one node only)" in done.stderr, done.stderr
+    assert not list((tmp_path / "results").glob(".ray-auth-token-*"))

@@ -173,6 +173,7 @@ def slurm(glue_tiny):
     names, nodes = [], []
     try:
         names = _network(tag, bridge)
+        (root / "namespaces").write_text("\n".join(names))  # each node's network, for a test that takes a port there
         subprocess.run(["munged", f"--key-file={root}/munge.key", f"--socket={root}/munge.socket",
                         f"--pid-file={root}/munged.pid", f"--log-file={root}/munged.log",
                         f"--seed-file={root}/munge.seed", "-f"], env=env, check=True)
@@ -238,10 +239,10 @@ def _gcs(head: str, env: dict, **auth: str) -> str:
     return probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else probe.stderr[-300:]
 
 
-def _eight_trials(env: dict, root: Path, tmp_path: Path, space_yaml, name: str, **settings) -> tuple[str, Path]:
-    """A job of eight one-at-a-time trials submitted (its id, and its results folder)."""
+def _trials(env: dict, root: Path, tmp_path: Path, space_yaml, name: str, count: int, **settings) -> tuple[str, Path]:
+    """A job of ``count`` one-at-a-time trials submitted (its id, and its results folder)."""
     space = tmp_path / f"{name}.yaml"
-    space.write_text(_grid(space_yaml, name, [float(f"{i}.0e-3") for i in range(1, 9)], 1, **settings))
+    space.write_text(_grid(space_yaml, name, [float(f"{i}.0e-3") for i in range(1, count + 1)], 1, **settings))
     results = tmp_path / "shared"
     return _submit(env, root, space, results), results
 
@@ -374,10 +375,14 @@ def test_sbatch_search_completes_with_a_run_per_configuration_and_the_local_tabl
     assert measured(runs) == measured(tracking.trial_runs(f"sqlite:///{local / 'mlflow.db'}", "slurmgrid"))
 
 
+REQUEUED = 4
+"""The requeue test's trials: two finished, one in flight and one not started at the signal."""
+
+
 def _in_flight(log: str) -> str | None:
     """A trial that has reported an epoch and not ended, in a job's log."""
     reported = re.findall(r"^  trial (\w+) epoch \d+/3", log, re.MULTILINE)
-    ended = set(re.findall(r"^\[\d+/8\] trial (\w+) done", log, re.MULTILINE))
+    ended = set(re.findall(rf"^\[\d+/{REQUEUED}\] trial (\w+) done", log, re.MULTILINE))
     return next((trial for trial in reported if trial not in ended), None)
 
 
@@ -385,9 +390,9 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
                                                                                          space_yaml):
     env, root = slurm
     # Epochs of some seconds (SST-2's first 3,000 sentences): a trial is in flight, between checkpoints, at the signal.
-    job, results = _eight_trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, space_yaml,
-                                 "slurmrequeue", data_dir=str(glue), max_train_samples=3000)
-    _wait_for(env, root, job, "[2/8]")  # two trials finished: stop it as the time limit's signal would
+    job, results = _trials({**env, "ISTAR_TUNE_STORE_COPY_EVERY": "3"}, root, tmp_path, space_yaml,
+                           "slurmrequeue", REQUEUED, data_dir=str(glue), max_train_samples=3000)
+    _wait_for(env, root, job, f"[2/{REQUEUED}]")  # two trials finished: stop it as the time limit's signal would
     deadline = time.monotonic() + 60  # the store copied to the results folder while the job runs, not at its end alone
     seen: list[str] = []
     while sum(status == "finished" for status in seen) < 2:
@@ -406,24 +411,28 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
     log = _log(root, job)
     assert state["JobState"] == "COMPLETED" and state["Restarts"] == "1", _readable(log)
     first, _, second = log.partition(f"job {job} requeued (1): resuming the search")
-    assert "stopping the search to requeue it" in first and "interrupted by SIGTERM" in first
+    assert "stopping the search to requeue it (1 of at most 3)" in first and "interrupted by SIGTERM" in first
+    assert log.index("requeued 0 of at most 3 times") < log.index("requeued 1 of at most 3 times")  # each run's
     took = int(re.search(r"requeued (\d+) s after the signal", first).group(1))
     print(f"signal to requeue: {took} s")
     assert took < 60  # the driver's stop, not the worker nodes' wait for a lost head
-    finished_first = set(re.findall(r"^\[\d+/8\] trial (\w+) done", first, re.MULTILINE))
-    finished_second = set(re.findall(r"^\[\d+/8\] trial (\w+) done", second, re.MULTILINE))
-    assert len(finished_first) >= 2 and len(finished_first) < 8
+    finished_first = set(re.findall(rf"^\[\d+/{REQUEUED}\] trial (\w+) done", first, re.MULTILINE))
+    finished_second = set(re.findall(rf"^\[\d+/{REQUEUED}\] trial (\w+) done", second, re.MULTILINE))
+    assert len(finished_first) >= 2 and len(finished_first) < REQUEUED
     assert finished_first.isdisjoint(finished_second)  # no finished trial was run again
-    assert len(finished_first | finished_second) == 8
-    assert "resuming slurmrequeue: it had started" in second and "8 trials, 8 finished" in second
+    assert len(finished_first | finished_second) == REQUEUED
+    assert "resuming slurmrequeue: it had started" in second and f"{REQUEUED} trials, {REQUEUED} finished" in second
     # The trial in flight at the signal went on from its checkpoint: no epoch of it trained twice, none skipped.
     before = {int(k) for k in re.findall(rf"^  trial {flying} epoch (\d)/3", first, re.MULTILINE)}
     after = {int(k) for k in re.findall(rf"^  trial {flying} epoch (\d)/3", second, re.MULTILINE)}
     assert before and after and before.isdisjoint(after) and before | after == {1, 2, 3}, (flying, before, after)
 
     uri = f"sqlite:///{results / 'mlflow.db'}"
+    search_run = tracking.find_runs(tracking.client(uri), tracking.client(uri).get_experiment_by_name(
+        "slurmrequeue").experiment_id, **{tracking.TAG_ROLE: "search"})[0]
+    assert search_run.data.tags[tracking.TAG_SLURM_JOB] == f"{job}, requeued 1 time"  # the count on the search's run
     runs = tracking.trial_runs(uri, "slurmrequeue")
-    assert len(runs) == 8 and len({r.trial_id for r in runs}) == 8  # one run per trial, none twice
+    assert len(runs) == REQUEUED and len({r.trial_id for r in runs}) == REQUEUED  # one run per trial, none twice
     client = tracking.client(uri)
     for run in runs:
         assert run.status == "finished"
@@ -432,7 +441,7 @@ def test_sigusr1_requeues_the_job_and_the_search_resumes_with_nothing_lost_or_du
 
 def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_path, space_yaml):
     env, root = slurm
-    job, results = _eight_trials(env, root, tmp_path, space_yaml, "slurmcancel")
+    job, results = _trials(env, root, tmp_path, space_yaml, "slurmcancel", 8)
     _wait_for(env, root, job, "[2/8]")
     subprocess.run(["scancel", job], env=env, check=True)  # as a researcher frees the GPUs
     _wait_until_ended(env, root, job, tmp_path)
@@ -442,12 +451,102 @@ def test_a_plain_scancel_cancels_keeps_the_store_and_never_requeues(slurm, tmp_p
     assert state["JobState"] == "CANCELLED" and state["Restarts"] == "0", _readable(log)
     assert "SIGTERM (scancel, or preemption): stopping the search, keeping the store; not requeued" in log
     assert f"job {job} requeued (1)" not in log and "requeue it" not in log
+    # Its cleanup inside Slurm's default KillWait (30 s): not SIGKILLed (ExitCode 0:9), the token gone, the store kept.
+    took = int(re.search(r"store kept, token removed, nodes freed (\d+) s after the signal", log).group(1))
+    print(f"cancel's cleanup: {took} s")
+    assert took < 30 and state["ExitCode"] != "0:9", _readable(log)
+    assert not (results / f".ray-auth-token-{job}").exists() and not (root / "local" / f"istar-{job}").exists()
     finished = set(re.findall(r"^\[\d+/8\] trial (\w+) done", log, re.MULTILINE))
     # The store kept, with a run for every trial that finished (a plain scancel signals Ray's processes with the
     # driver, so the last one's FINISHED may not be written: the search, submitted again, reconciles it).
     runs = tracking.trial_runs(f"sqlite:///{results / 'mlflow.db'}", "slurmcancel")
     assert len(finished) >= 2 and {r.trial_id for r in runs} >= finished, [(r.trial_id, r.status) for r in runs]
     assert any(r.status == "finished" for r in runs)
+
+
+def _port_taken(root: Path, node: int, port: int) -> subprocess.Popen:
+    """A process on node ``node`` (0: the head's) listening on ``port``, as another service of a site's node would."""
+    namespace = (root / "namespaces").read_text().split()[node]
+    taker = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-c",
+                              "import socket, sys, time\ns = socket.socket()\ns.bind(('0.0.0.0', int(sys.argv[1])))\n"
+                              "s.listen()\nprint('listening', flush=True)\ntime.sleep(900)", str(port)],
+                             stdout=subprocess.PIPE, text=True)
+    assert taker.stdout.readline().strip() == "listening"
+    return taker
+
+
+def _released(env: dict, root: Path, job: str, results: Path) -> None:
+    """Every node of the job back to idle, none of its Ray left on any node, its scratch and token gone."""
+    import psutil
+
+    deadline = time.monotonic() + 60
+    while (states := subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True,
+                                    env=env).stdout.split()) != ["idle"] * len(NODES):
+        assert time.monotonic() < deadline, states
+        time.sleep(1)
+    head = re.search(r"Ray head (\S+) on", _log(root, job)).group(1)
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and
+            any(head in part or f"istar-{job}" in part for part in p.info["cmdline"])]
+    assert not left, left
+    assert not (root / "local" / f"istar-{job}").exists()  # (the suite's two nodes share one disk)
+    assert not (results / f".ray-auth-token-{job}").exists()
+
+
+@pytest.mark.parametrize("failing", ["head", "worker"])
+def test_a_job_whose_ray_cannot_come_up_ends_non_zero_and_frees_every_node(slurm, tmp_path, space_yaml, failing):
+    """The head's port taken: its part ends before Ray, the worker would wait for it for hours; the job ends at
+    once. A worker's port taken: the head waits for it; the job ends at its stated start deadline."""
+    env, root = slurm
+    base = 20000 + 200 * random.randrange(40)
+    taker = _port_taken(root, 0 if failing == "head" else 1, base)
+    space = tmp_path / "nostart.yaml"
+    space.write_text(_grid(space_yaml, "nostart", [1e-3], 1))
+    results = tmp_path / "shared"
+    try:
+        begun = time.monotonic()
+        job = _submit({**env, "ISTAR_TUNE_PORT_BASE": str(base), "ISTAR_TUNE_START_WAIT": "45"}, root, space, results)
+        state = _wait_until_ended(env, root, job, tmp_path, seconds=240)
+        took = time.monotonic() - begun
+    finally:
+        taker.kill()
+        taker.wait()
+    log = _log(root, job)
+    print(f"{failing} that cannot start: the job ended {took:.0f} s after its submission")
+    assert state["JobState"] == "FAILED" and state["ExitCode"] == "1:0" and state["Restarts"] == "0", _readable(log)
+    assert "the search must start within 45 s (ISTAR_TUNE_START_WAIT)" in log
+    assert f"port {base} of this job's window" in log
+    if failing == "head":
+        assert "Ray's head on node1 ended (2) before the search started" in log, _readable(log)
+        assert took < 45  # at once, not at the deadline
+    else:
+        assert "the search did not start within 45 s (ISTAR_TUNE_START_WAIT)" in log, _readable(log)
+    assert "freeing the nodes (not requeued)" in log
+    _released(env, root, job, results)
+
+
+def test_a_usr1_before_the_search_starts_never_requeues(slurm, tmp_path, space_yaml):
+    """A time limit reached while Ray comes up (a worker that cannot join, here): no requeue, which would only wait
+    again at every limit; the job ends non-zero and frees its nodes."""
+    env, root = slurm
+    base = 20000 + 200 * random.randrange(40)
+    taker = _port_taken(root, 1, base)
+    space = tmp_path / "early.yaml"
+    space.write_text(_grid(space_yaml, "early", [1e-3], 1))
+    results = tmp_path / "shared"
+    try:
+        job = _submit({**env, "ISTAR_TUNE_PORT_BASE": str(base)}, root, space, results)
+        _wait_for(env, root, job, f"port {base} of this job's window")  # the nodes' part has begun; no search yet
+        subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+        state = _wait_until_ended(env, root, job, tmp_path, seconds=240)
+    finally:
+        taker.kill()
+        taker.wait()
+    log = _log(root, job)
+    assert state["JobState"] == "FAILED" and state["Restarts"] == "0", _readable(log)
+    assert re.search(r"SIGUSR1 before the search started \((Ray was still coming up|the job was still setting up)\); "
+                     r"freeing the nodes \(not requeued\)", log), _readable(log)
+    assert "requeued (1)" not in log
+    _released(env, root, job, results)
 
 
 def test_a_job_array_of_two_tasks_fills_one_table(slurm, tmp_path, space_yaml):
