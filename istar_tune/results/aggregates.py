@@ -104,12 +104,12 @@ def _cell(typed, model: str, task, method: str) -> dict[str, Any] | None:
 
 
 def _metrics(cell: dict[str, Any], base: dict[str, Any] | None, method: str) -> dict[str, float]:
-    values = {"seeds_mean": cell["value"], "seeds_std": cell["std"], "seeds_n": cell["n"],
-              "seeds_ci_low": cell["ci_low"], "seeds_ci_high": cell["ci_high"]}
+    mean, std, n, low, high, difference, significant = tracking.SEED_AGGREGATES
+    values = {mean: cell["value"], std: cell["std"], n: cell["n"], low: cell["ci_low"], high: cell["ci_high"]}
     if base is not None:
-        values["vs_base_difference"] = cell["value"] - base["value"]
+        values[difference] = cell["value"] - base["value"]
         if method == PAPER_METHOD:
-            values["vs_base_significant"] = float(bool(cell["significant"]))
+            values[significant] = float(bool(cell["significant"]))
     return {k: float(v) for k, v in values.items() if pd.notna(v)}
 
 

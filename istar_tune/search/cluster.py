@@ -16,10 +16,10 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from istar_tune import tracking
 from istar_tune.errors import ClusterError, ConfigError
 from istar_tune.search.spaces.cost import packing_of
 from istar_tune.search.spaces.space import SearchSpace
-from istar_tune.tracking.naming import configuration_words
 
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
 _USER_CHECKPOINT_S = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S")
@@ -256,7 +256,7 @@ def run_config(space: SearchSpace, name: str, storage: str, callbacks):
 def trial_dirname(trial) -> str:
     """A trial's results folder: its id and its configuration's words with the exact values (Ray's default
     rounds them: 5e-05 became 0.0001), e.g. ``trainable_a1b2c_00003_istar_lam=-1_zeta=0.2_lr=1e-4_bs=32_ep=3_s42``."""
-    words = configuration_words(trial.config)
+    words = tracking.configuration_words(trial.config)
     for symbol, name in (("λ", "lam"), ("ζ", "zeta"), ("α", "alpha"), (" ", "_")):
         words = words.replace(symbol, name)
     return f"trainable_{trial.trial_id}_{words}"[:200]

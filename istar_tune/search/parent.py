@@ -73,8 +73,14 @@ def runs_view(space: SearchSpace) -> dict[str, Any]:
     domains = [space.hyperparameters, *space.method_hyperparameters.values()]
     searched = [k for k in dict.fromkeys(k for d in domains for k in d) if any(
         k in d and (d[k].kind != "constant") for d in domains)]
-    if space.stage == "seeds":
+    if space.stage == "seeds":  # each group's aggregate run, its seeds folded under it: MLflow nests runs under
+        # their parent only in an order not by a metric, so the newest first, the aggregates' values as columns
         searched = [*([space.vary[0]] if space.vary else []), "seed"]
+        mean, _, n, low, high, difference, _ = tracking.SEED_AGGREGATES
+        columns = [*(f"metrics.`{k}`" for k in (mean, low, high, n, difference)), *metrics,
+                   f"tags.`{tracking.TAG_STATUS}`", *(f"params.`{k}`" for k in searched)]
+        return {"selectedColumns": columns, "orderByKey": "attributes.start_time", "orderByAsc": False,
+                "runsHiddenMode": "SHOW_ALL"}
     columns = [f"tags.`{tracking.TAG_CHOSEN}`", *metrics, f"tags.`{tracking.TAG_STATUS}`",
                *(f"params.`{k}`" for k in searched)]
     return {"selectedColumns": columns, "orderByKey": metrics[0], "orderByAsc": False, "runsHiddenMode": "SHOW_ALL"}
@@ -98,10 +104,14 @@ def share_view(mlflow_client, experiment_id: str, space: SearchSpace) -> str:
     ranked = ("the held-out value that chose, best first, its dev value beside it"
               if space.run_settings().holdout is not None else "the dev value, which chose (no data held out), best "
               "first")
+    shown = f"ranked by {ranked}; the searched hyperparameters and each trial's status as columns"
+    if space.stage == "seeds":
+        shown = ("newest first, each group's seeds folded under its aggregate run, whose mean, interval and "
+                 "difference from Base are columns")
     mlflow_client.set_experiment_tag(experiment_id, tracking.NOTE_TAG, (
-        f"**{space.name}**: [compare its trials]({link}) (ranked by {ranked}; the searched hyperparameters and each "
-        "trial's status as columns). Each trial is a run named by its configuration; the search's own run holds its "
-        "settings and, once it ends, the best configuration per model × task × method."))
+        f"**{space.name}**: [compare its trials]({link}) ({shown}). Each trial is a run named by its configuration; "
+        "the search's own run holds its settings and, once it ends, the best configuration per model × task × "
+        "method."))
     return link
 
 
@@ -151,7 +161,7 @@ def best_rows(tracking_uri: str, name: str, planned: list[PlannedGroup], simulat
                      "score": score(run.metrics, metric),
                      **({"held_out": choosing_score(run.metrics, metric)}  # what chose it; the dev score did not
                         if chosen_on(run.metrics, metric) == "holdout" else {}),
-                     "run": tracking.run_name(run.config),
+                     "run": tracking.configuration_words(run.config),  # its model and task: columns
                      "trial_id": run.trial_id, **values})
         if chosen is not None:
             chosen[run.run_id] = int(run.metrics.get("scored_epoch", run.metrics.get("epoch", run.config["epochs"])))

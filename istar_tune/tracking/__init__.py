@@ -13,6 +13,7 @@ from istar_tune.tracking.datasets import dataset_inputs
 from istar_tune.tracking.datasets import describe as describe_datasets
 from istar_tune.tracking.naming import (
     SETTING_PREFIX,
+    configuration_words,
     error_summary,
     logged_params,
     resolved_hyperparameters,
@@ -40,6 +41,7 @@ from istar_tune.tracking.store import (
     PAGE_SIZE,
     PLAN_TOTAL,
     SCHEMES,
+    SEED_AGGREGATES,
     STATUSES,
     TAG_CHOSEN,
     TAG_CHOSEN_BY,
@@ -89,7 +91,7 @@ __all__ = [
     "dataset_inputs", "describe_datasets",
     "COUNTED_STATUSES", "EXPERIMENT_KIND_TAG", "MAX_TAG_CHARS", "MODEL_TRAINING", "NOTE_TAG", "PAGE_SIZE",
     "PLAN_TOTAL", "RunWriter",
-    "SCHEMES", "STATUSES",
+    "SCHEMES", "SEED_AGGREGATES", "STATUSES",
     "TAG_CHOSEN", "TAG_CHOSEN_BY", "TAG_COMMIT", "TAG_ERROR", "TAG_GROUP", "TAG_NODE", "TAG_PARENT", "TAG_PLAN",
     "TAG_REPLAY",
     "TAG_RESTORED_FROM", "TAG_STRATEGY", "TASKS_FOLDER",
@@ -101,5 +103,5 @@ __all__ = [
     "parent_run", "planned_groups", "prepare_store", "quote", "store_lock", "record_plan", "resolved_hyperparameters",
     "train_config",
     "NoExperiment", "run_task", "run_tasks", "task_of", "trial_error_text", "trial_runs", "SETTING_PREFIX",
-    "logged_models", "logged_params", "run_name",
+    "configuration_words", "logged_models", "logged_params", "run_name",
 ]

@@ -47,6 +47,10 @@ TAG_RESTORED_FROM = "istar_tune.restored_from"
 TAG_TASK = "istar_tune.task"  # a trial run of a task that is not shipped: its facts (JSON; tasks.definition.facts)
 TAG_TASK_FILES = "istar_tune.task_files"  # on the parent run, `.<task>`: the files and checksums its trials read
 TAG_PLAN = "istar_tune.plan"  # on the parent run: trials planned per group (JSON), for `istar-tune status`
+SEED_AGGREGATES = ("seeds_mean", "seeds_std", "seeds_n", "seeds_ci_low", "seeds_ci_high", "vs_base_difference",
+                   "vs_base_significant")
+"""The metrics of a seeds stage's aggregate run (a group's seeds: their mean, spread and interval, the difference
+from Base); the seeds' view shows them as columns."""
 TAG_SLURM_JOB = "istar_tune.slurm_job"  # on the parent run, in a Slurm job: its id and requeues so far
 TAG_SHARD = "istar_tune.shard"  # on a job array's shard's parent run: `K/N` (search.shard)
 NOTE_TAG = "mlflow.note.content"  # what MLflow shows as a run's or an experiment's description

@@ -63,3 +63,21 @@ def test_the_saved_view_shows_the_searched_columns_and_every_run_in_the_charts(t
     # The chosen mark first, the choosing value next, the status before the searched values (seen at 1400 px).
     assert view["selectedColumns"][:3] == ["tags.`istar_tune.chosen`", "metrics.`accuracy`", "tags.`istar_tune.status`"]
     assert link.startswith(f"#/experiments/{experiment}/runs?viewStateShareKey={parent.SHARED_VIEW}")
+
+
+def test_a_seeds_stages_view_keeps_the_seeds_folded_under_their_aggregate(tmp_path):
+    """MLflow folds runs under their parent only in an order that is not a metric's: the view of a seeds stage is
+    ordered by start time, the aggregates' values its first columns."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment = tracking.ensure_experiment(client, "seeds", str(tmp_path / "artifacts"))
+    space = load_search_space("minilm_sst2_seeds")
+    assert space.stage == "seeds"
+    parent.share_view(client, experiment, space)
+    tags = client.get_experiment(experiment).tags
+    view = json.loads(tags[f"mlflow.sharedViewState.{parent.SHARED_VIEW}"])
+    assert view["orderByKey"] == "attributes.start_time" and not view["orderByKey"].startswith("metrics.")
+    assert view["selectedColumns"][:3] == ["metrics.`seeds_mean`", "metrics.`seeds_ci_low`", "metrics.`seeds_ci_high`"]
+    assert "params.`seed`" in view["selectedColumns"]
+    assert "folded under its aggregate run" in tags[tracking.NOTE_TAG]
+
