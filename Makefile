@@ -19,7 +19,7 @@ STAMP := $(VENV)/.istar-tune-installed
 torch_install = $(if $(PIP_FIND_LINKS),$(1)/bin/uv pip install --quiet --python $(1)/bin/python --find-links $(PIP_FIND_LINKS),$(1)/bin/python -m pip install --quiet)
 PY_RUN := env -u PYTHONDONTWRITEBYTECODE
 .PHONY: install test test-fast lint fuzz demo bench-scale constraints clean smoke-lowest smoke-image smoke-image-device \
-	smoke-lowest-env smoke-image-env smoke-env smoke-build smoke-run smoke-versions
+	smoke-lowest-env smoke-image-env smoke-env smoke-build smoke-run smoke-versions tool-envs
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -92,6 +92,17 @@ smoke-run:
 
 smoke-versions: smoke-lowest smoke-image smoke-image-device
 
+# The tools two tests run, at the pins tests/tools.txt lists: SkyPilot's own checks of jobs/skypilot/ (a virtual
+# environment of its own) and Syne Tune's loader of an export (its packages in .venv-tools/synetune, on PYTHONPATH).
+# Built once for those pins (CI builds them beside `make install`); a test builds them itself where they are missing.
+TOOLS_KEY = $(shell sha256sum tests/tools.txt | cut -c1-16)
+tool-envs:
+	@if [ "$$(cat .venv-tools/.key 2> /dev/null)" = "$(TOOLS_KEY)" ]; then echo ".venv-tools: built for these pins"; \
+	else rm -rf .venv-tools && $(PYTHON) -m venv .venv-tools && \
+	.venv-tools/bin/python -m pip install --quiet $$(grep '^skypilot==' tests/tools.txt) && \
+	.venv-tools/bin/python -m pip install --quiet --no-deps --target .venv-tools/synetune \
+	    $$(grep -v '^skypilot==' tests/tools.txt) && echo "$(TOOLS_KEY)" > .venv-tools/.key; fi
+
 # The cluster-scale rehearsal, everyday size (see README, Benchmarks).
 bench-scale: $(STAMP)
 	$(PY_RUN) $(BIN)/python benchmarks/bench_paper_scale.py --models bert
@@ -110,4 +121,4 @@ constraints: $(STAMP)
 	mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) .venv-lowest .venv-image istar-runs mlruns .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest .venv-image .venv-tools istar-runs mlruns .pytest_cache .ruff_cache

@@ -148,3 +148,25 @@ class MlflowServer:
         self.stop()
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+TOOLS = Path(__file__).resolve().parents[1] / "tests" / "tools.txt"
+"""The pins of the tools two tests run (SkyPilot, Syne Tune); ``make tool-envs`` builds them in ``.venv-tools``."""
+
+
+def tool_pins(name: str) -> list[str]:
+    """The pins of :data:`TOOLS` for ``skypilot`` (its line) or ``synetune`` (the others)."""
+    lines = [line.strip() for line in TOOLS.read_text().splitlines() if line.strip()]
+    return [line for line in lines if line.startswith("skypilot==") == (name == "skypilot")]
+
+
+def built_tools() -> Path | None:
+    """``.venv-tools`` when ``make tool-envs`` built it for today's pins (its key: the pins file's digest)."""
+    import hashlib
+
+    folder = TOOLS.parents[1] / ".venv-tools"
+    key = hashlib.sha256(TOOLS.read_bytes()).hexdigest()[:16]
+    try:
+        return folder if (folder / ".key").read_text().strip() == key else None
+    except OSError:
+        return None

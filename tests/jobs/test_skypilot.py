@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from istar_tune.testing import built_tools, tool_pins
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "jobs" / "skypilot" / "search.yaml"
-SKYPILOT = "skypilot==0.14.1"
+SKYPILOT = tool_pins("skypilot")[0]
 """The SkyPilot the task file is written for (docs/cluster.md says which)."""
 
 CHECK = """\
@@ -47,7 +49,10 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def skypilot(tmp_path_factory) -> Path:
-    """The python of a virtual environment holding SkyPilot (from the package registry)."""
+    """The python of a virtual environment holding SkyPilot: ``make tool-envs``'s, else one built here from the
+    package registry."""
+    if (built := built_tools()) is not None:
+        return built / "bin" / "python"
     folder = tmp_path_factory.mktemp("skypilot-venv")
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
     python = folder / "bin" / "python"

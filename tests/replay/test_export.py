@@ -20,9 +20,10 @@ from istar_tune import tracking
 from istar_tune.cli import main
 from istar_tune.replay.export import OBJECTIVES, export_grid, grid_curves
 from istar_tune.replay.reading import grid_runs
+from istar_tune.testing import built_tools, tool_pins
 
 pytestmark = pytest.mark.slow
-SYNETUNE = ["syne-tune==0.16.0", "fastparquet==2026.9.0", "cramjam==2.14.0"]
+SYNETUNE = tool_pins("synetune")
 """Syne Tune's blackbox repository and the parquet engine its files are written with (syne-tune's own other
 dependencies are the project's, or not imported by the repository: it is installed without them)."""
 LOAD = """\
@@ -61,7 +62,10 @@ def test_the_long_table_is_mlflows_records_and_numbers_configurations_in_the_tab
 
 @pytest.fixture(scope="module")
 def synetune(tmp_path_factory) -> Path:
-    """A folder holding Syne Tune's blackbox repository, for ``PYTHONPATH``."""
+    """A folder holding Syne Tune's blackbox repository, for ``PYTHONPATH``: ``make tool-envs``'s, else one
+    installed here from the package registry."""
+    if (built := built_tools()) is not None:
+        return built / "synetune"
     folder = tmp_path_factory.mktemp("synetune")
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
                                 str(folder), *SYNETUNE], capture_output=True, text=True, timeout=900)

@@ -146,6 +146,8 @@ def test_a_full_storage_device_stops_the_search_at_its_first_failure_with_one_li
         assert " FAILED" not in done.stdout  # a full disk says nothing of a configuration
         assert all(line.startswith(("search ", "STOPPED", "  ", "[", "== ", "preflight", "MLflow")) or not line
                    for line in done.stdout.splitlines()), done.stdout  # no library noise
+        if full == "results":
+            return  # the resume after space is freed: once, where the store filled too (its harder case)
         subprocess.run(["mount", "-o", "remount,size=400M", str(mount)], check=True)  # space freed: go on
         # A fill can cut Tune's experiment state short (Tune writes it in place): cut it as the worst fill would.
         newest = max((mount / "runs" / "stops").glob("experiment_state-*.json"))
