@@ -507,3 +507,13 @@ def test_the_template_refuses_a_store_on_lustre_with_localflock(tmp_path):
     assert done.returncode == 1
     assert "is a Lustre mount with localflock (locks hold on one node only)" in done.stderr, done.stderr
     assert not list((tmp_path / "results").glob(".ray-auth-token-*"))
+
+
+@pytest.mark.parametrize(("setting", "value", "said"), [
+    ("ISTAR_TUNE_START_WAIT", "10m", "ISTAR_TUNE_START_WAIT must be a whole number of seconds, got '10m'"),
+    ("ISTAR_TUNE_MAX_REQUEUES", "-1", "ISTAR_TUNE_MAX_REQUEUES must be a whole number of requeues, got '-1'"),
+])
+def test_a_deadline_or_requeue_bound_that_is_no_number_is_refused_before_anything(tmp_path, setting, value, said):
+    done = _template_until_ray(tmp_path, **{setting: value})
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert not list((tmp_path / "results").glob(".ray-auth-token-*"))
