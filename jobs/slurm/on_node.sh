@@ -27,7 +27,15 @@ if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
 fi
 base=$ISTAR_TUNE_PORT_BASE
 python jobs/slurm/site.py free "$base"  # a port of the window taken on this node: one line, before Ray starts
-ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODES:-1}" \
+# A SIGUSR1 sent to the job's step (`scancel --signal=USR1` without --batch, or `--signal=USR1@...` without B:) reaches
+# every process here, not the batch script: Ray's processes ignore it (started with it ignored), and the head's part
+# passes it on to the batch script, which stops the search and requeues the job as for its own SIGUSR1.
+relay() {
+  if [ "$on_head" = 1 ] && [ -n "${ISTAR_TUNE_BATCH_PID:-}" ]; then kill -USR1 "$ISTAR_TUNE_BATCH_PID" 2> /dev/null || true; fi
+  return 0
+}
+trap relay USR1
+(trap '' USR1; exec ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODES:-1}" \
   --num-cpus "${SLURM_CPUS_PER_TASK:-$(nproc)}" ${gpus[@]+"${gpus[@]}"} \
   --dashboard-port $((base + 8)) \
   --ray-client-server-port $((base + 1)) --dashboard-agent-listen-port $((base + 2)) \
@@ -35,7 +43,14 @@ ray symmetric-run --address "$ISTAR_TUNE_HEAD" --min-nodes "${SLURM_JOB_NUM_NODE
   --node-manager-port $((base + 6)) --object-manager-port $((base + 7)) \
   --min-worker-port $((base + 20)) --max-worker-port $((base + 199)) \
   -- bash -c 'echo $$ > "$ISTAR_TUNE_DRIVER_PID"; exec istar-tune search "$@" --address "$ISTAR_TUNE_HEAD"' \
-  istar-tune "$@" || status=$?
+  istar-tune "$@") &
+ray_part=$!
+while :; do  # a relayed signal interrupts the wait, not Ray's part (a zombie still answers kill -0: waited again)
+  code=0
+  wait "$ray_part" || code=$?
+  if ! kill -0 "$ray_part" 2> /dev/null; then break; fi
+done
+if [ "$code" != 0 ]; then status=$code; fi
 if [ "$on_head" = 1 ]; then
   exit "${status:-0}"  # the search's own exit status, as symmetric-run passes it on
 fi

@@ -295,7 +295,7 @@ def test_the_template_fits_real_sites_before_any_ray_starts():
     assert "#SBATCH --mem=0" in template and "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK" in template
     assert template.index("site.py head") < template.index("\nsrun --kill-on-bad-exit")
     assert "flock -n -E 75 9" in template
-    assert node.index("site.py free") < node.index("\nray symmetric-run")
+    assert node.index("site.py free") < node.index("exec ray symmetric-run")
     assert "ISTAR_TUNE_STORE_COPY_EVERY" in template and "20000 +" not in template
 
 
