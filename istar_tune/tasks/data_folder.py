@@ -23,7 +23,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None, space_value: str | os.P
         if not path.is_dir():
             what = "is a file, not a folder" if path.is_file() else "does not exist"
             raise DataError(f"data directory {str(path)!r} (from {source}) {what}: point it at a folder in the GLUE "
-                            "layout, e.g. ../shared/data/glue")
+                            "layout (SST-2/train.tsv, RTE/dev.tsv, ...: what download_glue_data.py writes)")
         return path
     return None
 
