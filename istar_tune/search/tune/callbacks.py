@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from ray.tune import Callback
@@ -284,29 +285,28 @@ class MlflowTrialLogger(Callback):
         return self.writer.close(timeout)
 
 
-def _trial_file(trial, name: str) -> bytes | None:
-    """A file of a trial's folder: in storage, else in the driver's staging folder; ``None`` where neither holds it
-    (not written yet, storage that cannot be reached, or a search summarised without Ray)."""
+def _trial_files(trial, name: str) -> Iterator[bytes]:
+    """A file of a trial's folder, as each place holds it: in storage, then in the driver's staging folder (none where
+    it is not written there yet, the storage cannot be reached, or a search is summarised without Ray)."""
     import pyarrow.fs
 
     storage = getattr(trial, "storage", None)
     if storage is None:
-        return None
+        return
     places = [(lambda: storage.storage_filesystem, lambda: storage.trial_fs_path),
               (pyarrow.fs.LocalFileSystem, lambda: storage.trial_driver_staging_path)]
     for filesystem, folder in places:
         try:
             with filesystem().open_input_stream(f"{folder()}/{name}") as stream:
-                return stream.read()
+                yield stream.read()
         except (OSError, ValueError, AssertionError):
             continue
-    return None
 
 
 def read_record(trial) -> dict[str, Any]:
     """What a trial recorded reading (:data:`~istar_tune.search.tune.checkpoints.READ_RECORD`: its splits described,
     its node); {} where it recorded nothing (it ended before reading its data)."""
-    text = _trial_file(trial, READ_RECORD)
+    text = next(_trial_files(trial, READ_RECORD), b"")
     try:
         record = json.loads(text) if text else {}
     except ValueError:
@@ -318,20 +318,11 @@ def reported_epochs(trial) -> list[dict[str, Any]]:
     """The epochs a trial reported, in order, as Ray's result file in its folder holds them (the last report of an
     epoch a restored trial reported twice); [] where that file cannot be read. What reconciles a run whose writes a
     killed driver lost: Ray's logger writes the file as each result arrives, MLflow's writer a moment later."""
-    import pyarrow.fs
     from ray.tune.result import EXPR_RESULT_FILE
 
-    storage = trial.storage
-    places = [(lambda: storage.storage_filesystem, lambda: storage.trial_fs_path),
-              (pyarrow.fs.LocalFileSystem, lambda: storage.trial_driver_staging_path)]
-    for filesystem, folder in places:
-        try:
-            with filesystem().open_input_stream(f"{folder()}/{EXPR_RESULT_FILE}") as stream:
-                lines = stream.read().decode("utf-8").splitlines()
-        except (OSError, ValueError, AssertionError):  # not written there (yet), storage that cannot be reached, or
-            continue  # the driver's staging folder of a search summarised without Ray (a session's folder)
+    for text in _trial_files(trial, EXPR_RESULT_FILE):
         by_epoch: dict[int, dict[str, Any]] = {}
-        for line in lines:
+        for line in text.decode("utf-8", "replace").splitlines():
             try:
                 result = json.loads(line)
             except ValueError:  # a line cut short by the kill
